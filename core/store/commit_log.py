@@ -1,0 +1,306 @@
+"""The commit log: one append-only log of records for all topics, in segments (core.store.mapped_file).
+
+Record layout: core.store.record_codec. Appends happen under one lock, in the caller's thread, straight into the
+mapping: no syscall per message. The lock also assigns queue offsets (RocketMQ's topicQueueTable), so queue
+order and log order agree, and it queues a dispatch request for the dispatcher, which turns it into a
+consume-queue entry and index entries. After a crash the dispatcher is fed from `scan` instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from zlib import crc32
+
+from core.store.errors import CorruptRecordError
+from core.store.mapped_file import MappedFile, MappedFileQueue
+from core.store.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, StoredMessage
+from core.store.record_codec import (
+    BLANK_MAGIC,
+    BLANK_MIN_SIZE,
+    HEADER_SIZE,
+    INT64,
+    PHYSICAL_OFFSET_POS,
+    RECORD_MAGIC,
+    SIZE_MAGIC,
+    STORE_TIMESTAMP,
+    STORE_TIMESTAMP_POS,
+    RecordFormatError,
+    check_record,
+    decode_record,
+    encode_blank,
+    encode_record,
+)
+
+log = logging.getLogger(__name__)
+
+# (topic, queue_id, queue_offset, commit_log_offset, size, tags_code, store_timestamp, keys, unique_id)
+DispatchRequest = tuple[str, int, int, int, int, int, int, "str | None", "str | None"]
+
+
+@dataclass(slots=True)
+class ScanResult:
+    end: int  # where the valid log ends
+    records: int
+    corrupt: list[tuple[str, int, int]]  # (file, file offset, bytes skipped)
+    truncated: int  # bytes of torn tail cut off
+
+
+class CommitLog:
+    def __init__(self, directory: Path, segment_size: int, max_record_size: int) -> None:
+        self.files = MappedFileQueue(directory, segment_size)
+        self.segment_size = segment_size
+        self.max_record_size = max_record_size
+        self.lock = threading.Lock()
+        self.write_pos = 0  # commit-log offset of the next record; every record below it is whole
+        self.flushed_pos = 0  # every byte below it is on disk
+        self.queue_offsets: dict[tuple[str, int], int] = {}
+        self.pending: list[DispatchRequest] = []
+        self._current: MappedFile | None = None
+
+    # --- appending -------------------------------------------------------------------------------------
+
+    def append(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        tail: bytes,
+        properties: dict[str, str],
+        flag: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: bytes,
+        born_port: int,
+        store_host: bytes,
+        store_port: int,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+    ) -> tuple[int, int, int, int]:
+        """Append one record; return (commit_log_offset, size, queue_offset, store_timestamp)."""
+        size = HEADER_SIZE + len(body) + len(tail)
+        body_crc = crc32(body)
+        key = (topic, queue_id)
+        if properties:
+            tags = properties.get(PROPERTY_TAGS)
+            code = crc32(tags.encode()) if tags else 0
+            keys = properties.get(PROPERTY_KEYS)
+            unique_id = properties.get(PROPERTY_UNIQ_KEY)
+        else:
+            code, keys, unique_id = 0, None, None
+        with self.lock:
+            pos = self.write_pos
+            mapped = self._current
+            if mapped is None or pos + size + BLANK_MIN_SIZE > mapped.end:
+                mapped = self._roll(pos, size)
+                pos = mapped.base if pos < mapped.base else pos
+            queue_offset = self.queue_offsets.get(key, 0)
+            store_timestamp = time.time_ns() // 1_000_000
+            record = encode_record(
+                body,
+                body_crc,
+                tail,
+                queue_id,
+                flag,
+                queue_offset,
+                pos,
+                sys_flag,
+                born_timestamp,
+                born_host,
+                born_port,
+                store_timestamp,
+                store_host,
+                store_port,
+                reconsume_times,
+                prepared_transaction_offset,
+            )
+            start = pos - mapped.base
+            mapped.mm[start : start + size] = record
+            self.queue_offsets[key] = queue_offset + 1
+            self.pending.append((topic, queue_id, queue_offset, pos, size, code, store_timestamp, keys, unique_id))
+            self.write_pos = pos + size
+        return pos, size, queue_offset, store_timestamp
+
+    def _roll(self, pos: int, size: int) -> MappedFile:
+        """Close the current segment with a filler record and map the next one (called under the lock)."""
+        mapped = self._current
+        if mapped is not None:
+            start = pos - mapped.base
+            mapped.mm[start : start + BLANK_MIN_SIZE] = encode_blank(mapped.size - start)
+            self.write_pos = mapped.end
+        base = mapped.end if mapped is not None else pos
+        existing = self.files.find(base)
+        self._current = existing if existing is not None else self.files.create(base)
+        if size + BLANK_MIN_SIZE > self._current.size:
+            raise ValueError(f"a record of {size} bytes cannot fit in a segment of {self._current.size}")
+        return self._current
+
+    def take_pending(self) -> list[DispatchRequest]:
+        with self.lock:
+            batch, self.pending = self.pending, []
+        return batch
+
+    # --- flushing --------------------------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fdatasync every segment holding bytes not yet on disk; return the new flushed position."""
+        target = self.write_pos
+        if target > self.flushed_pos:
+            for mapped in self.files.files:
+                if mapped.end > self.flushed_pos and mapped.base < target and not mapped.closed:
+                    mapped.flush()
+            self.flushed_pos = target
+        return self.flushed_pos
+
+    # --- reading ---------------------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        files = self.files.files
+        return files[0].base if files else 0
+
+    def read_message(self, offset: int) -> StoredMessage:
+        """Decode the record at `offset`. Raises CorruptRecordError (with file and offset) or LookupError."""
+        mapped = self._file_at(offset)
+        start = offset - mapped.base
+        try:
+            message = decode_record(mapped.mm, start, mapped.size)
+        except RecordFormatError as exc:
+            raise CorruptRecordError(str(mapped.path), start, offset, str(exc)) from None
+        except ValueError:
+            raise LookupError(f"commit-log offset {offset}: its segment was deleted") from None
+        if message.commit_log_offset != offset:
+            raise CorruptRecordError(
+                str(mapped.path), start, offset, f"record says it is at {message.commit_log_offset}"
+            )
+        return message
+
+    def store_timestamp_at(self, offset: int) -> int | None:
+        try:
+            mapped = self._file_at(offset)
+            return int(STORE_TIMESTAMP.unpack_from(mapped.mm, offset - mapped.base + STORE_TIMESTAMP_POS)[0])
+        except (LookupError, ValueError):
+            return None
+
+    def _file_at(self, offset: int) -> MappedFile:
+        if not self.min_offset <= offset < self.write_pos:
+            raise LookupError(f"commit-log offset {offset} is outside [{self.min_offset}, {self.write_pos})")
+        mapped = self.files.find(offset)
+        if mapped is None:
+            raise LookupError(f"commit-log offset {offset}: no segment holds it")
+        return mapped
+
+    # --- recovery --------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.files.load()
+
+    def scan(self, start: int, result: ScanResult) -> Iterator[StoredMessage]:
+        """Yield every valid record from `start` (a record boundary) to the end of the log, checking each CRC.
+
+        A record that fails its checks is either corruption in the middle of the log (a valid record follows
+        within the largest record size: it is skipped and reported with file and offset) or the torn tail (no
+        valid record follows: the log ends there). `result` is filled in as the scan goes.
+        """
+        files = self.files.files
+        pos = max(start, self.min_offset)
+        index = (pos - files[0].base) // self.segment_size if files else 0
+        while index < len(files):
+            mapped = files[index]
+            local = pos - mapped.base
+            while True:
+                if local + BLANK_MIN_SIZE > mapped.size:
+                    break
+                total, magic = SIZE_MAGIC.unpack_from(mapped.mm, local)
+                if magic == BLANK_MAGIC and total == mapped.size - local:
+                    break
+                try:
+                    total = check_record(mapped.mm, local, mapped.size)
+                    if INT64.unpack_from(mapped.mm, local + PHYSICAL_OFFSET_POS)[0] != mapped.base + local:
+                        raise RecordFormatError("physical offset field does not match the position")
+                except RecordFormatError as exc:
+                    resync = self._resync(mapped, local)
+                    if resync is None:
+                        result.end = mapped.base + local
+                        result.truncated = self._zero_tail(mapped, local)
+                        if result.truncated:
+                            log.warning(
+                                "%s: torn tail at file offset %d (%s); %d bytes cut off",
+                                mapped.path,
+                                local,
+                                exc,
+                                result.truncated,
+                            )
+                        return
+                    result.corrupt.append((str(mapped.path), local, resync - local))
+                    log.error(
+                        "%s: corrupt record at file offset %d (commit-log offset %d): %s; %d bytes skipped",
+                        mapped.path,
+                        local,
+                        mapped.base + local,
+                        exc,
+                        resync - local,
+                    )
+                    local = resync
+                    continue
+                yield decode_record(mapped.mm, local, mapped.size)
+                result.records += 1
+                local += total
+            index += 1
+            if index < len(files):
+                pos = files[index].base
+            else:
+                result.end = mapped.end
+                return
+        result.end = pos
+
+    def _resync(self, mapped: MappedFile, local: int) -> int | None:
+        """The file offset of the next valid record after a bad one, searching one largest record ahead."""
+        limit = min(mapped.size, local + self.max_record_size + HEADER_SIZE)
+        magic = RECORD_MAGIC.to_bytes(4, "big")
+        probe = local + 1
+        while True:
+            found = mapped.mm.find(magic, probe + 4, limit)
+            if found < 0:
+                return None
+            candidate = found - 4
+            try:
+                check_record(mapped.mm, candidate, mapped.size)
+                if INT64.unpack_from(mapped.mm, candidate + PHYSICAL_OFFSET_POS)[0] == mapped.base + candidate:
+                    return candidate
+            except RecordFormatError:
+                pass
+            probe = found - 3
+
+    def _zero_tail(self, mapped: MappedFile, local: int) -> int:
+        """Zero the torn bytes after the end so that a later scan cannot mistake them for records."""
+        limit = min(mapped.size, local + self.max_record_size + HEADER_SIZE)
+        region = mapped.mm[local:limit]
+        dirty = len(region.rstrip(b"\x00"))
+        if dirty:
+            mapped.mm[local : local + dirty] = bytes(dirty)
+        return dirty
+
+    def set_end(self, end: int) -> None:
+        """Make `end` the write position after recovery: segments starting past it are deleted."""
+        self.files.drop_from(end + 1)
+        self._current = self.files.find(end)
+        self.write_pos = end
+        self.flushed_pos = min(self.flushed_pos, end)
+
+    # --- retention -------------------------------------------------------------------------------------
+
+    def segment_ages(self) -> list[tuple[MappedFile, float]]:
+        """(segment, last-modified time) of every segment but the one being written."""
+        return [(mapped, os.stat(mapped.path).st_mtime) for mapped in self.files.files[:-1]]
+
+    def delete_first_segment(self) -> MappedFile:
+        return self.files.drop_first()
+
+    def close(self) -> None:
+        self.files.close()

@@ -1,0 +1,99 @@
+"""Settings of the message store: one frozen dataclass, passed to the parts that need it.
+
+Defaults follow Apache RocketMQ's `MessageStoreConfig` where the two designs meet; each limit says why.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+
+class FlushMode(enum.Enum):
+    # ASYNC_FLUSH acknowledges once the record is in the page cache; a background flush makes it durable
+    # every `flush_interval_ms`. SYNC_FLUSH acknowledges only after fdatasync, with group commit.
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+# RocketMQ's mapedFileSizeCommitLog: large segments keep the number of open mappings small.
+DEFAULT_SEGMENT_SIZE = 1 * GiB
+# Segments below this cannot hold a maximum-size message plus its header; tests go down to a few MiB.
+MIN_SEGMENT_SIZE = 64 * 1024
+# RocketMQ's maxMessageSize (4 MiB); Kafka's message.max.bytes is 1 MiB.
+DEFAULT_MAX_MESSAGE_SIZE = 4 * MiB
+# RocketMQ's mapedFileSizeConsumeQueue: 300,000 entries of 20 bytes (6 MB per file).
+DEFAULT_CQ_ENTRIES_PER_FILE = 300_000
+# RocketMQ's maxHashSlotNum / maxIndexNum: 5 M slots, 20 M entries (about 420 MB per index file).
+DEFAULT_INDEX_SLOTS = 5_000_000
+DEFAULT_INDEX_ENTRIES = 20_000_000
+
+
+@dataclass(slots=True, frozen=True)
+class StoreConfig:
+    store_dir: Path
+    flush_mode: FlushMode = FlushMode.ASYNC_FLUSH
+    segment_size: int = DEFAULT_SEGMENT_SIZE
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    # RocketMQ's flushIntervalCommitLog (500 ms) and syncFlushTimeout (5 s).
+    flush_interval_ms: int = 500
+    sync_flush_timeout_ms: int = 5000
+    # Consume queues and index files are flushed (and the checkpoint written) this often:
+    # RocketMQ's flushIntervalConsumeQueue is 1 s.
+    logic_flush_interval_ms: int = 1000
+    cq_entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE
+    index_slots: int = DEFAULT_INDEX_SLOTS
+    index_entries: int = DEFAULT_INDEX_ENTRIES
+    # Retention, as RocketMQ's fileReservedTime (hours) and deleteWhen ("04", or "04;05" for several hours).
+    file_reserved_hours: float = 72.0
+    delete_when: str = "04"
+    # Disk usage of the store's file system: clean early, warn, refuse writes (RocketMQ: 0.75 / 0.85 / 0.90).
+    disk_clean_ratio: float = 0.75
+    disk_warn_ratio: float = 0.85
+    disk_refuse_ratio: float = 0.90
+    retention_check_interval_s: float = 10.0
+    # Written into every record and into offset message ids.
+    store_host: str = "127.0.0.1"
+    store_port: int = 10911
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "store_dir", Path(self.store_dir))
+        if self.segment_size < MIN_SEGMENT_SIZE:
+            raise ValueError(f"segment_size {self.segment_size}: must be at least {MIN_SEGMENT_SIZE} bytes")
+        if self.max_message_size + 1024 > self.segment_size:
+            raise ValueError(
+                f"max_message_size {self.max_message_size} does not fit in a segment of {self.segment_size}"
+                " bytes; raise segment_size or lower max_message_size"
+            )
+        if not 0 < self.disk_clean_ratio <= self.disk_warn_ratio <= self.disk_refuse_ratio <= 1:
+            raise ValueError("disk ratios must satisfy 0 < clean <= warn <= refuse <= 1")
+        if self.cq_entries_per_file < 1 or self.index_slots < 1 or self.index_entries < 2:
+            raise ValueError("cq_entries_per_file, index_slots and index_entries must be positive")
+        for hour in self.delete_hours:
+            if not 0 <= hour <= 23:
+                raise ValueError(f"delete_when {self.delete_when!r}: hours go from 00 to 23")
+
+    @property
+    def delete_hours(self) -> frozenset[int]:
+        try:
+            return frozenset(int(part) for part in self.delete_when.split(";") if part.strip())
+        except ValueError:
+            raise ValueError(
+                f"delete_when {self.delete_when!r}: expected hours of the day separated by ';', e.g. '04;05'"
+            ) from None
+
+    @property
+    def commit_log_dir(self) -> Path:
+        return self.store_dir / "commitlog"
+
+    @property
+    def consume_queue_dir(self) -> Path:
+        return self.store_dir / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.store_dir / "index"

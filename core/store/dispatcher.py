@@ -1,0 +1,116 @@
+"""The dispatcher (RocketMQ's ReputMessageService): follows the commit log and builds consume queues and index.
+
+A message becomes visible to consumers when its consume-queue entry is written here. In normal running the
+appender hands over the fields it already has (`CommitLog.pending`, in log order) so nothing is decoded twice;
+after a crash, recovery feeds the same requests from a scan of the log. Either way `dispatched_offset` is the
+commit-log offset below which every record is in its consume queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from core.store.commit_log import CommitLog, DispatchRequest
+from core.store.consume_queue_table import ConsumeQueueTable
+from core.store.index_service import IndexService
+
+log = logging.getLogger(__name__)
+
+# Idle wait between polls when no append has woken the dispatcher (RocketMQ's reput sleeps 1 ms).
+IDLE_WAIT_S = 0.05
+RETRY_WAIT_S = 1.0
+
+DispatchListener = Callable[[set[tuple[str, int]]], None]
+
+
+class Dispatcher:
+    def __init__(self, commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexService) -> None:
+        self.commit_log = commit_log
+        self.queues = queues
+        self.index = index
+        self.dispatched_offset = 0
+        self.listeners: list[DispatchListener] = []
+        self._wakeup = threading.Event()
+        self._progress = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self.sleeping = False
+        self._backlog: list[DispatchRequest] = []
+
+    def dispatch(self, requests: Iterable[DispatchRequest]) -> set[tuple[str, int]]:
+        """Write consume-queue and index entries; return the (topic, queue) pairs that got messages."""
+        touched: set[tuple[str, int]] = set()
+        get_queue = self.queues.get_or_create
+        build = self.index.build
+        end = self.dispatched_offset
+        last_key: tuple[str, int] | None = None
+        queue = None
+        for topic, queue_id, queue_offset, offset, size, code, stamp, keys, unique_id in requests:
+            key = (topic, queue_id)
+            if key != last_key:
+                queue = get_queue(topic, queue_id)
+                touched.add(key)
+                last_key = key
+            assert queue is not None
+            queue.put(queue_offset, offset, size, code)
+            if keys or unique_id:
+                build(topic, keys, unique_id, offset, stamp)
+            end = offset + size
+        if end > self.dispatched_offset:
+            self.dispatched_offset = end
+        return touched
+
+    # --- the thread ---
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="mqgate-dispatcher", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def _run(self) -> None:
+        while not self._stopped:
+            self.run_once()
+            if not self.commit_log.pending:
+                self.sleeping = True
+                if not self.commit_log.pending:
+                    self._wakeup.wait(IDLE_WAIT_S)
+                self.sleeping = False
+                self._wakeup.clear()
+
+    def run_once(self) -> None:
+        batch = self._backlog + self.commit_log.take_pending() if self._backlog else self.commit_log.take_pending()
+        if not batch:
+            return
+        try:
+            touched = self.dispatch(batch)
+        except Exception:
+            # Dispatch is idempotent (positional entries, index skips what it has): keep the batch and try again.
+            log.exception("dispatch of %d records failed; retrying in %.0f s", len(batch), RETRY_WAIT_S)
+            self._backlog = batch
+            time.sleep(RETRY_WAIT_S)
+            return
+        self._backlog = []
+        with self._progress:
+            self._progress.notify_all()
+        for listener in self.listeners:
+            try:
+                listener(touched)
+            except Exception:
+                log.exception("dispatch listener %r failed", listener)
+
+    def wait_dispatched(self, offset: int, timeout: float) -> bool:
+        with self._progress:
+            return self._progress.wait_for(lambda: self.dispatched_offset >= offset, timeout)
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wakeup.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.run_once()

@@ -1,0 +1,170 @@
+"""Preallocated, memory-mapped files named by the 20-digit offset of their first byte, and queues of them.
+
+The commit log and every consume queue are a `MappedFileQueue`: files of one fixed size, back to back, so the file
+holding an offset is found by arithmetic. Files are preallocated with posix_fallocate, so a full disk shows up as
+an error when a file is created, never as SIGBUS in the middle of a write to the mapping.
+
+Writes go into the mapping (no syscall); `flush` is fdatasync on the file descriptor, which releases the GIL
+(mmap.flush would hold it for the whole msync).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import mmap
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FILE_NAME_DIGITS = 20
+
+
+def file_name(offset: int) -> str:
+    return f"{offset:0{FILE_NAME_DIGITS}d}"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class MappedFile:
+    """One file of `size` bytes mapped read-write; `base` is the queue offset of its first byte."""
+
+    __slots__ = ("_fd", "base", "flushed", "mm", "path", "size", "view")
+
+    def __init__(self, path: Path, base: int, size: int) -> None:
+        self.path = path
+        self.base = base
+        self.size = size
+        existed = path.exists()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            current = os.fstat(self._fd).st_size
+            if current < size:
+                _preallocate(self._fd, size)
+            elif current > size:
+                raise OSError(errno.EINVAL, f"{path}: {current} bytes, expected {size}")
+            self.mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            if not existed:
+                path.unlink(missing_ok=True)
+            raise
+        self.view = memoryview(self.mm)
+        # File-relative position up to which the file is known to be on disk.
+        self.flushed = 0
+        if not existed:
+            fsync_dir(path.parent)
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def flush(self) -> None:
+        os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self.view.release()
+        try:
+            self.mm.close()
+        except BufferError:
+            # A reader still holds a slice; the mapping goes away with the last reference.
+            log.debug("%s: mapping still referenced at close", self.path)
+        os.close(self._fd)
+        self._fd = -1
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+def _preallocate(fd: int, size: int) -> None:
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+            os.ftruncate(fd, size)  # the file system cannot reserve blocks; fall back to a sparse file
+        else:
+            raise
+
+
+class MappedFileQueue:
+    """The files of one log in a directory, contiguous: file k starts at first.base + k * file_size."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Map the files already in the directory. A gap or a file of the wrong size is an error."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(p for p in self.directory.iterdir() if p.name.isdigit() and len(p.name) == FILE_NAME_DIGITS)
+        expected = None
+        for path in names:
+            base = int(path.name)
+            if path.stat().st_size != self.file_size:
+                raise OSError(
+                    errno.EINVAL,
+                    f"{path}: {path.stat().st_size} bytes, but files of this log have {self.file_size};"
+                    " was the configured file size changed?",
+                )
+            if expected is not None and base != expected:
+                raise OSError(errno.EINVAL, f"{path}: expected the next file to start at {expected}")
+            self.files.append(MappedFile(path, base, self.file_size))
+            expected = base + self.file_size
+
+    def create(self, base: int) -> MappedFile:
+        if self.files and base != self.files[-1].end:
+            raise ValueError(f"{self.directory}: new file at {base} would leave a gap after {self.files[-1].end}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mapped = MappedFile(self.directory / file_name(base), base, self.file_size)
+        self.files.append(mapped)
+        return mapped
+
+    def find(self, offset: int) -> MappedFile | None:
+        files = self.files  # one snapshot: retention replaces the list, it never shifts it under a reader
+        if not files:
+            return None
+        index = (offset - files[0].base) // self.file_size
+        if 0 <= index < len(files):
+            return files[index]
+        return None
+
+    @property
+    def first_base(self) -> int:
+        return self.files[0].base if self.files else 0
+
+    def drop_first(self) -> MappedFile:
+        mapped = self.files[0]
+        self.files = self.files[1:]
+        mapped.destroy()
+        return mapped
+
+    def drop_from(self, offset: int) -> None:
+        """Delete every file that starts at or after `offset`."""
+        doomed = [mapped for mapped in self.files if mapped.base >= offset]
+        self.files = [mapped for mapped in self.files if mapped.base < offset]
+        for mapped in doomed:
+            mapped.destroy()
+
+    def close(self) -> None:
+        for mapped in self.files:
+            mapped.close()
+
+    def destroy(self) -> None:
+        for mapped in self.files:
+            mapped.destroy()
+        self.files.clear()

@@ -1,0 +1,164 @@
+"""Messages as the store takes them in (`Message`) and gives them back (`StoredMessage`), and their properties.
+
+Properties travel in the record as RocketMQ encodes them: `name \\x01 value \\x02` repeated. The well-known
+names are RocketMQ's (`TAGS`, `KEYS`, `UNIQ_KEY`, ...), so a message means the same to every front door.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import zlib
+from dataclasses import dataclass, field
+
+from core.store.errors import InvalidMessageError
+
+PROPERTY_TAGS = "TAGS"
+PROPERTY_KEYS = "KEYS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+KEY_SEPARATOR = " "
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+# The properties length is an unsigned 16-bit field of the record.
+MAX_PROPERTIES_LENGTH = 0xFFFF
+
+# sys_flag bits, as RocketMQ's MessageSysFlag.
+SYSFLAG_COMPRESSED = 0x1
+SYSFLAG_MULTI_TAGS = 0x2
+SYSFLAG_TRANSACTION_PREPARED = 0x4
+SYSFLAG_TRANSACTION_COMMIT = 0x8
+SYSFLAG_TRANSACTION_ROLLBACK = 0xC
+SYSFLAG_TRANSACTION_MASK = 0xC
+
+
+@dataclass(slots=True)
+class Message:
+    """A message handed to the store for appending (RocketMQ's MessageExtBrokerInner)."""
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        return split_keys(self.properties.get(PROPERTY_KEYS))
+
+    @property
+    def unique_id(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_KEY)
+
+
+@dataclass(slots=True, frozen=True)
+class StoredMessage:
+    """A message read back from the commit log (RocketMQ's MessageExt)."""
+
+    topic: str
+    body: bytes
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    store_size: int
+    body_crc: int
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    prepared_transaction_offset: int
+    properties: dict[str, str]
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        return split_keys(self.properties.get(PROPERTY_KEYS))
+
+    @property
+    def unique_id(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_KEY)
+
+    @property
+    def offset_msg_id(self) -> str:
+        from core.store.message_id import encode_offset_msg_id
+
+        return encode_offset_msg_id(self.store_host, self.commit_log_offset)
+
+
+def split_keys(keys: str | None) -> list[str]:
+    return [k for k in keys.split(KEY_SEPARATOR) if k] if keys else []
+
+
+def tags_code(tags: str | None) -> int:
+    """The tag hash kept in consume-queue entries: stable across processes (Python's hash() is not)."""
+    return zlib.crc32(tags.encode()) if tags else 0
+
+
+def encode_properties(properties: dict[str, str]) -> bytes:
+    if not properties:
+        return b""
+    parts = []
+    for name, value in properties.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidMessageError(f"property {name!r}: names and values must be strings")
+        if not name:
+            raise InvalidMessageError("property with an empty name")
+        for text in (name, value):
+            if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+                raise InvalidMessageError(
+                    f"property {name!r}: the characters \\x01 and \\x02 are reserved as separators"
+                )
+        parts.append(f"{name}\x01{value}\x02")
+    encoded = "".join(parts).encode()
+    if len(encoded) > MAX_PROPERTIES_LENGTH:
+        raise InvalidMessageError(
+            f"properties take {len(encoded)} bytes encoded; at most {MAX_PROPERTIES_LENGTH} are allowed"
+        )
+    return encoded
+
+
+def decode_properties(data: bytes) -> dict[str, str]:
+    if not data:
+        return {}
+    properties = {}
+    for item in data.decode().split(PROPERTY_SEPARATOR):
+        if item:
+            name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+            if not sep:
+                raise ValueError(f"property item {item[:40]!r} has no name/value separator")
+            properties[name] = value
+    return properties
+
+
+@functools.lru_cache(maxsize=4096)
+def encode_host(host: str) -> bytes:
+    """16 bytes: the IPv6 address, or the IPv4-mapped form of an IPv4 address."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise InvalidMessageError(f"host {host!r} is not an IP address") from None
+    if isinstance(address, ipaddress.IPv4Address):
+        return b"\x00" * 10 + b"\xff\xff" + address.packed
+    return address.packed
+
+
+@functools.lru_cache(maxsize=4096)
+def decode_host(packed: bytes) -> str:
+    address = ipaddress.IPv6Address(packed)
+    mapped = address.ipv4_mapped
+    return str(mapped) if mapped is not None else str(address)

@@ -1,0 +1,611 @@
+"""The message store facade (RocketMQ's DefaultMessageStore): open and recover, append, read, query, close.
+
+Directory layout under `store_dir`:
+
+    commitlog/<20-digit offset>           segments of the commit log (core.store.commit_log)
+    consumequeue/<topic>/<queue id>/...   consume queues (core.store.consume_queue)
+    index/<yyyyMMddHHmmssSSS>             index files (core.store.index_file)
+    checkpoint                            positions known to be on disk (core.store.checkpoint)
+    abort                                 present while the store is open; left behind by a crash
+    lock                                  flock'ed by the process that has the store open
+
+Threads: the caller appends (under one lock, no syscall); `mqgate-dispatcher` builds consume queues and index;
+`mqgate-flush` makes the log durable; `mqgate-checkpoint` flushes consume queues and index and writes the
+checkpoint; `mqgate-retention` deletes old files and watches the disk.
+
+Recovery: after a clean stop (no `abort` file) the store opens without reading the log. After a crash it scans
+the log from the oldest checkpointed position, checking every record's CRC; skips and reports corrupt records
+in the middle, cuts a torn tail, re-dispatches what the consume queues and index may lack, and drops
+consume-queue entries that point past the end of the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from core.store.checkpoint import Checkpoint, CheckpointFile
+from core.store.commit_log import CommitLog, DispatchRequest, ScanResult
+from core.store.config import FlushMode, StoreConfig
+from core.store.consume_queue_table import ConsumeQueueTable
+from core.store.dispatcher import Dispatcher, DispatchListener
+from core.store.errors import (
+    CorruptRecordError,
+    InvalidMessageError,
+    MessageTooLargeError,
+    StoreError,
+    StoreLockedError,
+    StoreNotWritableError,
+)
+from core.store.flush_service import FlushService, FlushWaiters
+from core.store.index_service import IndexService
+from core.store.mapped_file import fsync_dir
+from core.store.message import (
+    PROPERTY_KEYS,
+    PROPERTY_UNIQ_KEY,
+    Message,
+    StoredMessage,
+    encode_host,
+    encode_properties,
+    tags_code,
+)
+from core.store.message_id import decode_offset_msg_id, encode_offset_msg_id
+from core.store.record_codec import HEADER_SIZE, encode_tail
+from core.store.retention import RetentionService
+from core.store.topic_name import validate_topic
+
+log = logging.getLogger(__name__)
+
+# Records re-dispatched per batch during recovery.
+RECOVERY_BATCH = 10_000
+# A pull stops after looking at this many consume-queue entries that its filter rejects
+# (RocketMQ's maxFilterMessageCount is 16,000), so a selective filter cannot make one pull scan forever.
+MAX_FILTERED_ENTRIES = 16_000
+END_OF_TIME_MS = 2**62
+
+
+class PutStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+
+
+@dataclass(slots=True, frozen=True)
+class PutResult:
+    status: PutStatus
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    size: int
+    store_timestamp: int
+    store_host: tuple[str, int]
+
+    @property
+    def end_offset(self) -> int:
+        return self.commit_log_offset + self.size
+
+    @property
+    def offset_msg_id(self) -> str:
+        return encode_offset_msg_id(self.store_host, self.commit_log_offset)
+
+    def with_status(self, status: PutStatus) -> PutResult:
+        return PutResult(
+            status,
+            self.topic,
+            self.queue_id,
+            self.queue_offset,
+            self.commit_log_offset,
+            self.size,
+            self.store_timestamp,
+            self.store_host,
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class GetResult:
+    status: GetStatus
+    messages: list[StoredMessage]
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    # Records that failed their checks: (queue offset, error). They are skipped, never returned.
+    corrupt: list[tuple[int, CorruptRecordError]] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class RecoveryReport:
+    clean: bool
+    start: int
+    end: int
+    records_scanned: int
+    truncated_bytes: int
+    corrupt: list[tuple[str, int, int]]
+    consume_queue_entries_dropped: int
+    seconds: float
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.commit_log = CommitLog(config.commit_log_dir, config.segment_size, config.max_message_size + 4096)
+        self.queues = ConsumeQueueTable(config.consume_queue_dir, config.cq_entries_per_file)
+        self.index = IndexService(config.index_dir, config.index_slots, config.index_entries)
+        self.dispatcher = Dispatcher(self.commit_log, self.queues, self.index)
+        self.waiters = FlushWaiters(config.sync_flush_timeout_ms / 1000)
+        self.flush_service = FlushService(self.commit_log, config.flush_mode, config.flush_interval_ms, self.waiters)
+        self.retention = RetentionService(config, self.commit_log, self.queues, self.index, self._set_refusal)
+        self.checkpoint_file = CheckpointFile(config.store_dir / "checkpoint")
+        self.recovery: RecoveryReport | None = None
+        self._store_host = (config.store_host, config.store_port)
+        self._store_host_bytes = encode_host(config.store_host)
+        self._topics: dict[str, bytes] = {}
+        # Why appends are refused right now, or None; one attribute so the append path checks it once.
+        self._refusal: str | None = "the store is not open"
+        self._disk_refusal: str | None = None
+        self._open = False
+        self._sync = config.flush_mode is FlushMode.SYNC_FLUSH
+        self._lock_fd = -1
+        self._checkpoint_stop = threading.Event()
+        self._checkpoint_thread: threading.Thread | None = None
+        self._checkpoint_lock = threading.Lock()
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
+    def open(self) -> RecoveryReport:
+        started = time.monotonic()
+        config = self.config
+        config.store_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_dir()
+        try:
+            abort = config.store_dir / "abort"
+            crashed = abort.exists()
+            checkpoint = self.checkpoint_file.load()
+            self.commit_log.load()
+            self.queues.load()
+            index_from = self.index.load(not crashed, checkpoint.index_flushed)
+            clean = not crashed and self._clean_end(checkpoint)
+            report = self._recover_clean(checkpoint) if clean else self._recover_scan(checkpoint, index_from)
+            self.recovery = dataclasses.replace(report, seconds=time.monotonic() - started)
+            abort.touch()
+            fsync_dir(config.store_dir)
+        except BaseException:
+            self._close_files()
+            raise
+        self._open = True
+        self._refresh_refusal()
+        self.dispatcher.start()
+        self.flush_service.start()
+        self._checkpoint_thread = threading.Thread(target=self._checkpoint_loop, name="mqgate-checkpoint", daemon=True)
+        self._checkpoint_thread.start()
+        self.retention.check_disk()
+        self.retention.start()
+        log.info("store %s open: %s", config.store_dir, self.recovery)
+        return self.recovery
+
+    def _lock_dir(self) -> None:
+        self._lock_fd = os.open(self.config.store_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+            raise StoreLockedError(
+                f"store {self.config.store_dir} is open in another process; stop it or use another --data-dir"
+            ) from None
+
+    def _clean_end(self, checkpoint: Checkpoint) -> bool:
+        """After a clean stop the checkpoint holds the exact end; check that nothing follows it."""
+        end = checkpoint.commit_log_flushed
+        if checkpoint.dispatched != end:
+            return False
+        files = self.commit_log.files
+        if not files.files:
+            return end == 0
+        mapped = files.find(end)
+        if mapped is None:
+            return end == files.files[-1].end and end > 0
+        local = end - mapped.base
+        return mapped.mm[local : local + HEADER_SIZE].count(0) == min(HEADER_SIZE, mapped.size - local)
+
+    def _recover_clean(self, checkpoint: Checkpoint) -> RecoveryReport:
+        end = checkpoint.commit_log_flushed
+        self.commit_log.set_end(end)
+        self.commit_log.flushed_pos = end
+        self._finish_recovery(end)
+        return RecoveryReport(
+            clean=True,
+            start=end,
+            end=end,
+            records_scanned=0,
+            truncated_bytes=0,
+            corrupt=[],
+            consume_queue_entries_dropped=0,
+            seconds=0.0,
+        )
+
+    def _recover_scan(self, checkpoint: Checkpoint, index_from: int) -> RecoveryReport:
+        start = min(checkpoint.commit_log_flushed, checkpoint.dispatched, index_from)
+        result = ScanResult(end=start, records=0, corrupt=[], truncated=0)
+        batch: list[DispatchRequest] = []
+        self.dispatcher.dispatched_offset = start
+        for message in self.commit_log.scan(start, result):
+            properties = message.properties
+            batch.append(
+                (
+                    message.topic,
+                    message.queue_id,
+                    message.queue_offset,
+                    message.commit_log_offset,
+                    message.store_size,
+                    tags_code(message.tags),
+                    message.store_timestamp,
+                    properties.get(PROPERTY_KEYS),
+                    properties.get(PROPERTY_UNIQ_KEY),
+                )
+            )
+            if len(batch) >= RECOVERY_BATCH:
+                self.dispatcher.dispatch(batch)
+                batch = []
+        self.dispatcher.dispatch(batch)
+        end = result.end
+        self.commit_log.set_end(end)
+        self.commit_log.flushed_pos = min(checkpoint.commit_log_flushed, end)
+        dropped = sum(queue.truncate_from_physical(end) for queue in self.queues.all())
+        self._finish_recovery(end)
+        self.commit_log.flush()
+        for queue in self.queues.all():
+            queue.flush()
+        self.index.flush()
+        self._save_checkpoint()
+        if result.truncated or result.corrupt or dropped:
+            log.warning(
+                "recovered %s: end %d, torn tail %d bytes, %d corrupt regions, %d queue entries dropped",
+                self.config.store_dir,
+                end,
+                result.truncated,
+                len(result.corrupt),
+                dropped,
+            )
+        return RecoveryReport(
+            clean=False,
+            start=start,
+            end=end,
+            records_scanned=result.records,
+            truncated_bytes=result.truncated,
+            corrupt=result.corrupt,
+            consume_queue_entries_dropped=dropped,
+            seconds=0.0,
+        )
+
+    def _finish_recovery(self, end: int) -> None:
+        self.dispatcher.dispatched_offset = end
+        minimum = self.commit_log.min_offset
+        offsets = {}
+        for queue in self.queues.all():
+            queue.delete_below_physical(minimum)
+            offsets[(queue.topic, queue.queue_id)] = queue.max_offset
+        self.commit_log.queue_offsets = offsets
+
+    def close(self) -> None:
+        """Stop the threads, flush everything, write the checkpoint and remove the abort marker."""
+        if self._lock_fd < 0:
+            return
+        self._open = False
+        self._refresh_refusal()
+        self.retention.stop()
+        self._checkpoint_stop.set()
+        if self._checkpoint_thread is not None:
+            self._checkpoint_thread.join()
+        self.flush_service.stop()
+        self.dispatcher.stop()
+        for queue in self.queues.all():
+            queue.flush()
+        self.index.flush()
+        end = self.commit_log.write_pos
+        self.checkpoint_file.save(Checkpoint(end, end, end, int(time.time() * 1000)))
+        (self.config.store_dir / "abort").unlink(missing_ok=True)
+        fsync_dir(self.config.store_dir)
+        self._close_files()
+
+    def _close_files(self) -> None:
+        self.commit_log.close()
+        self.queues.close()
+        self.index.close()
+        self.checkpoint_file.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _checkpoint_loop(self) -> None:
+        interval = self.config.logic_flush_interval_ms / 1000
+        while not self._checkpoint_stop.wait(interval):
+            try:
+                self._save_checkpoint()
+            except Exception:
+                log.exception("checkpoint failed")
+
+    def _save_checkpoint(self) -> Checkpoint:
+        with self._checkpoint_lock:
+            flushed = self.commit_log.flushed_pos
+            dispatched = self.dispatcher.dispatched_offset
+            for queue in self.queues.all():
+                queue.flush()
+            self.index.flush()
+            # Every record below `dispatched` had its index entries written before this flush.
+            checkpoint = Checkpoint(flushed, dispatched, dispatched, int(time.time() * 1000))
+            self.checkpoint_file.save(checkpoint)
+            return checkpoint
+
+    def _set_refusal(self, reason: str | None) -> None:
+        self._disk_refusal = reason
+        self._refresh_refusal()
+
+    def _refresh_refusal(self) -> None:
+        self._refusal = self._disk_refusal if self._open else "the store is not open"
+
+    # --- writing -----------------------------------------------------------------------------------------
+
+    def append(self, message: Message) -> PutResult:
+        """Append without waiting for the disk (the record is in the page cache and will be dispatched).
+
+        Raises InvalidTopicError / InvalidMessageError / MessageTooLargeError for bad input and
+        StoreNotWritableError when writes are refused; nothing is written then.
+        """
+        if self._refusal is not None:
+            raise StoreNotWritableError(f"store {self.config.store_dir}: {self._refusal}")
+        topic = message.topic
+        topic_bytes = self._topics.get(topic)
+        if topic_bytes is None:
+            topic_bytes = self._topics[topic] = validate_topic(topic).encode()
+        body = message.body
+        if type(body) is not bytes:
+            if not isinstance(body, bytes | bytearray | memoryview):
+                raise InvalidMessageError(f"topic {topic!r}: body must be bytes, not {type(body).__name__}")
+            body = bytes(body)
+        queue_id = message.queue_id
+        if queue_id < 0:
+            raise InvalidMessageError(f"topic {topic!r}: queue id {queue_id} is negative")
+        properties = message.properties
+        tail = encode_tail(topic_bytes, encode_properties(properties) if properties else b"")
+        if HEADER_SIZE + len(body) + len(tail) > self.config.max_message_size:
+            raise MessageTooLargeError(
+                f"topic {topic!r}: message of {len(body) + len(tail)} bytes (body and properties) is over"
+                f" max_message_size {self.config.max_message_size}"
+            )
+        born_address, born_port = message.born_host
+        offset, size, queue_offset, stamp = self.commit_log.append(
+            topic,
+            queue_id,
+            body,
+            tail,
+            properties,
+            message.flag,
+            message.sys_flag,
+            message.born_timestamp,
+            encode_host(born_address),
+            born_port,
+            self._store_host_bytes,
+            self.config.store_port,
+            message.reconsume_times,
+            message.prepared_transaction_offset,
+        )
+        if self.dispatcher.sleeping:
+            self.dispatcher.wake()
+        return PutResult(PutStatus.PUT_OK, topic, queue_id, queue_offset, offset, size, stamp, self._store_host)
+
+    async def put(self, message: Message) -> PutResult:
+        """Append and, under SYNC_FLUSH, wait until the record is on disk (FLUSH_DISK_TIMEOUT after the timeout)."""
+        result = self.append(message)
+        if self._sync:
+            future = self.waiters.add_async(result.end_offset)
+            self.flush_service.wake()
+            if not await future:
+                return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
+        return result
+
+    async def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
+        """Append several messages and wait once, for the last, under SYNC_FLUSH."""
+        results = [self.append(message) for message in messages]
+        if self._sync and results:
+            future = self.waiters.add_async(results[-1].end_offset)
+            self.flush_service.wake()
+            if not await future:
+                return [result.with_status(PutStatus.FLUSH_DISK_TIMEOUT) for result in results]
+        return results
+
+    def put_blocking(self, message: Message) -> PutResult:
+        """`put` for callers on plain threads."""
+        result = self.append(message)
+        if self._sync:
+            self.flush_service.wake()
+            if not self.waiters.wait_blocking(result.end_offset):
+                return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
+        return result
+
+    def flush(self) -> int:
+        """Flush the commit log now; return the flushed position."""
+        return self.flush_service.flush_once()
+
+    # --- reading -----------------------------------------------------------------------------------------
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        tag_filter: Callable[[int], bool] | None = None,
+        message_filter: Callable[[StoredMessage], bool] | None = None,
+        max_bytes: int = 4 * 1024 * 1024,
+    ) -> GetResult:
+        """Read up to `max_count` messages of a queue from `offset` (RocketMQ's getMessage).
+
+        `tag_filter` sees each entry's tag code before the log is read; `message_filter` sees the message.
+        """
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, [], 0, 0, 0)
+        low, high = queue.min_offset, queue.max_offset
+        if high == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, [], 0, low, high)
+        if offset < low:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, [], low, low, high)
+        if offset == high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, [], offset, low, high)
+        if offset > high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, [], high, low, high)
+        messages: list[StoredMessage] = []
+        corrupt: list[tuple[int, CorruptRecordError]] = []
+        scanned = 0
+        total_bytes = 0
+        next_offset = offset
+        while next_offset < high and len(messages) < max_count and scanned < MAX_FILTERED_ENTRIES:
+            entries = queue.entries(next_offset, min(max_count * 4, high - next_offset))
+            if not entries:
+                break
+            for commit_log_offset, size, code in entries:
+                if len(messages) >= max_count or (total_bytes + size > max_bytes and messages):
+                    break
+                queue_offset = next_offset
+                next_offset += 1
+                scanned += 1
+                if tag_filter is not None and not tag_filter(code):
+                    continue
+                try:
+                    message = self.commit_log.read_message(commit_log_offset)
+                except CorruptRecordError as exc:
+                    log.error("queue %s/%d offset %d: %s", topic, queue_id, queue_offset, exc)
+                    corrupt.append((queue_offset, exc))
+                    continue
+                except LookupError:
+                    continue  # removed by retention since the entry was read
+                if message_filter is not None and not message_filter(message):
+                    continue
+                messages.append(message)
+                total_bytes += size
+            else:
+                continue
+            break
+        status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, messages, next_offset, low, high, corrupt)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.queues.get(topic, queue_id)
+        return queue.min_offset if queue else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.queues.get(topic, queue_id)
+        return queue.max_offset if queue else 0
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            return 0
+        return queue.offset_by_time(timestamp_ms, self.commit_log.store_timestamp_at)
+
+    def read_message(self, commit_log_offset: int) -> StoredMessage:
+        """The record at a commit-log offset. Raises LookupError or CorruptRecordError."""
+        return self.commit_log.read_message(commit_log_offset)
+
+    def view_message(self, offset_msg_id: str) -> StoredMessage:
+        """The record an offset message id names (RocketMQ's viewMessageById)."""
+        _, offset = decode_offset_msg_id(offset_msg_id)
+        return self.commit_log.read_message(offset)
+
+    def query_messages(
+        self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int = END_OF_TIME_MS
+    ) -> list[StoredMessage]:
+        """Messages of `topic` with `key` among their keys or as their unique id, stored in the time range,
+        newest first."""
+        found = []
+        for offset in self.index.query(topic, key, max_num * 2, begin_ms, end_ms):
+            try:
+                message = self.commit_log.read_message(offset)
+            except (LookupError, CorruptRecordError):
+                continue
+            if message.topic == topic and (key in message.keys or message.unique_id == key):
+                found.append(message)
+                if len(found) >= max_num:
+                    break
+        return found
+
+    def find_by_unique_id(self, topic: str, unique_id: str) -> StoredMessage | None:
+        for message in self.query_messages(topic, unique_id, max_num=4):
+            if message.unique_id == unique_id:
+                return message
+        return None
+
+    # --- administration ----------------------------------------------------------------------------------
+
+    def add_dispatch_listener(self, listener: DispatchListener) -> None:
+        """`listener(set of (topic, queue id))` is called on the dispatcher thread after new messages
+        become visible; it must not block (hand over to an event loop with call_soon_threadsafe)."""
+        self.dispatcher.listeners.append(listener)
+
+    def wait_dispatched(self, offset: int | None = None, timeout: float = 10.0) -> bool:
+        target = self.commit_log.write_pos if offset is None else offset
+        self.dispatcher.wake()
+        return self.dispatcher.wait_dispatched(target, timeout)
+
+    async def wait_visible(self, offset: int | None = None, timeout: float = 10.0) -> bool:
+        return await asyncio.to_thread(self.wait_dispatched, offset, timeout)
+
+    def delete_expired_files(self) -> int:
+        """Run retention now, whatever the hour (RocketMQ's executeDeleteFilesManually)."""
+        return self.retention.run_once(manual=True)
+
+    def delete_topic(self, topic: str) -> int:
+        """Delete a topic's consume queues (its records stay in the log until retention removes them)."""
+        count = self.queues.delete_topic(topic)
+        with self.commit_log.lock:
+            for key in [key for key in self.commit_log.queue_offsets if key[0] == topic]:
+                del self.commit_log.queue_offsets[key]
+        return count
+
+    @property
+    def writable(self) -> bool:
+        return self._refusal is None
+
+    @property
+    def refusal(self) -> str | None:
+        return self._refusal
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "commit_log_min_offset": self.commit_log.min_offset,
+            "commit_log_max_offset": self.commit_log.write_pos,
+            "flushed_offset": self.commit_log.flushed_pos,
+            "dispatched_offset": self.dispatcher.dispatched_offset,
+            "segments": len(self.commit_log.files.files),
+            "consume_queues": len(self.queues.all()),
+            "flushes": self.flush_service.flushes,
+        }
+
+
+__all__ = [
+    "GetResult",
+    "GetStatus",
+    "MessageStore",
+    "PutResult",
+    "PutStatus",
+    "RecoveryReport",
+    "StoreError",
+]

@@ -1,0 +1,202 @@
+"""The byte layout of a commit-log record, and its encoder and decoder. Pure code: no files, no I/O.
+
+Every integer is big-endian (RocketMQ's layout is Java's). A record:
+
+    offset  size  field
+    0       4     total_size                 whole record, these 4 bytes included
+    4       4     magic                      RECORD_MAGIC, or BLANK_MAGIC for the end-of-segment filler
+    8       4     record_crc                 CRC32 of bytes [12, total_size): everything after this field
+    12      4     body_crc                   CRC32 of the body (RocketMQ's BODYCRC)
+    16      4     queue_id
+    20      4     flag                       the producer's flag, opaque to the store
+    24      8     queue_offset               index of the message in its consume queue
+    32      8     physical_offset            offset of this record in the commit log (a resync marker too)
+    40      4     sys_flag                   compressed, transaction state (core.store.message.SYSFLAG_*)
+    44      8     born_timestamp             ms since the epoch, set by the producer
+    52      16    born_host                  IPv6, or IPv4-mapped IPv6
+    68      4     born_port
+    72      8     store_timestamp            ms since the epoch, set by the store
+    80      16    store_host
+    96      4     store_port
+    100     4     reconsume_times
+    104     8     prepared_transaction_offset
+    112     4     body_length
+    116     n     body
+    116+n   2     topic_length
+    ...     t     topic (ASCII)
+    ...     2     properties_length
+    ...     p     properties (UTF-8, `name \\x01 value \\x02` repeated)
+
+Unlike RocketMQ, hosts are always 16 bytes (no IPv6 flag changes the layout) and the record carries a CRC of
+everything after its first 12 bytes besides the body CRC, so a flipped bit in the topic or properties is caught.
+
+When a record does not fit in the rest of a segment, a filler record (total_size = bytes left, BLANK_MAGIC)
+closes the segment and the record goes to the next one. A record is placed only where at least
+BLANK_MIN_SIZE bytes stay free after it, so there is always room for the filler.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from zlib import crc32
+
+from core.store.message import StoredMessage, decode_host, decode_properties
+
+# What the decoder reads from: a segment's mapping, or bytes in tests.
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+RECORD_MAGIC = 0x4D514701  # "MQG" 1
+BLANK_MAGIC = 0x4D514702
+PREFIX = struct.Struct(">iII")  # total_size, magic, record_crc
+REST = struct.Struct(">Iiiqqiq16siq16siiqi")  # body_crc .. body_length
+HEADER_SIZE = PREFIX.size + REST.size
+assert HEADER_SIZE == 116
+U16 = struct.Struct(">H")
+SIZE_MAGIC = struct.Struct(">iI")
+INT64 = struct.Struct(">q")
+STORE_TIMESTAMP = struct.Struct(">q")
+BLANK_MIN_SIZE = SIZE_MAGIC.size
+# Offsets of fields read on their own (by recovery and by time lookups).
+PHYSICAL_OFFSET_POS = 32
+STORE_TIMESTAMP_POS = 72
+BODY_LENGTH_POS = 112
+MIN_RECORD_SIZE = HEADER_SIZE + 2 + 1 + 2
+
+
+class RecordFormatError(ValueError):
+    """The bytes at a position are not a whole, valid record."""
+
+
+def encode_tail(topic: bytes, properties: bytes) -> bytes:
+    """The part after the body; it does not depend on where the record lands, so it is built outside locks."""
+    return b"".join((U16.pack(len(topic)), topic, U16.pack(len(properties)), properties))
+
+
+def encode_record(
+    body: bytes,
+    body_crc: int,
+    tail: bytes,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    born_port: int,
+    store_timestamp: int,
+    store_host: bytes,
+    store_port: int,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+) -> bytes:
+    rest = REST.pack(
+        body_crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp,
+        born_host,
+        born_port,
+        store_timestamp,
+        store_host,
+        store_port,
+        reconsume_times,
+        prepared_transaction_offset,
+        len(body),
+    )
+    record_crc = crc32(tail, crc32(body, crc32(rest)))
+    return b"".join((PREFIX.pack(HEADER_SIZE + len(body) + len(tail), RECORD_MAGIC, record_crc), rest, body, tail))
+
+
+def encode_blank(size: int) -> bytes:
+    return SIZE_MAGIC.pack(size, BLANK_MAGIC)
+
+
+def record_size_at(buffer: Buffer, pos: int) -> tuple[int, int]:
+    """(total_size, magic) of the record at `pos`."""
+    return SIZE_MAGIC.unpack_from(buffer, pos)
+
+
+def check_record(buffer: Buffer, pos: int, limit: int) -> int:
+    """Validate the record at `pos` (size, magic, CRC, inner lengths) and return its total size.
+
+    Raises RecordFormatError with the reason. Does not build a message: recovery calls this for every record.
+    """
+    if pos + MIN_RECORD_SIZE > limit:
+        raise RecordFormatError("too few bytes left for a record")
+    total, magic = SIZE_MAGIC.unpack_from(buffer, pos)
+    if magic != RECORD_MAGIC:
+        raise RecordFormatError(f"bad magic 0x{magic & 0xFFFFFFFF:08x}")
+    if total < MIN_RECORD_SIZE or pos + total > limit:
+        raise RecordFormatError(f"total size {total} out of range")
+    view = memoryview(buffer)[pos : pos + total]
+    _, _, record_crc = PREFIX.unpack_from(view, 0)
+    if crc32(view[12:]) != record_crc:
+        raise RecordFormatError("record CRC mismatch")
+    body_length = struct.unpack_from(">i", view, BODY_LENGTH_POS)[0]
+    topic_pos = HEADER_SIZE + body_length
+    if body_length < 0 or topic_pos + 2 > total:
+        raise RecordFormatError(f"body length {body_length} out of range")
+    (topic_length,) = U16.unpack_from(view, topic_pos)
+    props_pos = topic_pos + 2 + topic_length
+    if props_pos + 2 > total:
+        raise RecordFormatError(f"topic length {topic_length} out of range")
+    (props_length,) = U16.unpack_from(view, props_pos)
+    if props_pos + 2 + props_length != total:
+        raise RecordFormatError("lengths do not add up to the total size")
+    if crc32(view[HEADER_SIZE:topic_pos]) != struct.unpack_from(">I", view, 12)[0]:
+        raise RecordFormatError("body CRC mismatch")
+    return total
+
+
+def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:
+    """Check and decode the record at `pos`. Raises RecordFormatError; never returns unchecked bytes."""
+    total = check_record(buffer, pos, limit)
+    view = memoryview(buffer)[pos : pos + total]
+    (
+        body_crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp,
+        born_host,
+        born_port,
+        store_timestamp,
+        store_host,
+        store_port,
+        reconsume_times,
+        prepared_transaction_offset,
+        body_length,
+    ) = REST.unpack_from(view, PREFIX.size)
+    topic_pos = HEADER_SIZE + body_length
+    (topic_length,) = U16.unpack_from(view, topic_pos)
+    props_pos = topic_pos + 2 + topic_length
+    try:
+        topic = bytes(view[topic_pos + 2 : props_pos]).decode("ascii")
+        properties = decode_properties(bytes(view[props_pos + 2 : total]))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RecordFormatError(f"undecodable topic or properties: {exc}") from None
+    return StoredMessage(
+        topic=topic,
+        body=bytes(view[HEADER_SIZE:topic_pos]),
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        commit_log_offset=physical_offset,
+        store_size=total,
+        body_crc=body_crc,
+        flag=flag,
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
+        born_host=(decode_host(born_host), born_port),
+        store_timestamp=store_timestamp,
+        store_host=(decode_host(store_host), store_port),
+        reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset,
+        properties=properties,
+    )

@@ -1,0 +1,3 @@
+import logging
+
+logging.getLogger("core").setLevel(logging.INFO)

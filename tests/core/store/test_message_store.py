@@ -1,0 +1,206 @@
+import asyncio
+import threading
+import time
+
+import pytest
+
+from core.store.config import FlushMode
+from core.store.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError, StoreLockedError
+from core.store.flush_service import FlushWaiters
+from core.store.message import Message, tags_code
+from core.store.message_id import UniqueIdGenerator
+from core.store.message_store import GetStatus, MessageStore, PutStatus
+
+from .conftest import small_config
+
+
+def msg(topic="orders", body=b"payload", queue_id=0, **props):
+    return Message(topic=topic, body=body, queue_id=queue_id, properties=dict(props), born_timestamp=123)
+
+
+def test_append_then_read_back(open_store):
+    store = open_store()
+    results = [store.append(msg(body=f"m{n}".encode(), queue_id=n % 2, TAGS="a" if n % 3 else "b")) for n in range(10)]
+    assert [r.queue_offset for r in results] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert results[1].commit_log_offset == results[0].end_offset
+    assert store.wait_dispatched()
+    got = store.get_messages("orders", 1, 0, max_count=100)
+    assert got.status is GetStatus.FOUND
+    assert [m.body for m in got.messages] == [b"m1", b"m3", b"m5", b"m7", b"m9"]
+    assert got.next_begin_offset == 5
+    assert (got.min_offset, got.max_offset) == (0, 5)
+    first = got.messages[0]
+    assert first.queue_offset == 0 and first.born_timestamp == 123 and first.tags == "a"
+    assert first.commit_log_offset == results[1].commit_log_offset
+
+
+def test_get_statuses(open_store):
+    store = open_store()
+    assert store.get_messages("orders", 0, 0).status is GetStatus.NO_MATCHED_LOGIC_QUEUE
+    for _ in range(3):
+        store.append(msg())
+    store.wait_dispatched()
+    assert store.get_messages("orders", 0, 3).status is GetStatus.OFFSET_OVERFLOW_ONE
+    badly = store.get_messages("orders", 0, 9)
+    assert badly.status is GetStatus.OFFSET_OVERFLOW_BADLY and badly.next_begin_offset == 3
+    some = store.get_messages("orders", 0, 1, max_count=1)
+    assert len(some.messages) == 1 and some.next_begin_offset == 2
+
+
+def test_tag_and_message_filters(open_store):
+    store = open_store()
+    for n in range(30):
+        store.append(msg(body=str(n).encode(), TAGS=["red", "green", "blue"][n % 3]))
+    store.wait_dispatched()
+    wanted = {tags_code("red"), tags_code("blue")}
+    got = store.get_messages("orders", 0, 0, max_count=100, tag_filter=wanted.__contains__)
+    assert [int(m.body) for m in got.messages] == [n for n in range(30) if n % 3 != 1]
+    none = store.get_messages("orders", 0, 0, tag_filter=lambda code: False)
+    assert none.status is GetStatus.NO_MATCHED_MESSAGE and none.next_begin_offset == 30
+    odd = store.get_messages("orders", 0, 0, max_count=5, message_filter=lambda m: int(m.body) % 2 == 1)
+    assert [int(m.body) for m in odd.messages] == [1, 3, 5, 7, 9]
+    assert odd.next_begin_offset == 10
+
+
+def test_bad_input_is_refused_and_nothing_is_written(open_store):
+    store = open_store()
+    before = store.commit_log.write_pos
+    with pytest.raises(InvalidTopicError, match="'/' is not allowed"):
+        store.append(msg(topic="a/b"))
+    with pytest.raises(InvalidTopicError):
+        store.append(msg(topic="../../etc"))
+    with pytest.raises(MessageTooLargeError, match="max_message_size"):
+        store.append(msg(body=b"x" * 300_000))
+    with pytest.raises(InvalidMessageError, match="separators"):
+        store.append(msg(KEYS="a\x02b"))
+    with pytest.raises(InvalidMessageError, match="body must be bytes"):
+        store.append(Message(topic="t", body="text"))  # type: ignore[arg-type]
+    assert store.commit_log.write_pos == before
+    assert store.append(msg()).status is PutStatus.PUT_OK
+
+
+def test_segments_roll_with_a_filler(open_store):
+    store = open_store()
+    bodies = [bytes([n % 256]) * (30_000 + n) for n in range(100)]  # about 3 MB over 1 MiB segments
+    results = [store.append(msg(body=b)) for b in bodies]
+    store.wait_dispatched()
+    assert len(store.commit_log.files.files) >= 3
+    crossing = [r for r in results if r.commit_log_offset % (1024 * 1024) == 0 and r.commit_log_offset]
+    assert crossing, "some record must start a new segment"
+    got = store.get_messages("orders", 0, 0, max_count=200, max_bytes=10**9)
+    assert [m.body for m in got.messages] == bodies
+
+
+def test_restart_after_clean_close_reads_no_log(open_store, tmp_path):
+    store = open_store()
+    generator = UniqueIdGenerator()
+    ids = [
+        store.append(msg(body=f"{n}".encode(), queue_id=n % 4, UNIQ_KEY=generator.next_id())).queue_offset
+        for n in range(400)
+    ]
+    assert max(ids) == 99
+    store.close()
+    again = open_store()
+    assert again.recovery is not None and again.recovery.clean and again.recovery.records_scanned == 0
+    assert [again.max_offset("orders", q) for q in range(4)] == [100, 100, 100, 100]
+    assert again.append(msg(queue_id=2)).queue_offset == 100
+    again.wait_dispatched()
+    assert again.get_messages("orders", 3, 99).messages[0].body == b"399"
+
+
+def test_second_process_cannot_open_the_same_store(open_store, tmp_path):
+    open_store()
+    other = MessageStore(small_config(tmp_path / "store"))
+    with pytest.raises(StoreLockedError, match="another process"):
+        other.open()
+
+
+def test_query_by_key_and_unique_id_and_offset_id(open_store):
+    store = open_store()
+    generator = UniqueIdGenerator()
+    uniq = {}
+    for n in range(200):
+        unique_id = generator.next_id()
+        result = store.append(msg(body=f"{n}".encode(), KEYS=f"order-{n % 20} shop-{n % 3}", UNIQ_KEY=unique_id))
+        uniq[n] = (unique_id, result.offset_msg_id)
+    store.append(msg(topic="other", KEYS="order-1"))
+    store.wait_dispatched()
+    found = store.query_messages("orders", "order-7", max_num=100)
+    assert sorted(int(m.body) for m in found) == [n for n in range(200) if n % 20 == 7]
+    assert [m.store_timestamp for m in found] == sorted((m.store_timestamp for m in found), reverse=True)
+    assert len(store.query_messages("orders", "shop-2", max_num=5)) == 5
+    assert store.query_messages("orders", "nope") == []
+    unique_id, offset_id = uniq[123]
+    assert store.find_by_unique_id("orders", unique_id).body == b"123"
+    assert store.view_message(offset_id).body == b"123"
+    assert store.view_message(offset_id).offset_msg_id == offset_id
+
+
+async def test_sync_flush_acknowledges_after_fsync(open_store):
+    store = open_store(flush_mode=FlushMode.SYNC_FLUSH)
+    results = await asyncio.gather(*(store.put(msg(body=bytes([n]))) for n in range(64)))
+    assert all(r.status is PutStatus.PUT_OK for r in results)
+    assert store.commit_log.flushed_pos >= max(r.end_offset for r in results)
+    # Group commit: far fewer fsyncs than writers.
+    assert store.flush_service.flushes < 64
+    batch = await store.put_batch([msg(body=b"a"), msg(body=b"b")])
+    assert store.commit_log.flushed_pos >= batch[-1].end_offset
+
+
+def test_sync_flush_from_threads(open_store):
+    store = open_store(flush_mode=FlushMode.SYNC_FLUSH)
+    results = []
+
+    def writer(k):
+        for n in range(20):
+            results.append(store.put_blocking(msg(body=f"{k}-{n}".encode(), queue_id=k % 2)))
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 160 and all(r.status is PutStatus.PUT_OK for r in results)
+    assert sorted(r.queue_offset for r in results if r.queue_id == 0) == list(range(80))
+
+
+async def test_flush_waiter_times_out_when_the_disk_does_not_answer():
+    waiters = FlushWaiters(timeout_s=0.2)
+    late = waiters.add_async(1000)
+    early = waiters.add_async(10)
+    waiters.release(500)  # a flush covering the first waiter only
+    assert await asyncio.wait_for(early, 1) is True
+    started = time.monotonic()
+    assert await asyncio.wait_for(late, 2) is False
+    assert time.monotonic() - started >= 0.1
+
+
+def test_dispatch_listener_sees_new_messages(open_store):
+    store = open_store()
+    seen = []
+    event = threading.Event()
+
+    def listener(touched):
+        seen.append(touched)
+        event.set()
+
+    store.add_dispatch_listener(listener)
+    store.append(msg(queue_id=3))
+    assert event.wait(5)
+    assert ("orders", 3) in set().union(*seen)
+
+
+def test_offset_by_time(open_store):
+    store = open_store()
+    for _ in range(5):
+        store.append(msg(body=b"early"))
+    store.wait_dispatched()
+    time.sleep(0.02)
+    cut = int(time.time() * 1000)
+    time.sleep(0.02)
+    for _ in range(3):
+        store.append(msg(body=b"late"))
+    store.wait_dispatched()
+    assert store.offset_by_time("orders", 0, cut) == 5
+    assert store.offset_by_time("orders", 0, 0) == 0
+    assert store.offset_by_time("orders", 0, cut + 10**7) == 8

@@ -1,0 +1,176 @@
+import ipaddress
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.store.message import decode_properties, encode_host, encode_properties
+from core.store.record_codec import (
+    BLANK_MAGIC,
+    HEADER_SIZE,
+    RecordFormatError,
+    check_record,
+    decode_record,
+    encode_blank,
+    encode_record,
+    encode_tail,
+    record_size_at,
+)
+
+topics = st.text(alphabet="abcXYZ019%|_-", min_size=1, max_size=127)
+prop_text = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=30)
+properties = st.dictionaries(prop_text.filter(bool), prop_text, max_size=6)
+hosts = st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)).map(str)
+int32 = st.integers(-(2**31), 2**31 - 1)
+int64 = st.integers(0, 2**62)
+
+
+def canonical(host: str) -> str:
+    """IPv4-mapped IPv6 addresses are stored like the IPv4 address they map (16-byte host field)."""
+    address = ipaddress.ip_address(host)
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address)
+
+
+def build(body=b"hello", topic="t", props=None, **fields):
+    values = {
+        "queue_id": 3,
+        "flag": 7,
+        "queue_offset": 11,
+        "physical_offset": 0,
+        "sys_flag": 0,
+        "born_timestamp": 1_700_000_000_000,
+        "born_host": "10.0.0.1",
+        "born_port": 5555,
+        "store_timestamp": 1_700_000_000_123,
+        "store_host": "127.0.0.1",
+        "store_port": 10911,
+        "reconsume_times": 0,
+        "prepared_transaction_offset": 0,
+    }
+    values.update(fields)
+    from zlib import crc32
+
+    return encode_record(
+        body,
+        crc32(body),
+        encode_tail(topic.encode(), encode_properties(props or {})),
+        values["queue_id"],
+        values["flag"],
+        values["queue_offset"],
+        values["physical_offset"],
+        values["sys_flag"],
+        values["born_timestamp"],
+        encode_host(values["born_host"]),
+        values["born_port"],
+        values["store_timestamp"],
+        encode_host(values["store_host"]),
+        values["store_port"],
+        values["reconsume_times"],
+        values["prepared_transaction_offset"],
+    )
+
+
+@settings(max_examples=300)
+@given(
+    body=st.binary(max_size=2000),
+    topic=topics,
+    props=properties,
+    queue_id=int32,
+    flag=int32,
+    queue_offset=int64,
+    physical_offset=int64,
+    born_host=hosts,
+    store_host=hosts,
+    born_port=st.integers(0, 65535),
+    stamp=int64,
+    reconsume=st.integers(0, 1000),
+    prep=int64,
+)
+def test_encode_decode_round_trip(
+    body,
+    topic,
+    props,
+    queue_id,
+    flag,
+    queue_offset,
+    physical_offset,
+    born_host,
+    store_host,
+    born_port,
+    stamp,
+    reconsume,
+    prep,
+):
+    record = build(
+        body,
+        topic,
+        props,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
+        born_host=born_host,
+        store_host=store_host,
+        born_port=born_port,
+        store_timestamp=stamp,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prep,
+    )
+    padded = b"\xaa" * 5 + record + b"\x00" * 9
+    message = decode_record(padded, 5, len(padded))
+    assert message.body == body
+    assert message.topic == topic
+    assert message.properties == props
+    assert (message.queue_id, message.flag, message.queue_offset) == (queue_id, flag, queue_offset)
+    assert message.commit_log_offset == physical_offset
+    assert message.store_size == len(record)
+    assert message.born_host == (canonical(born_host), born_port)
+    assert message.store_host[0] == canonical(store_host)
+    assert message.store_timestamp == stamp
+    assert (message.reconsume_times, message.prepared_transaction_offset) == (reconsume, prep)
+
+
+@settings(max_examples=200)
+@given(body=st.binary(min_size=1, max_size=300), data=st.data())
+def test_every_single_byte_flip_is_detected(body, data):
+    record = bytearray(build(body, "topic", {"TAGS": "a", "KEYS": "k1 k2"}))
+    position = data.draw(st.integers(0, len(record) - 1))
+    delta = data.draw(st.integers(1, 255))
+    record[position] ^= delta
+    with pytest.raises(RecordFormatError):
+        check_record(bytes(record), 0, len(record))
+
+
+def test_truncated_record_is_refused():
+    record = build(b"x" * 100)
+    with pytest.raises(RecordFormatError, match=r"out of range|too few"):
+        check_record(record[:-1], 0, len(record) - 1)
+
+
+def test_blank_filler():
+    blank = encode_blank(4096)
+    assert record_size_at(blank, 0) == (4096, BLANK_MAGIC)
+    with pytest.raises(RecordFormatError, match="bad magic"):
+        check_record(blank + bytes(200), 0, 208)
+
+
+def test_header_is_116_bytes_and_layout_is_big_endian():
+    record = build(b"", "t", {}, queue_id=1)
+    assert len(record) == HEADER_SIZE + 2 + 1 + 2
+    assert record[:4] == len(record).to_bytes(4, "big")
+    assert record[16:20] == (1).to_bytes(4, "big")
+
+
+@given(properties)
+def test_properties_round_trip(props):
+    assert decode_properties(encode_properties(props)) == props
+
+
+def test_properties_refuse_separators():
+    from core.store.errors import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError, match="reserved as separators"):
+        encode_properties({"a": "x\x01y"})
+    with pytest.raises(InvalidMessageError, match="at most 65535"):
+        encode_properties({"big": "v" * 70000})
