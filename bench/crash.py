@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.store.commit_log import ScanResult  # noqa: E402
-from core.store.config import FlushMode, StoreConfig  # noqa: E402
-from core.store.message import Message  # noqa: E402
-from core.store.message_store import MessageStore, PutStatus  # noqa: E402
+from core.store.commit_log import ScanResult
+from core.store.config import FlushMode, StoreConfig
+from core.store.message import Message
+from core.store.message_store import MessageStore, PutStatus
 
 SEGMENT_SIZE = 2 * 1024 * 1024
 QUEUES = 4
