@@ -60,9 +60,10 @@ class Message:
         return self.properties.get(PROPERTY_UNIQ_KEY)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class StoredMessage:
-    """A message read back from the commit log (RocketMQ's MessageExt)."""
+    """A message read back from the commit log (RocketMQ's MessageExt). Treat as read-only; not frozen because
+    one is built per message read, and frozen dataclasses are several times slower to build."""
 
     topic: str
     body: bytes
