@@ -9,10 +9,11 @@ consume-queue entry and index entries. After a crash the dispatcher is fed from 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from zlib import crc32
@@ -39,6 +40,13 @@ from core.store.record_codec import (
 
 log = logging.getLogger(__name__)
 
+# madvise(MADV_POPULATE_WRITE), Linux 5.14+ (the constant is missing from Python 3.11's mmap module).
+_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+# Pages faulted in ahead of the writer under async flush (RocketMQ's warmMappedFile): a first write to a
+# preallocated page costs a page fault (~0.5 us per 128-byte record here); the flush thread takes it instead,
+# outside the GIL. Small enough that the zero pages a flush writes before the records land on them cost little.
+WARM_AHEAD = 4 * 1024 * 1024
+
 # (topic, queue_id, queue_offset, commit_log_offset, size, tags_code, store_timestamp, keys, unique_id)
 DispatchRequest = tuple[str, int, int, int, int, int, int, "str | None", "str | None"]
 
@@ -64,6 +72,10 @@ class CommitLog:
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.pending: list[DispatchRequest] = []
         self._current: MappedFile | None = None
+        # Warming: pages below `warmed` are faulted in; crossing `warm_mark` calls `on_warm` (wakes the flusher).
+        self.warmed = 0
+        self.warm_mark = 2**63
+        self.on_warm: Callable[[], None] | None = None
 
     # --- appending -------------------------------------------------------------------------------------
 
@@ -119,6 +131,9 @@ class CommitLog:
             self.queue_offsets[key] = queue_offset + 1
             self.pending.append((topic, queue_id, queue_offset, pos, size, code, store_timestamp, keys, unique_id))
             self.write_pos = pos + size
+        if pos > self.warm_mark and self.on_warm is not None:
+            self.warm_mark = 2**63
+            self.on_warm()
         return pos, size, queue_offset, store_timestamp
 
     def _roll(self, pos: int, size: int) -> MappedFile:
@@ -134,6 +149,31 @@ class CommitLog:
         if size + BLANK_MIN_SIZE > self._current.size:
             raise ValueError(f"a record of {size} bytes cannot fit in a segment of {self._current.size}")
         return self._current
+
+    def enable_warming(self, on_warm: Callable[[], None]) -> None:
+        self.on_warm = on_warm
+        self.warm_mark = self.write_pos
+
+    def warm(self) -> None:
+        """Fault in the pages of the current segment up to WARM_AHEAD past the write position (flush thread)."""
+        mapped = self._current
+        if mapped is None or mapped.closed:
+            return
+        start = max(self.warmed, self.write_pos) - mapped.base
+        if start < 0:
+            start = 0
+        start -= start % mmap.PAGESIZE
+        end = min(mapped.size, self.write_pos - mapped.base + WARM_AHEAD)
+        if end > start:
+            try:
+                mapped.mm.madvise(_POPULATE_WRITE, start, end - start)
+            except (OSError, ValueError) as exc:
+                log.info("page warming is off: madvise(MADV_POPULATE_WRITE) failed: %s", exc)
+                self.on_warm = None
+                return
+        self.warmed = mapped.base + end
+        # Ask again when the writer is half-way through the warmed window.
+        self.warm_mark = mapped.base + end - WARM_AHEAD // 2
 
     def take_pending(self) -> list[DispatchRequest]:
         with self.lock:

@@ -40,14 +40,16 @@ class ConsumeQueue:
         self.flushed_offset = 0
         # Commit-log offset just past the last entry's record: where the queue stands in the log.
         self.max_physical_end = 0
+        self._last: MappedFile | None = None  # the file the dispatcher wrote last (nearly always the next)
 
     # --- writing (dispatcher thread) ---
 
     def put(self, queue_offset: int, commit_log_offset: int, size: int, tags_code: int) -> None:
         pos = queue_offset * ENTRY_SIZE
-        mapped = self.files.find(pos)
-        if mapped is None:
-            mapped = self._file_for(pos)
+        mapped = self._last
+        if mapped is None or not mapped.base <= pos < mapped.end or mapped.closed:
+            mapped = self.files.find(pos) or self._file_for(pos)
+            self._last = mapped
         ENTRY.pack_into(mapped.mm, pos - mapped.base, commit_log_offset, size, tags_code)
         if queue_offset >= self.max_offset:
             self.max_physical_end = commit_log_offset + size

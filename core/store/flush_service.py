@@ -110,6 +110,8 @@ class FlushService:
         self.waiters = waiters
         self.on_error = on_error
         self.flushes = 0
+        # True while the thread waits for work: writers wake it only then, so a busy flusher costs them nothing.
+        self.sleeping = False
         self._wakeup = threading.Event()
         self._stopped = False
         self._thread: threading.Thread | None = None
@@ -122,10 +124,36 @@ class FlushService:
         self._wakeup.set()
 
     def _run(self) -> None:
-        wait = GROUP_COMMIT_IDLE_WAIT_S if self.mode is FlushMode.SYNC_FLUSH else self.interval_s
+        if self.mode is FlushMode.SYNC_FLUSH:
+            self._run_group_commit()
+        else:
+            self._run_interval()
+
+    def _run_interval(self) -> None:
+        """ASYNC_FLUSH: flush every interval; in between, warm pages ahead of the writer when it asks."""
+        commit_log = self.commit_log
+        commit_log.enable_warming(self.wake)
+        next_flush = time.monotonic() + self.interval_s
         while not self._stopped:
-            self._wakeup.wait(wait)
+            self._wakeup.wait(max(0.0, next_flush - time.monotonic()))
             self._wakeup.clear()
+            if commit_log.on_warm is not None:
+                commit_log.warm()
+            if time.monotonic() >= next_flush:
+                self.flush_once()
+                next_flush = time.monotonic() + self.interval_s
+
+    def _run_group_commit(self) -> None:
+        """SYNC_FLUSH: flush back to back while records wait; sleep (briefly) only when all is on disk."""
+        commit_log = self.commit_log
+        while not self._stopped:
+            if commit_log.write_pos <= commit_log.flushed_pos:
+                self.sleeping = True
+                # Re-check after raising the flag: a writer that appended before it saw sleeping=False.
+                if commit_log.write_pos <= commit_log.flushed_pos:
+                    self._wakeup.wait(GROUP_COMMIT_IDLE_WAIT_S)
+                self.sleeping = False
+                self._wakeup.clear()
             self.flush_once()
 
     def flush_once(self) -> int:

@@ -57,7 +57,7 @@ from core.store.message import (
     tags_code,
 )
 from core.store.message_id import decode_offset_msg_id, encode_offset_msg_id
-from core.store.record_codec import HEADER_SIZE, encode_tail
+from core.store.record_codec import HEADER_SIZE, encode_tail, encode_topic
 from core.store.retention import RetentionService
 from core.store.topic_name import validate_topic
 
@@ -376,9 +376,9 @@ class MessageStore:
         if self._refusal is not None:
             raise StoreNotWritableError(f"store {self.config.store_dir}: {self._refusal}")
         topic = message.topic
-        topic_bytes = self._topics.get(topic)
-        if topic_bytes is None:
-            topic_bytes = self._topics[topic] = validate_topic(topic).encode()
+        topic_part = self._topics.get(topic)
+        if topic_part is None:
+            topic_part = self._topics[topic] = encode_topic(validate_topic(topic).encode())
         body = message.body
         if type(body) is not bytes:
             if not isinstance(body, bytes | bytearray | memoryview):
@@ -388,7 +388,7 @@ class MessageStore:
         if queue_id < 0:
             raise InvalidMessageError(f"topic {topic!r}: queue id {queue_id} is negative")
         properties = message.properties
-        tail = encode_tail(topic_bytes, encode_properties(properties) if properties else b"")
+        tail = encode_tail(topic_part, encode_properties(properties) if properties else b"")
         if HEADER_SIZE + len(body) + len(tail) > self._max_size:
             raise MessageTooLargeError(
                 f"topic {topic!r}: message of {len(body) + len(tail)} bytes (body and properties) is over"
@@ -404,7 +404,8 @@ class MessageStore:
         result = self.append(message)
         if self._sync:
             future = self.waiters.add_async(result.end_offset)
-            self.flush_service.wake()
+            if self.flush_service.sleeping:
+                self.flush_service.wake()
             if not await future:
                 return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
         return result

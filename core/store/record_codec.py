@@ -68,9 +68,15 @@ class RecordFormatError(ValueError):
     """The bytes at a position are not a whole, valid record."""
 
 
-def encode_tail(topic: bytes, properties: bytes) -> bytes:
-    """The part after the body; it does not depend on where the record lands, so it is built outside locks."""
-    return b"".join((U16.pack(len(topic)), topic, U16.pack(len(properties)), properties))
+def encode_topic(topic: bytes) -> bytes:
+    """topic_length and topic: the same for every record of a topic, so callers keep it."""
+    return U16.pack(len(topic)) + topic
+
+
+def encode_tail(topic_part: bytes, properties: bytes) -> bytes:
+    """The part after the body (encode_topic's result, then the properties). It does not depend on where the
+    record lands, so it is built outside locks."""
+    return topic_part + U16.pack(len(properties)) + properties
 
 
 def encode_record(

@@ -14,6 +14,7 @@ from core.store.record_codec import (
     encode_blank,
     encode_record,
     encode_tail,
+    encode_topic,
     record_size_at,
 )
 
@@ -54,7 +55,7 @@ def build(body=b"hello", topic="t", props=None, **fields):
     return encode_record(
         body,
         crc32(body),
-        encode_tail(topic.encode(), encode_properties(props or {})),
+        encode_tail(encode_topic(topic.encode()), encode_properties(props or {})),
         values["queue_id"],
         values["flag"],
         values["queue_offset"],

@@ -1,0 +1,261 @@
+"""Settings: defaults, TOML and YAML files, flag overrides, and the errors for bad input. In-process, real files."""
+
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from core.store.config import DEFAULT_SEGMENT_SIZE, FlushMode, StoreConfig
+from mqgate.settings import (
+    STORE_KEY_HELP,
+    STORE_PARSERS,
+    ConfigError,
+    Override,
+    load_settings,
+    parse_size,
+    render_toml,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "mqgate.toml"
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("64MiB", 64 * 1024 * 1024),
+        ("1GiB", 1024**3),
+        ("4MiB", 4 * 1024 * 1024),
+        ("512KiB", 512 * 1024),
+        ("4096", 4096),
+        ("4096B", 4096),
+        ("1_024", 1024),
+        (" 2 mib ", 2 * 1024 * 1024),
+        (65536, 65536),
+    ],
+)
+def test_size_strings_parse(text: object, expected: int) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["64MB", "1G", "1.5GiB", "", "-1", "0", "abc", "12 parsecs", 0, -5, True, 3.5, None])
+def test_bad_sizes_are_refused(text: object) -> None:
+    with pytest.raises(ValueError, match=r"size|positive"):
+        parse_size(text)
+
+
+def test_decimal_units_are_refused_with_a_hint() -> None:
+    with pytest.raises(ValueError, match="MiB"):
+        parse_size("64MB")
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path)
+    assert settings.config_file is None
+    assert settings.log_level == "INFO"
+    assert settings.store == StoreConfig(store_dir=tmp_path / "store")
+    assert settings.store.segment_size == DEFAULT_SEGMENT_SIZE
+    assert settings.origins["store.flush_mode"] == "default"
+
+
+def test_store_dir_is_data_dir_store_and_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(Path("relative"))
+    assert settings.data_dir == tmp_path / "relative"
+    assert settings.store.store_dir == tmp_path / "relative" / "store"
+    assert settings.store.store_dir.is_absolute()
+
+
+def test_data_dir_toml_is_read_when_present(tmp_path: Path) -> None:
+    write(tmp_path / "mqgate.toml", 'log_level = "warning"\n[store]\nflush_mode = "SYNC_FLUSH"\n')
+    settings = load_settings(tmp_path)
+    assert settings.config_file == tmp_path / "mqgate.toml"
+    assert settings.log_level == "WARNING"
+    assert settings.store.flush_mode is FlushMode.SYNC_FLUSH
+    assert settings.origins["store.flush_mode"] == f"{tmp_path / 'mqgate.toml'}:3"
+
+
+def test_explicit_config_wins_over_data_dir_file(tmp_path: Path) -> None:
+    write(tmp_path / "mqgate.toml", '[store]\nflush_mode = "SYNC_FLUSH"\n')
+    other = write(tmp_path / "other.toml", '[store]\nflush_mode = "ASYNC_FLUSH"\n')
+    settings = load_settings(tmp_path, other)
+    assert settings.config_file == other
+    assert settings.store.flush_mode is FlushMode.ASYNC_FLUSH
+
+
+def test_flags_win_over_the_file(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "c.toml", 'log_level = "ERROR"\n[store]\nflush_mode = "ASYNC_FLUSH"\nsegment_size = "8MiB"\n'
+    )
+    settings = load_settings(
+        tmp_path,
+        config,
+        [
+            Override("store.flush_mode", "SYNC_FLUSH", "--flush-mode"),
+            Override("store.segment_size", "64MiB", "--segment-size"),
+            Override("log_level", "debug", "--log-level"),
+        ],
+    )
+    assert settings.store.flush_mode is FlushMode.SYNC_FLUSH
+    assert settings.store.segment_size == 64 * 1024 * 1024
+    assert settings.log_level == "DEBUG"
+    assert settings.origins["store.segment_size"] == "--segment-size"
+
+
+def test_file_values_of_every_kind(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "c.toml",
+        "[store]\n"
+        'segment_size = "16MiB"\n'
+        "max_message_size = 1048576\n"
+        "flush_interval_ms = 200\n"
+        "file_reserved_hours = 1\n"
+        'delete_when = "03;04"\n'
+        "disk_clean_ratio = 0.5\n"
+        'store_host = "10.0.0.7"\n'
+        "store_port = 9876\n",
+    )
+    store = load_settings(tmp_path, config).store
+    assert store.segment_size == 16 * 1024 * 1024
+    assert store.max_message_size == 1024 * 1024
+    assert store.flush_interval_ms == 200
+    assert store.file_reserved_hours == 1.0
+    assert store.delete_hours == frozenset({3, 4})
+    assert store.disk_clean_ratio == 0.5
+    assert (store.store_host, store.store_port) == ("10.0.0.7", 9876)
+
+
+def test_yaml_file_takes_the_same_keys(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "mqgate.yaml", "log_level: DEBUG\nstore:\n  flush_mode: SYNC_FLUSH\n  segment_size: 32MiB\n"
+    )
+    settings = load_settings(tmp_path, config)
+    assert settings.log_level == "DEBUG"
+    assert settings.store.flush_mode is FlushMode.SYNC_FLUSH
+    assert settings.store.segment_size == 32 * 1024 * 1024
+
+
+def test_empty_yaml_file_means_defaults(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path, write(tmp_path / "mqgate.yml", "# nothing yet\n"))
+    assert settings.store == StoreConfig(store_dir=tmp_path / "store")
+
+
+def test_example_config_loads(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path, EXAMPLE)
+    assert settings.store.flush_mode is FlushMode.SYNC_FLUSH
+    assert settings.store.segment_size == 256 * 1024 * 1024
+    assert settings.store.file_reserved_hours == 48.0
+    # Every value the example sets is attributed to a line of it.
+    assert settings.origins["store.segment_size"].startswith(f"{EXAMPLE}:")
+
+
+def test_toml_syntax_error_keeps_file_line_and_column(tmp_path: Path) -> None:
+    config = write(tmp_path / "bad.toml", '[store]\nflush_mode = "SYNC_FLUSH\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, config)
+    message = str(caught.value)
+    assert str(config) in message
+    assert "line 2" in message
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    config = write(tmp_path / "bad.yaml", "store:\n  flush_mode: [SYNC_FLUSH\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path / 'bad.yaml'))}:3:\d+: invalid YAML"):
+        load_settings(tmp_path, config)
+
+
+def test_unknown_store_key_names_key_line_and_allowed_keys(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", '[store]\nflush_mode = "SYNC_FLUSH"\nsegmant_size = 1\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, config)
+    message = str(caught.value)
+    assert message.startswith(f"{config}:3: unknown key store.segmant_size")
+    assert "segment_size" in message.split(";", 1)[1]
+
+
+def test_unknown_top_level_key_in_yaml_names_line(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.yaml", "log_level: INFO\nmqtt:\n  port: 1883\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path / 'c.yaml'))}:2: unknown key mqtt"):
+        load_settings(tmp_path, config)
+
+
+def test_store_key_at_top_level_gets_a_hint(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", "segment_size = 1048576\n")
+    with pytest.raises(ConfigError, match=r"\[store\] section"):
+        load_settings(tmp_path, config)
+
+
+def test_store_dir_cannot_be_set(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", '[store]\nstore_dir = "/elsewhere"\n')
+    with pytest.raises(ConfigError, match=r"c.toml:2: store.store_dir cannot be set.*--data-dir"):
+        load_settings(tmp_path, config)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('flush_mode = "FAST"', r"store.flush_mode: 'FAST' is not a flush mode; expected ASYNC_FLUSH or SYNC_FLUSH"),
+        ('index_slots = "many"', r"store.index_slots: expected a positive integer, got a string"),
+        ("index_slots = 0", r"store.index_slots: 0: must be a positive integer"),
+        ("cq_entries_per_file = true", r"store.cq_entries_per_file: expected a positive integer, got a boolean"),
+        ('file_reserved_hours = "3 days"', r"store.file_reserved_hours: expected a positive number"),
+        ("delete_when = 4", r"store.delete_when: expected a string"),
+        ('segment_size = "1 gigabyte"', r"store.segment_size: '1 gigabyte' is not a size"),
+        ("store_port = 70000", r"store.store_port: 70000: a port goes from 1 to 65535"),
+    ],
+)
+def test_wrong_types_and_values_name_file_line_and_key(tmp_path: Path, line: str, expected: str) -> None:
+    config = write(tmp_path / "c.toml", f"# store settings\n[store]\n{line}\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(config))}:3: {expected}"):
+        load_settings(tmp_path, config)
+
+
+def test_bad_log_level_lists_the_levels(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", 'log_level = "loud"\n')
+    with pytest.raises(ConfigError, match=r"c.toml:1: log_level: expected one of DEBUG, INFO, WARNING"):
+        load_settings(tmp_path, config)
+
+
+def test_cross_field_error_names_where_each_value_came_from(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", '[store]\nsegment_size = "4MiB"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, config)
+    message = str(caught.value)
+    assert "does not fit in a segment" in message
+    assert f"segment_size from {config}:2" in message
+    assert "max_message_size from default" in message
+
+
+def test_bad_flag_value_names_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^--segment-size: '64MB' is not a size"):
+        load_settings(tmp_path, None, [Override("store.segment_size", "64MB", "--segment-size")])
+
+
+def test_missing_and_unknown_format_files_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="configuration file not found"):
+        load_settings(tmp_path, tmp_path / "absent.toml")
+    with pytest.raises(ConfigError, match=r"unknown configuration format '.ini'; use .toml, .yaml or .yml"):
+        load_settings(tmp_path, write(tmp_path / "c.ini", "[store]\n"))
+
+
+def test_every_store_field_is_settable_and_documented() -> None:
+    fields = {spec.name for spec in dataclasses.fields(StoreConfig)} - {"store_dir"}
+    assert set(STORE_PARSERS) == fields
+    assert set(STORE_KEY_HELP) == fields
+
+
+def test_rendered_configuration_is_a_file_that_loads_back(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", '[store]\nflush_mode = "SYNC_FLUSH"\nsegment_size = "64MiB"\n')
+    settings = load_settings(tmp_path, config, [Override("store.delete_when", "02;03", "--delete-when")])
+    rendered = render_toml(settings)
+    assert tomllib.loads(rendered)["store"]["segment_size"] == 64 * 1024 * 1024
+    again = load_settings(tmp_path, write(tmp_path / "rendered.toml", rendered))
+    assert again.store == settings.store
+    assert again.log_level == settings.log_level
