@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from zlib import crc32
 
-from core.store.errors import CorruptRecordError
-from core.store.mapped_file import MappedFile, MappedFileQueue
+from core.store.errors import CorruptRecordError, StoreNotWritableError
+from core.store.mapped_file import MappedFile, MappedFileQueue, file_name
 from core.store.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, Message, StoredMessage, encode_host
 from core.store.record_codec import (
     BLANK_MAGIC,
@@ -143,9 +143,19 @@ class CommitLog:
             start = pos - mapped.base
             mapped.mm[start : start + BLANK_MIN_SIZE] = encode_blank(mapped.size - start)
             self.write_pos = mapped.end
+            # If the next segment cannot be created, the next append starts from the new position.
+            self._current = None
         base = mapped.end if mapped is not None else pos
         existing = self.files.find(base)
-        self._current = existing if existing is not None else self.files.create(base)
+        if existing is None:
+            try:
+                existing = self.files.create(base)
+            except OSError as exc:
+                raise StoreNotWritableError(
+                    f"cannot create commit-log segment {file_name(base)} in {self.files.directory}: {exc.strerror};"
+                    " free disk space or lower segment_size"
+                ) from exc
+        self._current = existing
         if size + BLANK_MIN_SIZE > self._current.size:
             raise ValueError(f"a record of {size} bytes cannot fit in a segment of {self._current.size}")
         return self._current
@@ -175,10 +185,11 @@ class CommitLog:
         # Ask again when the writer is half-way through the warmed window.
         self.warm_mark = mapped.base + end - WARM_AHEAD // 2
 
-    def take_pending(self) -> list[DispatchRequest]:
+    def take_pending(self) -> tuple[list[DispatchRequest], int]:
+        """The records appended since the last call, and the log position after them (past any filler)."""
         with self.lock:
             batch, self.pending = self.pending, []
-        return batch
+            return batch, self.write_pos
 
     # --- flushing --------------------------------------------------------------------------------------
 

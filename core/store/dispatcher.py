@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 from core.store.commit_log import CommitLog, DispatchRequest
 from core.store.consume_queue_table import ConsumeQueueTable
+from core.store.errors import StoreError
 from core.store.index_service import IndexService
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ class Dispatcher:
         self.queues = queues
         self.index = index
         self.dispatched_offset = 0
+        self.index_failures = 0
         self.listeners: list[DispatchListener] = []
         self._wakeup = threading.Event()
         self._progress = threading.Condition()
@@ -57,7 +59,19 @@ class Dispatcher:
             assert queue is not None
             queue.put(queue_offset, offset, size, code)
             if keys or unique_id:
-                build(topic, keys, unique_id, offset, stamp)
+                try:
+                    build(topic, keys, unique_id, offset, stamp)
+                except (OSError, StoreError) as exc:
+                    # The index only serves queries by key; a full disk must not stop consumers (RocketMQ
+                    # skips the entry too). The gap is logged; later messages are indexed once space returns.
+                    self.index_failures += 1
+                    if self.index_failures == 1 or self.index_failures % 10_000 == 0:
+                        log.error(
+                            "index entry for commit-log offset %d not written (%d so far): %s",
+                            offset,
+                            self.index_failures,
+                            exc,
+                        )
             end = offset + size
         if end > self.dispatched_offset:
             self.dispatched_offset = end
@@ -83,8 +97,14 @@ class Dispatcher:
                 self._wakeup.clear()
 
     def run_once(self) -> None:
-        batch = self._backlog + self.commit_log.take_pending() if self._backlog else self.commit_log.take_pending()
+        batch, position = self.commit_log.take_pending()
+        if self._backlog:
+            batch = self._backlog + batch
         if not batch:
+            if position > self.dispatched_offset:
+                self.dispatched_offset = position  # only a segment filler since the last batch
+                with self._progress:
+                    self._progress.notify_all()
             return
         try:
             touched = self.dispatch(batch)
@@ -95,6 +115,8 @@ class Dispatcher:
             time.sleep(RETRY_WAIT_S)
             return
         self._backlog = []
+        if position > self.dispatched_offset:
+            self.dispatched_offset = position
         with self._progress:
             self._progress.notify_all()
         for listener in self.listeners:

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from core.store.index_file import IndexFile, IndexFileClosedError
+from core.store.mapped_file import remove_temporary_files
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class IndexService:
         If none had to go, the index is whole up to the checkpoint and re-dispatch starts there.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
+        remove_temporary_files(self.directory)
         paths = sorted(
             path
             for path in self.directory.iterdir()

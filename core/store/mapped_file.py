@@ -19,6 +19,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 FILE_NAME_DIGITS = 20
+TEMP_SUFFIX = ".tmp"
 
 
 def file_name(offset: int) -> str:
@@ -43,18 +44,16 @@ class MappedFile:
         self.base = base
         self.size = size
         existed = path.exists()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not existed:
+            _create_preallocated(path, size)
+        self._fd = os.open(path, os.O_RDWR)
         try:
             current = os.fstat(self._fd).st_size
-            if current < size:
-                _preallocate(self._fd, size)
-            elif current > size:
+            if current != size:
                 raise OSError(errno.EINVAL, f"{path}: {current} bytes, expected {size}")
             self.mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self._fd)
-            if not existed:
-                path.unlink(missing_ok=True)
             raise
         self.view = memoryview(self.mm)
         # File-relative position up to which the file is known to be on disk.
@@ -90,6 +89,27 @@ class MappedFile:
         self.path.unlink(missing_ok=True)
 
 
+def _create_preallocated(path: Path, size: int) -> None:
+    """Create `path` at its full size atomically: preallocate under a temporary name, then rename. A crash
+    leaves at most a `.tmp` file (deleted by load), never a short file under the real name."""
+    temporary = path.with_name(path.name + TEMP_SUFFIX)
+    fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _preallocate(fd, size)
+    except BaseException:
+        os.close(fd)
+        temporary.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.rename(temporary, path)
+
+
+def remove_temporary_files(directory: Path) -> None:
+    for leftover in directory.glob("*" + TEMP_SUFFIX):
+        log.warning("removing %s, left by a crash while the file was being created", leftover)
+        leftover.unlink(missing_ok=True)
+
+
 def _preallocate(fd: int, size: int) -> None:
     try:
         os.posix_fallocate(fd, 0, size)
@@ -111,6 +131,7 @@ class MappedFileQueue:
     def load(self) -> None:
         """Map the files already in the directory. A gap or a file of the wrong size is an error."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        remove_temporary_files(self.directory)
         names = sorted(p for p in self.directory.iterdir() if p.name.isdigit() and len(p.name) == FILE_NAME_DIGITS)
         expected = None
         for path in names:

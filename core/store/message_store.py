@@ -154,7 +154,9 @@ class MessageStore:
         self.index = IndexService(config.index_dir, config.index_slots, config.index_entries)
         self.dispatcher = Dispatcher(self.commit_log, self.queues, self.index)
         self.waiters = FlushWaiters(config.sync_flush_timeout_ms / 1000)
-        self.flush_service = FlushService(self.commit_log, config.flush_mode, config.flush_interval_ms, self.waiters)
+        self.flush_service = FlushService(
+            self.commit_log, config.flush_mode, config.flush_interval_ms, self.waiters, on_error=self._flush_failed
+        )
         self.retention = RetentionService(config, self.commit_log, self.queues, self.index, self._set_refusal)
         self.checkpoint_file = CheckpointFile(config.store_dir / "checkpoint")
         self.recovery: RecoveryReport | None = None
@@ -164,6 +166,7 @@ class MessageStore:
         # Why appends are refused right now, or None; one attribute so the append path checks it once.
         self._refusal: str | None = "the store is not open"
         self._disk_refusal: str | None = None
+        self._flush_error: str | None = None
         self._open = False
         self._sync = config.flush_mode is FlushMode.SYNC_FLUSH
         self._lock_fd = -1
@@ -358,12 +361,24 @@ class MessageStore:
             self.checkpoint_file.save(checkpoint)
             return checkpoint
 
+    def _flush_failed(self, error: BaseException) -> None:
+        # After a failed fdatasync the kernel may have dropped the dirty pages: retrying can "succeed" without
+        # the data ever reaching the disk. Stop taking writes; a restart recovers from what is really on disk.
+        self._flush_error = (
+            f"flushing the commit log failed ({error}); writes are refused until the store is reopened,"
+            " which recovers from what reached the disk"
+        )
+        self._refresh_refusal()
+
     def _set_refusal(self, reason: str | None) -> None:
         self._disk_refusal = reason
         self._refresh_refusal()
 
     def _refresh_refusal(self) -> None:
-        self._refusal = self._disk_refusal if self._open else "the store is not open"
+        if not self._open:
+            self._refusal = "the store is not open"
+        else:
+            self._refusal = self._flush_error or self._disk_refusal
 
     # --- writing -----------------------------------------------------------------------------------------
 
