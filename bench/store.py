@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.store.config import FlushMode, StoreConfig  # noqa: E402
-from core.store.message import Message  # noqa: E402
-from core.store.message_id import UniqueIdGenerator  # noqa: E402
-from core.store.message_store import MessageStore  # noqa: E402
+from core.store.config import FlushMode, StoreConfig
+from core.store.message import Message
+from core.store.message_id import UniqueIdGenerator
+from core.store.message_store import MessageStore
 
 MiB = 1024 * 1024
 

@@ -145,6 +145,13 @@ def test_yaml_file_takes_the_same_keys(tmp_path: Path) -> None:
 def test_empty_yaml_file_means_defaults(tmp_path: Path) -> None:
     settings = load_settings(tmp_path, write(tmp_path / "mqgate.yml", "# nothing yet\n"))
     assert settings.store == StoreConfig(store_dir=tmp_path / "store")
+    settings = load_settings(tmp_path, write(tmp_path / "mqgate.yaml", "store:\n"))
+    assert settings.store == StoreConfig(store_dir=tmp_path / "store")
+
+
+def test_store_section_must_be_a_table(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"c.toml:1: store: expected a table of store settings, got a string"):
+        load_settings(tmp_path, write(tmp_path / "c.toml", 'store = "fast"\n'))
 
 
 def test_example_config_loads(tmp_path: Path) -> None:

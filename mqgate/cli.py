@@ -1,0 +1,280 @@
+"""The `mqgate` command: `serve`, `config` and `store stats`.
+
+Exit codes: 0 on success (and after a clean stop on SIGTERM/SIGINT), 1 when the store cannot be used (locked by
+another process, missing, unreadable), 2 for a bad command line or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from core.store.config import FlushMode
+from core.store.errors import StoreError
+from core.store.message_store import MessageStore, RecoveryReport
+from mqgate.server import run, serve
+from mqgate.settings import (
+    CONFIG_FILE_NAME,
+    DEFAULT_DATA_DIR,
+    LOG_LEVELS,
+    STORE_SUBDIR,
+    ConfigError,
+    Override,
+    Settings,
+    load_settings,
+    render_toml,
+)
+
+log = logging.getLogger(__name__)
+
+PROG = "mqgate"
+EXIT_OK = 0
+EXIT_STORE = 1
+EXIT_USAGE = 2
+# What a shell reports for a process ended by SIGINT (128 + 2); used when Ctrl-C comes before the loop runs.
+EXIT_INTERRUPTED = 130
+
+DESCRIPTION = """\
+mqgate: an MQTT and EventBridge protocol gateway in Python on a broker core after Apache RocketMQ.
+Today it runs the message store (core/store); the MQTT listener, EventBridge rules and connectors are planned."""
+
+EPILOG = f"""\
+subcommands in detail:
+  serve         open the store in DATA_DIR/{STORE_SUBDIR} (recovering after a crash), print one line
+                "ready store=... recovery=clean|scan" on stdout, run until SIGTERM or SIGINT, close cleanly
+  config        print the effective configuration (defaults, then the file, then flags) as TOML
+  store stats   open the store, print its statistics and the recovery report, close it
+
+configuration:
+  Values come from built-in defaults, then a file (--config PATH, or DATA_DIR/{CONFIG_FILE_NAME} when it
+  exists; TOML, or YAML for .yaml/.yml), then flags. See `mqgate config` for every key and its default.
+
+examples:
+  mqgate serve --data-dir ./data
+  mqgate serve --data-dir /srv/mqgate --flush-mode SYNC_FLUSH --segment-size 256MiB
+  mqgate config --data-dir ./data --config examples/mqgate.toml
+  mqgate store stats --data-dir ./data
+
+exit codes: 0 success or clean stop, 1 store unusable (e.g. open in another process), 2 bad usage or config"""
+
+SETTINGS_EPILOG = f"""\
+Precedence: flags win over the configuration file, the file over the defaults. Without --config,
+DATA_DIR/{CONFIG_FILE_NAME} is read when it exists."""
+
+
+def _settings_options() -> argparse.ArgumentParser:
+    """The options every subcommand takes to build its Settings."""
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_argument_group("settings")
+    group.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        metavar="DIR",
+        help=f"data directory; the store is DIR/{STORE_SUBDIR} (default: ./{DEFAULT_DATA_DIR})",
+    )
+    group.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help=f"configuration file, .toml or .yaml/.yml (default: DIR/{CONFIG_FILE_NAME} if it exists)",
+    )
+    group.add_argument(
+        "--flush-mode",
+        choices=[mode.value for mode in FlushMode],
+        help="ASYNC_FLUSH acknowledges once in the page cache; SYNC_FLUSH after fdatasync (store.flush_mode)",
+    )
+    group.add_argument(
+        "--segment-size",
+        metavar="SIZE",
+        help='commit-log segment size in bytes or with a binary unit, e.g. "64MiB", "1GiB" (store.segment_size)',
+    )
+    group.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help=f"logging on stderr: {', '.join(LOG_LEVELS)} (log_level; default INFO)",
+    )
+    return options
+
+
+def build_parser() -> argparse.ArgumentParser:
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter)
+    commands = parser.add_subparsers(dest="command", metavar="{serve,config,store}", title="commands")
+    options = _settings_options()
+
+    serve_parser = commands.add_parser(
+        "serve",
+        parents=[options],
+        formatter_class=formatter,
+        help="run the gateway until SIGTERM/SIGINT",
+        description=(
+            f"Open the store in DATA_DIR/{STORE_SUBDIR} (recovering it after a crash), print one line\n"
+            '"ready store=ABS_PATH recovery=clean|scan" on stdout, then run until SIGTERM or SIGINT and close\n'
+            "the store cleanly (flush, checkpoint, remove the abort marker)."
+        ),
+        epilog=SETTINGS_EPILOG + "\n\nExit codes: 0 after a clean stop, 1 if the store is open in another process"
+        " or unusable,\n2 for a bad configuration.",
+    )
+    serve_parser.set_defaults(handler=cmd_serve)
+
+    config_parser = commands.add_parser(
+        "config",
+        parents=[options],
+        formatter_class=formatter,
+        help="print the effective configuration as TOML",
+        description=(
+            "Print the effective configuration as TOML: the defaults merged with the configuration file and\n"
+            "the flags. Each value is commented with where it came from and what it means; the output is a\n"
+            "valid configuration file."
+        ),
+        epilog=SETTINGS_EPILOG,
+    )
+    config_parser.set_defaults(handler=cmd_config)
+
+    store_parser = commands.add_parser(
+        "store",
+        formatter_class=formatter,
+        help="inspect the message store",
+        description="Inspect the message store in DATA_DIR/store.",
+    )
+    store_commands = store_parser.add_subparsers(dest="store_command", metavar="{stats}", title="store subcommands")
+    stats_parser = store_commands.add_parser(
+        "stats",
+        parents=[options],
+        formatter_class=formatter,
+        help="print store statistics and the recovery report",
+        description=(
+            "Open the store (recovering it if it was not closed cleanly), print its statistics and the\n"
+            "recovery report as tables, and close it. Fails if `mqgate serve` has the store open."
+        ),
+        epilog=SETTINGS_EPILOG,
+    )
+    stats_parser.set_defaults(handler=cmd_store_stats)
+    store_parser.set_defaults(handler=lambda _args: _usage_error(store_parser, "choose a store subcommand: stats"))
+    return parser
+
+
+def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    parser.print_usage(sys.stderr)
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return code
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    overrides = []
+    if args.flush_mode is not None:
+        overrides.append(Override("store.flush_mode", args.flush_mode, "--flush-mode"))
+    if args.segment_size is not None:
+        overrides.append(Override("store.segment_size", args.segment_size, "--segment-size"))
+    if args.log_level is not None:
+        overrides.append(Override("log_level", args.log_level, "--log-level"))
+    return load_settings(args.data_dir, args.config, overrides)
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    configure_logging(settings.log_level)
+
+    def ready(line: str) -> None:
+        print(line, flush=True)
+
+    run(serve(settings, ready))
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    sys.stdout.write(render_toml(settings))
+    return EXIT_OK
+
+
+def cmd_store_stats(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    configure_logging(settings.log_level)
+    store_dir = settings.store.store_dir
+    if not store_dir.is_dir():
+        return _fail(
+            f"no store at {store_dir}; check --data-dir, or run `mqgate serve --data-dir {settings.data_dir}` once",
+            EXIT_STORE,
+        )
+    store = MessageStore(settings.store)
+    report = store.open()
+    try:
+        stats = store.stats()
+    finally:
+        store.close()
+    console = Console()
+    console.print(_stats_table(store_dir, stats))
+    console.print(_recovery_table(report))
+    return EXIT_OK
+
+
+def _stats_table(store_dir: Path, stats: dict[str, int]) -> Table:
+    table = Table(title=f"store {store_dir}", title_justify="left")
+    table.add_column("statistic")
+    table.add_column("value", justify="right")
+    for key, value in stats.items():
+        table.add_row(key, str(value))
+    return table
+
+
+def _recovery_table(report: RecoveryReport) -> Table:
+    table = Table(title="recovery on open", title_justify="left")
+    table.add_column("field")
+    table.add_column("value", justify="right")
+    table.add_row("clean", "yes" if report.clean else "no (log scanned)")
+    table.add_row("start", str(report.start))
+    table.add_row("end", str(report.end))
+    table.add_row("records_scanned", str(report.records_scanned))
+    table.add_row("truncated_bytes", str(report.truncated_bytes))
+    table.add_row("corrupt_regions", str(len(report.corrupt)))
+    for path, file_offset, skipped in report.corrupt:
+        table.add_row("  corrupt", f"{path} @ {file_offset} ({skipped} bytes skipped)")
+    table.add_row("consume_queue_entries_dropped", str(report.consume_queue_entries_dropped))
+    table.add_row("seconds", f"{report.seconds:.3f}")
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        code: int = args.handler(args)
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    except StoreError as exc:
+        return _fail(str(exc), EXIT_STORE)
+    except OSError as exc:
+        return _fail(f"{exc}; check the data directory and its permissions", EXIT_STORE)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

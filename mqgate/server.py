@@ -1,0 +1,110 @@
+"""`mqgate serve`: open the parts on one event loop, announce them in one `ready` line, run until SIGTERM/SIGINT,
+then close them in reverse order.
+
+The ready line is `ready ` followed by `key=value` parts, one per part that serves, e.g.
+
+    ready store=/srv/mqgate/data/store recovery=clean
+
+Each part that starts appends its own `key=value` to the list in `serve` (a listener adds `mqtt=HOST:PORT`), so
+scripts and tests wait for one line and read every address from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from core.store.message_store import MessageStore, RecoveryReport
+from mqgate.settings import Settings
+
+log = logging.getLogger(__name__)
+
+READY_PREFIX = "ready"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def format_ready(parts: Sequence[str]) -> str:
+    """One line: `ready` and the `key=value` parts, separated by single spaces."""
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or not key or not value or any(char.isspace() for char in part):
+            raise ValueError(f"ready line part {part!r}: expected key=value without spaces")
+    return " ".join([READY_PREFIX, *parts])
+
+
+def recovery_part(report: RecoveryReport) -> str:
+    # "clean": opened from the checkpoint without reading the log; "scan": the log was scanned and repaired.
+    return f"recovery={'clean' if report.clean else 'scan'}"
+
+
+def _log_recovery(store: MessageStore, report: RecoveryReport) -> None:
+    if report.clean:
+        return
+    log.warning(
+        "store %s was not closed cleanly: scanned %d records from offset %d to %d in %.2f s,"
+        " cut %d bytes of torn tail, skipped %d corrupt regions, dropped %d consume-queue entries",
+        store.config.store_dir,
+        report.records_scanned,
+        report.start,
+        report.end,
+        report.seconds,
+        report.truncated_bytes,
+        len(report.corrupt),
+        report.consume_queue_entries_dropped,
+    )
+    for path, file_offset, skipped in report.corrupt:
+        log.warning("corrupt region in %s at file offset %d: %d bytes skipped", path, file_offset, skipped)
+
+
+async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
+    """Run until SIGTERM or SIGINT, calling `ready` once with the ready line when everything serves."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def on_signal(signum: signal.Signals) -> None:
+        if stop.is_set():
+            log.info("%s: already stopping", signum.name)
+            return
+        log.info("%s: stopping", signum.name)
+        stop.set()
+
+    # Installed before the store opens, so a signal during a long recovery still ends in a clean close; kept
+    # until the close is done, so a second Ctrl-C cannot interrupt it halfway.
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        log.info("configuration from %s", settings.config_file or "defaults and flags (no configuration file)")
+        log.debug("store settings: %s", settings.store)
+        store = MessageStore(settings.store)
+        log.info("opening store %s (%s)", settings.store.store_dir, settings.store.flush_mode.value)
+        report = await asyncio.to_thread(store.open)
+        try:
+            _log_recovery(store, report)
+            parts = [f"store={settings.store.store_dir}", recovery_part(report)]
+            if not stop.is_set():
+                ready(format_ready(parts))
+                await stop.wait()
+        finally:
+            log.info("closing store %s", settings.store.store_dir)
+            await asyncio.to_thread(store.close)
+            log.info("store closed")
+    finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """Run `main` on uvloop when it is installed, else on the default asyncio loop."""
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(main)

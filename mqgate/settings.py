@@ -1,0 +1,459 @@
+"""Settings of `mqgate`: built-in defaults, then a configuration file, then command-line flags (each wins over
+the one before).
+
+The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read with `yaml.safe_load`). Without
+`--config`, `DATA_DIR/mqgate.toml` is read when it exists. Keys:
+
+    log_level = "INFO"              # DEBUG, INFO, WARNING, ERROR or CRITICAL
+
+    [store]                         # every field of core.store.config.StoreConfig except store_dir
+    flush_mode = "SYNC_FLUSH"       # ASYNC_FLUSH or SYNC_FLUSH
+    segment_size = "1GiB"           # sizes: an integer (bytes) or a string with a binary unit
+    file_reserved_hours = 72
+
+The store lives in `DATA_DIR/store`; `store_dir` cannot be set. Unknown keys, wrong types and bad values raise
+`ConfigError`, whose message names the file (with the line when it can be found) or the flag, the key, and
+what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from core.store.config import FlushMode, StoreConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = Path("data")
+CONFIG_FILE_NAME = "mqgate.toml"
+STORE_SUBDIR = "store"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_LOG_LEVEL = "INFO"
+# Where a value came from when neither the file nor a flag set it.
+DEFAULT_ORIGIN = "default"
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+TiB = 1024 * GiB
+# Binary units only: "MB" means 10**6 to some readers and 2**20 to others, so it is refused rather than guessed.
+SIZE_UNITS = {"": 1, "B": 1, "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB}
+AMBIGUOUS_SIZE_UNITS = {"K", "KB", "M", "MB", "G", "GB", "T", "TB"}
+SIZE_ALLOWED = 'a size: an integer number of bytes, or a string with a binary unit ("4096", "512KiB", "64MiB", "1GiB")'
+_SIZE_PATTERN = re.compile(r"(\d[\d_]*)\s*([A-Za-z]*)")
+
+# [store] keys that hold byte counts and so also take size strings.
+SIZE_KEYS = frozenset({"segment_size", "max_message_size"})
+# StoreConfig fields that are not settable: the store directory is always DATA_DIR/store.
+DERIVED_STORE_FIELDS = {"store_dir": "it is always DATA_DIR/store; choose the data directory with --data-dir"}
+
+# One line per [store] key, shown by `mqgate config` and in the README. Defaults come from StoreConfig itself.
+STORE_KEY_HELP = {
+    "flush_mode": "ASYNC_FLUSH: acknowledge once in the page cache; SYNC_FLUSH: acknowledge after fdatasync",
+    "segment_size": "bytes per commit-log segment file (RocketMQ mapedFileSizeCommitLog); at least 64KiB",
+    "max_message_size": "largest record: header, body, topic and properties (RocketMQ maxMessageSize)",
+    "flush_interval_ms": "ASYNC_FLUSH: how often the commit log is flushed (RocketMQ flushIntervalCommitLog)",
+    "sync_flush_timeout_ms": "SYNC_FLUSH: wait this long for the disk, then answer FLUSH_DISK_TIMEOUT",
+    "logic_flush_interval_ms": "how often consume queues and index are flushed and the checkpoint written",
+    "cq_entries_per_file": "20-byte entries per consume-queue file (RocketMQ mapedFileSizeConsumeQueue)",
+    "index_slots": "hash slots per index file (RocketMQ maxHashSlotNum)",
+    "index_entries": "entries per index file (RocketMQ maxIndexNum)",
+    "file_reserved_hours": "segments last written longer ago are deleted at delete_when (RocketMQ fileReservedTime)",
+    "delete_when": 'hours of the day when expired files are deleted: "04", or "04;05" (RocketMQ deleteWhen)',
+    "disk_clean_ratio": "disk usage at which the oldest segments are deleted even if not expired",
+    "disk_warn_ratio": "disk usage at which a warning is logged",
+    "disk_refuse_ratio": "disk usage at which appends are refused until space is freed",
+    "retention_check_interval_s": "how often retention runs and disk usage is checked (seconds)",
+    "store_host": "host written into every record and into offset message ids",
+    "store_port": "port written into every record and into offset message ids",
+}
+
+
+class ConfigError(Exception):
+    """A configuration file or flag is wrong. The message names where, which key, and what is allowed."""
+
+
+@dataclass(slots=True, frozen=True)
+class Override:
+    """One value given on the command line, as typed, for the key it sets ("log_level" or "store.<field>")."""
+
+    key: str
+    value: object
+    flag: str
+
+
+@dataclass(slots=True, frozen=True)
+class Settings:
+    data_dir: Path
+    store: StoreConfig
+    log_level: str = DEFAULT_LOG_LEVEL
+    config_file: Path | None = None
+    # Where each value came from, keyed "log_level" / "store.<field>": "default", "<file>:<line>" or a flag.
+    origins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+
+
+# --- value parsers: each takes what the file or flag gave and returns the value, or raises ValueError -----
+
+
+def _describe(value: object) -> str:
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", type(None): "no value"}.get(
+        type(value)
+    )
+    if kind is None:
+        kind = "a table" if isinstance(value, dict) else "a list" if isinstance(value, list) else type(value).__name__
+    return f"{kind} ({json.dumps(value, default=str)})"
+
+
+def parse_size(value: object) -> int:
+    """Bytes from an integer or a string such as "64MiB"; must be positive."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str):
+        match = _SIZE_PATTERN.fullmatch(value.strip())
+        unit = match.group(2).upper() if match else ""
+        if match is None or unit not in SIZE_UNITS:
+            hint = "; use KiB, MiB, GiB or TiB (powers of 1024)" if unit in AMBIGUOUS_SIZE_UNITS else ""
+            raise ValueError(f"{value!r} is not a size{hint}; expected {SIZE_ALLOWED}")
+        size = int(match.group(1).replace("_", "")) * SIZE_UNITS[unit]
+    else:
+        raise ValueError(f"expected {SIZE_ALLOWED}, got {_describe(value)}")
+    if size <= 0:
+        raise ValueError(f"{value!r}: a size must be positive")
+    return size
+
+
+def parse_positive_int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected a positive integer, got {_describe(value)}")
+    if value <= 0:
+        raise ValueError(f"{value}: must be a positive integer")
+    return value
+
+
+def parse_port(value: object) -> int:
+    port = parse_positive_int(value)
+    if port > 65535:
+        raise ValueError(f"{port}: a port goes from 1 to 65535")
+    return port
+
+
+def parse_positive_number(value: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"expected a positive number, got {_describe(value)}")
+    if not value > 0:
+        raise ValueError(f"{value}: must be a positive number")
+    return float(value)
+
+
+def parse_string(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string (in quotes), got {_describe(value)}")
+    return value
+
+
+def parse_flush_mode(value: object) -> FlushMode:
+    allowed = " or ".join(mode.value for mode in FlushMode)
+    if not isinstance(value, str):
+        raise ValueError(f"expected {allowed}, got {_describe(value)}")
+    try:
+        return FlushMode(value.strip().upper())
+    except ValueError:
+        raise ValueError(f"{value!r} is not a flush mode; expected {allowed}") from None
+
+
+def parse_log_level(value: object) -> str:
+    allowed = ", ".join(LOG_LEVELS)
+    if not isinstance(value, str) or value.strip().upper() not in LOG_LEVELS:
+        raise ValueError(f"expected one of {allowed}, got {_describe(value)}")
+    return value.strip().upper()
+
+
+Parser = Callable[[object], Any]
+
+
+def _store_parsers() -> dict[str, Parser]:
+    """A parser per settable StoreConfig field, chosen by the field's default, so new fields are picked up."""
+    parsers: dict[str, Parser] = {}
+    for spec in dataclasses.fields(StoreConfig):
+        if spec.name in DERIVED_STORE_FIELDS:
+            continue
+        default = spec.default
+        if spec.name in SIZE_KEYS:
+            parsers[spec.name] = parse_size
+        elif spec.name.endswith("_port"):
+            parsers[spec.name] = parse_port
+        elif isinstance(default, FlushMode):
+            parsers[spec.name] = parse_flush_mode
+        elif isinstance(default, bool):
+            raise TypeError(f"StoreConfig.{spec.name}: boolean settings need a parser in mqgate/settings.py")
+        elif isinstance(default, int):
+            parsers[spec.name] = parse_positive_int
+        elif isinstance(default, float):
+            parsers[spec.name] = parse_positive_number
+        elif isinstance(default, str):
+            parsers[spec.name] = parse_string
+        else:
+            raise TypeError(f"StoreConfig.{spec.name}: no parser for {type(default).__name__} in mqgate/settings.py")
+    return parsers
+
+
+STORE_PARSERS = _store_parsers()
+TOP_LEVEL_PARSERS: dict[str, Parser] = {"log_level": parse_log_level}
+
+
+def store_defaults() -> dict[str, object]:
+    """The defaults of every settable [store] key, as StoreConfig declares them."""
+    return {
+        spec.name: spec.default for spec in dataclasses.fields(StoreConfig) if spec.name not in DERIVED_STORE_FIELDS
+    }
+
+
+# --- reading files -------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class ConfigFile:
+    """A parsed configuration file, and a way back to the line of a key for error messages."""
+
+    path: Path
+    data: Mapping[str, object]
+    locate: Callable[[Sequence[str]], int | None]
+
+    def where(self, *keys: str) -> str:
+        line = self.locate(keys)
+        return f"{self.path}:{line}" if line is not None else str(self.path)
+
+
+def read_config_file(path: Path) -> ConfigFile:
+    suffix = path.suffix.lower()
+    if suffix not in {".toml", ".yaml", ".yml"}:
+        raise ConfigError(f"{path}: unknown configuration format {suffix or '(no suffix)'!r}; use .toml, .yaml or .yml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: configuration file not found; check --config") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the configuration file: {exc}") from None
+    if suffix == ".toml":
+        return _read_toml(path, text)
+    return _read_yaml(path, text)
+
+
+def _read_toml(path: Path, text: str) -> ConfigFile:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # The message already carries "(at line N, column M)".
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    return ConfigFile(path, data, lambda keys: _toml_line(text, keys))
+
+
+_TOML_TABLE = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+
+
+def _toml_line(text: str, keys: Sequence[str]) -> int | None:
+    """The line that sets keys[-1] inside table keys[:-1]. tomllib keeps no positions, so this reads the text;
+    it finds the usual `[table]` / `key = value` forms and gives up (None) on anything more exotic."""
+    *tables, name = keys
+    table = ".".join(tables)
+    assignment = re.compile(rf"\s*[\"']?{re.escape(name)}[\"']?\s*=")
+    dotted = re.compile(rf"\s*{re.escape(table)}\.{re.escape(name)}\s*=") if table else None
+    current = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _TOML_TABLE.match(line)
+        if header is not None:
+            current = header.group(1).replace(" ", "")
+            continue
+        if current == table and assignment.match(line):
+            return number
+        if current == "" and dotted is not None and dotted.match(line):
+            return number
+    if not tables:
+        return None
+    for number, line in enumerate(text.splitlines(), start=1):  # inline tables: store = { key = ... }
+        if re.search(rf"[{{,]\s*{re.escape(name)}\s*=", line):
+            return number
+    return None
+
+
+def _read_yaml(path: Path, text: str) -> ConfigFile:
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = " ".join(part for part in (exc.context, exc.problem) if part)
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the file must hold a mapping of keys (log_level, store), not {_describe(data)}")
+    return ConfigFile(path, data, lambda keys: _yaml_line(root, keys))
+
+
+def _yaml_line(node: yaml.Node | None, keys: Sequence[str]) -> int | None:
+    line = None
+    for key in keys:
+        if not isinstance(node, yaml.MappingNode):
+            return line
+        for key_node, value_node in node.value:
+            if key_node.value == key:
+                line = key_node.start_mark.line + 1
+                node = value_node
+                break
+        else:
+            return line
+    return line
+
+
+# --- merging -------------------------------------------------------------------------------------------------
+
+
+def default_config_file(data_dir: Path) -> Path | None:
+    candidate = data_dir / CONFIG_FILE_NAME
+    return candidate if candidate.is_file() else None
+
+
+def load_settings(
+    data_dir: Path = DEFAULT_DATA_DIR,
+    config_file: Path | None = None,
+    overrides: Sequence[Override] = (),
+) -> Settings:
+    """Defaults, then `config_file` (or DATA_DIR/mqgate.toml when it exists), then `overrides`."""
+    data_dir = data_dir.expanduser().absolute()
+    config_file = default_config_file(data_dir) if config_file is None else config_file.expanduser().absolute()
+    origins: dict[str, str] = {"log_level": DEFAULT_ORIGIN}
+    origins.update({f"store.{name}": DEFAULT_ORIGIN for name in STORE_PARSERS})
+    top: dict[str, object] = {"log_level": DEFAULT_LOG_LEVEL}
+    store: dict[str, object] = store_defaults()
+
+    if config_file is not None:
+        parsed = read_config_file(config_file)
+        log.debug("reading configuration from %s", config_file)
+        _merge_file(parsed, top, store, origins)
+
+    for override in overrides:
+        section, _, name = override.key.rpartition(".")
+        parsers, target = (STORE_PARSERS, store) if section == "store" else (TOP_LEVEL_PARSERS, top)
+        if section not in {"", "store"} or name not in parsers:
+            raise ConfigError(f"{override.flag}: no setting {override.key!r} to override")
+        try:
+            target[name] = parsers[name](override.value)
+        except ValueError as exc:
+            raise ConfigError(f"{override.flag}: {exc}") from None
+        origins[override.key] = override.flag
+
+    try:
+        store_config = StoreConfig(store_dir=data_dir / STORE_SUBDIR, **store)  # type: ignore[arg-type]
+    except ValueError as exc:
+        # Cross-field checks live in StoreConfig; name where the keys it mentions were set.
+        involved = [f"{name} from {origins[f'store.{name}']}" for name in store if re.search(rf"\b{name}\b", str(exc))]
+        detail = f" ({'; '.join(involved)})" if involved else ""
+        raise ConfigError(f"invalid [store] settings: {exc}{detail}") from None
+    return Settings(
+        data_dir=data_dir,
+        store=store_config,
+        log_level=str(top["log_level"]),
+        config_file=config_file,
+        origins=MappingProxyType(origins),
+    )
+
+
+def _merge_file(parsed: ConfigFile, top: dict[str, object], store: dict[str, object], origins: dict[str, str]) -> None:
+    allowed_top = [*TOP_LEVEL_PARSERS, "store"]
+    for key, value in parsed.data.items():
+        if key == "store":
+            if value is None:  # an empty `store:` in YAML
+                value = {}
+            if not isinstance(value, dict):
+                raise ConfigError(
+                    f"{parsed.where(key)}: store: expected a table of store settings, got {_describe(value)}"
+                )
+            for name, item in value.items():
+                where = parsed.where("store", name)
+                if name in DERIVED_STORE_FIELDS:
+                    raise ConfigError(f"{where}: store.{name} cannot be set: {DERIVED_STORE_FIELDS[name]}")
+                if name not in STORE_PARSERS:
+                    raise ConfigError(
+                        f"{where}: unknown key store.{name!s}; [store] takes: {', '.join(sorted(STORE_PARSERS))}"
+                    )
+                try:
+                    store[name] = STORE_PARSERS[name](item)
+                except ValueError as exc:
+                    raise ConfigError(f"{where}: store.{name}: {exc}") from None
+                origins[f"store.{name}"] = where
+        elif key in TOP_LEVEL_PARSERS:
+            where = parsed.where(key)
+            try:
+                top[key] = TOP_LEVEL_PARSERS[key](value)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {key}: {exc}") from None
+            origins[key] = where
+        else:
+            hint = "; store settings go in the [store] section" if key in STORE_PARSERS else ""
+            raise ConfigError(
+                f"{parsed.where(key)}: unknown key {key!s}{hint}; top-level keys are: {', '.join(allowed_top)}"
+            )
+
+
+# --- showing -------------------------------------------------------------------------------------------------
+
+
+def format_size(size: int) -> str:
+    for unit, factor in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size}B"
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, FlushMode):
+        return json.dumps(value.value)
+    if isinstance(value, str | Path):
+        return json.dumps(str(value))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def _source(origin: str) -> str:
+    return origin if origin == DEFAULT_ORIGIN else f"from {origin}"
+
+
+def render_toml(settings: Settings) -> str:
+    """The effective settings as a TOML file that `load_settings` accepts, each value commented with its origin
+    and meaning."""
+    origins = settings.origins
+    lines = [
+        "# Effective mqgate configuration: defaults, then the configuration file, then command-line flags.",
+        f"# data directory: {settings.data_dir}",
+        f"# configuration file: {settings.config_file or f'none (DATA_DIR/{CONFIG_FILE_NAME} does not exist)'}",
+        "",
+        f"# {', '.join(LOG_LEVELS)}",
+        f"log_level = {_toml_value(settings.log_level)}  # {_source(origins.get('log_level', DEFAULT_ORIGIN))}",
+        "",
+        "[store]",
+        f"# store_dir = {_toml_value(settings.store.store_dir)}  (always DATA_DIR/{STORE_SUBDIR}; not settable)",
+    ]
+    for name in STORE_PARSERS:
+        value = getattr(settings.store, name)
+        origin = origins.get(f"store.{name}", DEFAULT_ORIGIN)
+        source = _source(origin)
+        shown = f"{format_size(value)}, {source}" if name in SIZE_KEYS else source
+        lines.append(f"# {STORE_KEY_HELP.get(name, 'see core/store/config.py')}")
+        lines.append(f"{name} = {_toml_value(value)}  # {shown}")
+    return "\n".join(lines) + "\n"
