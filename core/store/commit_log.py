@@ -8,12 +8,13 @@ consume-queue entry and index entries. After a crash the dispatcher is fed from 
 
 from __future__ import annotations
 
+import collections
 import logging
-import mmap
 import os
+import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from zlib import crc32
@@ -35,17 +36,14 @@ from core.store.record_codec import (
     check_record,
     decode_record,
     encode_blank,
-    encode_record,
+    encode_header,
 )
 
 log = logging.getLogger(__name__)
 
-# madvise(MADV_POPULATE_WRITE), Linux 5.14+ (the constant is missing from Python 3.11's mmap module).
-_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
-# Pages faulted in ahead of the writer under async flush (RocketMQ's warmMappedFile): a first write to a
-# preallocated page costs a page fault (~0.5 us per 128-byte record here); the flush thread takes it instead,
-# outside the GIL. Small enough that the zero pages a flush writes before the records land on them cost little.
-WARM_AHEAD = 4 * 1024 * 1024
+
+# A sparse segment is created only if this much is free besides it, for consume-queue and index files.
+SEGMENT_FREE_MARGIN = 64 * 1024
 
 # (topic, queue_id, queue_offset, commit_log_offset, size, tags_code, store_timestamp, keys, unique_id)
 DispatchRequest = tuple[str, int, int, int, int, int, int, "str | None", "str | None"]
@@ -63,19 +61,15 @@ class CommitLog:
     def __init__(self, directory: Path, segment_size: int, max_record_size: int, store_host: tuple[str, int]) -> None:
         self.store_host = encode_host(store_host[0])
         self.store_port = store_host[1]
-        self.files = MappedFileQueue(directory, segment_size)
+        self.files = MappedFileQueue(directory, segment_size, sparse=True)
         self.segment_size = segment_size
         self.max_record_size = max_record_size
         self.lock = threading.Lock()
         self.write_pos = 0  # commit-log offset of the next record; every record below it is whole
         self.flushed_pos = 0  # every byte below it is on disk
         self.queue_offsets: dict[tuple[str, int], int] = {}
-        self.pending: list[DispatchRequest] = []
+        self.pending: collections.deque[DispatchRequest] = collections.deque()
         self._current: MappedFile | None = None
-        # Warming: pages below `warmed` are faulted in; crossing `warm_mark` calls `on_warm` (wakes the flusher).
-        self.warmed = 0
-        self.warm_mark = 2**63
-        self.on_warm: Callable[[], None] | None = None
 
     # --- appending -------------------------------------------------------------------------------------
 
@@ -108,7 +102,7 @@ class CommitLog:
                 pos = mapped.base if pos < mapped.base else pos
             queue_offset = self.queue_offsets.get(key, 0)
             store_timestamp = time.time_ns() // 1_000_000
-            record = encode_record(
+            header = encode_header(
                 body,
                 body_crc,
                 tail,
@@ -126,14 +120,16 @@ class CommitLog:
                 message.reconsume_times,
                 message.prepared_transaction_offset,
             )
+            mm = mapped.mm
             start = pos - mapped.base
-            mapped.mm[start : start + size] = record
+            body_start = start + HEADER_SIZE
+            tail_start = body_start + len(body)
+            mm[start:body_start] = header
+            mm[body_start:tail_start] = body
+            mm[tail_start : start + size] = tail
             self.queue_offsets[key] = queue_offset + 1
             self.pending.append((topic, queue_id, queue_offset, pos, size, code, store_timestamp, keys, unique_id))
             self.write_pos = pos + size
-        if pos > self.warm_mark and self.on_warm is not None:
-            self.warm_mark = 2**63
-            self.on_warm()
         return pos, size, queue_offset, store_timestamp
 
     def _roll(self, pos: int, size: int) -> MappedFile:
@@ -148,6 +144,13 @@ class CommitLog:
         base = mapped.end if mapped is not None else pos
         existing = self.files.find(base)
         if existing is None:
+            free = shutil.disk_usage(self.files.directory).free
+            if free < self.segment_size + SEGMENT_FREE_MARGIN:
+                raise StoreNotWritableError(
+                    f"cannot create commit-log segment {file_name(base)} in {self.files.directory}: it needs"
+                    f" {self.segment_size + SEGMENT_FREE_MARGIN} bytes free and the file system has {free}"
+                    " (No space left for a whole segment); free disk space or lower segment_size"
+                )
             try:
                 existing = self.files.create(base)
             except OSError as exc:
@@ -160,36 +163,16 @@ class CommitLog:
             raise ValueError(f"a record of {size} bytes cannot fit in a segment of {self._current.size}")
         return self._current
 
-    def enable_warming(self, on_warm: Callable[[], None]) -> None:
-        self.on_warm = on_warm
-        self.warm_mark = self.write_pos
-
-    def warm(self) -> None:
-        """Fault in the pages of the current segment up to WARM_AHEAD past the write position (flush thread)."""
-        mapped = self._current
-        if mapped is None or mapped.closed:
-            return
-        start = max(self.warmed, self.write_pos) - mapped.base
-        if start < 0:
-            start = 0
-        start -= start % mmap.PAGESIZE
-        end = min(mapped.size, self.write_pos - mapped.base + WARM_AHEAD)
-        if end > start:
-            try:
-                mapped.mm.madvise(_POPULATE_WRITE, start, end - start)
-            except (OSError, ValueError) as exc:
-                log.info("page warming is off: madvise(MADV_POPULATE_WRITE) failed: %s", exc)
-                self.on_warm = None
-                return
-        self.warmed = mapped.base + end
-        # Ask again when the writer is half-way through the warmed window.
-        self.warm_mark = mapped.base + end - WARM_AHEAD // 2
-
     def take_pending(self) -> tuple[list[DispatchRequest], int]:
-        """The records appended since the last call, and the log position after them (past any filler)."""
-        with self.lock:
-            batch, self.pending = self.pending, []
-            return batch, self.write_pos
+        """The records appended since the last call, and a log position that they cover (past any filler).
+
+        Lock-free, so the dispatcher never makes an appender wait: appends (under the lock, in log order)
+        queue their request before moving write_pos, so reading write_pos first and then draining the deque
+        yields every record below that position.
+        """
+        position = self.write_pos
+        pending = self.pending
+        return [pending.popleft() for _ in range(len(pending))], position
 
     # --- flushing --------------------------------------------------------------------------------------
 

@@ -130,18 +130,11 @@ class FlushService:
             self._run_interval()
 
     def _run_interval(self) -> None:
-        """ASYNC_FLUSH: flush every interval; in between, warm pages ahead of the writer when it asks."""
-        commit_log = self.commit_log
-        commit_log.enable_warming(self.wake)
-        next_flush = time.monotonic() + self.interval_s
+        """ASYNC_FLUSH: flush every interval."""
         while not self._stopped:
-            self._wakeup.wait(max(0.0, next_flush - time.monotonic()))
+            self._wakeup.wait(self.interval_s)
             self._wakeup.clear()
-            if commit_log.on_warm is not None:
-                commit_log.warm()
-            if time.monotonic() >= next_flush:
-                self.flush_once()
-                next_flush = time.monotonic() + self.interval_s
+            self.flush_once()
 
     def _run_group_commit(self) -> None:
         """SYNC_FLUSH: flush back to back while records wait; sleep (briefly) only when all is on disk."""

@@ -5,7 +5,7 @@ Every integer is big-endian (RocketMQ's layout is Java's). A record:
     offset  size  field
     0       4     total_size                 whole record, these 4 bytes included
     4       4     magic                      RECORD_MAGIC, or BLANK_MAGIC for the end-of-segment filler
-    8       4     record_crc                 CRC32 of bytes [12, total_size): everything after this field
+    8       4     record_crc                 CRC32 of bytes [12, 116) and of the tail after the body
     12      4     body_crc                   CRC32 of the body (RocketMQ's BODYCRC)
     16      4     queue_id
     20      4     flag                       the producer's flag, opaque to the store
@@ -27,8 +27,10 @@ Every integer is big-endian (RocketMQ's layout is Java's). A record:
     ...     2     properties_length
     ...     p     properties (UTF-8, `name \\x01 value \\x02` repeated)
 
-Unlike RocketMQ, hosts are always 16 bytes (no IPv6 flag changes the layout) and the record carries a CRC of
-everything after its first 12 bytes besides the body CRC, so a flipped bit in the topic or properties is caught.
+Unlike RocketMQ, hosts are always 16 bytes (no IPv6 flag changes the layout) and the record carries a second
+CRC besides the body CRC: it covers the header after its first 12 bytes (body_crc included) and the tail, so a
+flipped bit in the topic or properties is caught, and no byte of the record goes unchecked while the body is
+read by the CRC once. total_size and magic are checked by their ranges and by the lengths adding up.
 
 When a record does not fit in the rest of a segment, a filler record (total_size = bytes left, BLANK_MAGIC)
 closes the segment and the record goes to the next one. A record is placed only where at least
@@ -79,7 +81,7 @@ def encode_tail(topic_part: bytes, properties: bytes) -> bytes:
     return topic_part + U16.pack(len(properties)) + properties
 
 
-def encode_record(
+def encode_header(
     body: bytes,
     body_crc: int,
     tail: bytes,
@@ -97,6 +99,8 @@ def encode_record(
     reconsume_times: int,
     prepared_transaction_offset: int,
 ) -> bytes:
+    """The 116-byte header of a record; the record is header + body + tail. Writers copy the three parts into
+    place one after the other, so a large body is copied once."""
     rest = REST.pack(
         body_crc,
         queue_id,
@@ -114,8 +118,12 @@ def encode_record(
         prepared_transaction_offset,
         len(body),
     )
-    record_crc = crc32(tail, crc32(body, crc32(rest)))
-    return b"".join((PREFIX.pack(HEADER_SIZE + len(body) + len(tail), RECORD_MAGIC, record_crc), rest, body, tail))
+    return PREFIX.pack(HEADER_SIZE + len(body) + len(tail), RECORD_MAGIC, crc32(tail, crc32(rest))) + rest
+
+
+def encode_record(body: bytes, body_crc: int, tail: bytes, *fields: int | bytes) -> bytes:
+    """The whole record as one bytes object (encode_header's arguments)."""
+    return b"".join((encode_header(body, body_crc, tail, *fields), body, tail))  # type: ignore[arg-type]
 
 
 def encode_blank(size: int) -> bytes:
@@ -141,12 +149,12 @@ def check_record(buffer: Buffer, pos: int, limit: int) -> int:
         raise RecordFormatError(f"total size {total} out of range")
     view = memoryview(buffer)[pos : pos + total]
     _, _, record_crc = PREFIX.unpack_from(view, 0)
-    if crc32(view[12:]) != record_crc:
-        raise RecordFormatError("record CRC mismatch")
     body_length = struct.unpack_from(">i", view, BODY_LENGTH_POS)[0]
     topic_pos = HEADER_SIZE + body_length
     if body_length < 0 or topic_pos + 2 > total:
         raise RecordFormatError(f"body length {body_length} out of range")
+    if crc32(view[topic_pos:], crc32(view[12:HEADER_SIZE])) != record_crc:
+        raise RecordFormatError("record CRC mismatch")
     (topic_length,) = U16.unpack_from(view, topic_pos)
     props_pos = topic_pos + 2 + topic_length
     if props_pos + 2 > total:
