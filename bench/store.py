@@ -1,18 +1,21 @@
 """Store benchmark: appends against the raw disk, in one run, on one directory.
 
-    python bench/store.py [--quick] [--dir DIR]
+    python bench/store.py [--quick] [--rounds N] [--dir DIR]
 
-Measures, in this order and on the same file system:
+Measures on the same file system:
   * raw disk: os.write of 1 MiB chunks then fsync, the same volume as the 4 KiB run (the physical limit);
   * ASYNC_FLUSH appends of 128 B and 4 KiB bodies with 1, 8 and 64 concurrent writers (asyncio tasks calling
     `await store.put(message)`, which under async flush returns without awaiting anything); the clock stops when
-    the last record is flushed to disk. For 128 B it also reports when the last record was visible (dispatched
-    into its consume queue and index);
+    the last record is flushed to disk and, for the `visible` figures, dispatched into its consume queue;
   * SYNC_FLUSH appends of 128 B and 4 KiB with 1, 8 and 64 writers, each waiting for its acknowledgement.
 Every message carries a unique id (UNIQ_KEY), as a RocketMQ producer sets, so every message is indexed.
 Messages are built before the clock starts (they are the producer's work) and the pool is frozen out of the
-garbage collector's scans (it is the harness's data, not the store's).
-Prints key=value lines; ratios compare figures measured in this same run.
+garbage collector's scans (it is the harness's data, not the store's). The event loop is the one `mqgate serve`
+runs (uvloop when installed).
+
+This machine is a VM whose speed drifts by 2x within minutes, so each figure is the median of `--rounds` runs,
+and the raw-disk baseline is measured right before each 4 KiB run: a ratio is the median of per-round ratios.
+Prints key=value lines.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import asyncio
 import gc
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -33,6 +37,7 @@ from core.store.config import FlushMode, StoreConfig
 from core.store.message import Message
 from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import MessageStore
+from mqgate.server import run as run_on_event_loop
 
 MiB = 1024 * 1024
 
@@ -95,7 +100,7 @@ def measure(directory: Path, mode: FlushMode, size: int, writers: int, count: in
     store.open()
     try:
         pool = messages(count, size)
-        durable, visible = asyncio.run(run_appends(store, pool, writers))
+        durable, visible = run_on_event_loop(run_appends(store, pool, writers))
         sent = (len(pool) // writers) * writers
     finally:
         store.close()
@@ -104,37 +109,54 @@ def measure(directory: Path, mode: FlushMode, size: int, writers: int, count: in
     return sent / durable, sent / visible
 
 
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller volumes (finishes in under a minute)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per figure; the median is printed")
     parser.add_argument("--dir", type=Path, default=Path(__file__).resolve().parent.parent / ".bench-tmp")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     quick = args.quick
+    rounds = args.rounds
     volume = (256 if quick else 1024) * MiB
-    small_async = 200_000 if quick else 1_000_000
-    sync_counts = {1: 1_000, 8: 6_000, 64: 40_000} if quick else {1: 3_000, 8: 20_000, 64: 150_000}
+    small_async = 100_000 if quick else 1_000_000
+    sync_counts = {1: 500, 8: 3_000, 64: 20_000} if quick else {1: 3_000, 8: 20_000, 64: 150_000}
     with tempfile.TemporaryDirectory(dir=args.dir) as work:
         directory = Path(work)
-        disk = raw_disk(directory, volume)
-        emit("store.raw_disk.mb_per_s", disk)
+        disk: list[float] = []
+        ratios: dict[int, list[float]] = {1: [], 8: [], 64: []}
+        rates: dict[int, list[float]] = {1: [], 8: [], 64: []}
+        for _ in range(rounds):
+            for writers in (1, 8, 64):
+                baseline = raw_disk(directory, volume)
+                rate, _ = measure(directory, FlushMode.ASYNC_FLUSH, 4096, writers, volume // 4096)
+                disk.append(baseline)
+                rates[writers].append(rate * 4096 / MiB)
+                ratios[writers].append(rate * 4096 / MiB / baseline)
+        emit("store.raw_disk.mb_per_s", median(disk))
         for writers in (1, 8, 64):
-            rate, _ = measure(directory, FlushMode.ASYNC_FLUSH, 4096, writers, volume // 4096)
             suffix = "" if writers == 1 else f".{writers}w"
-            emit(f"store.append.4k.async{suffix}.mb_per_s", rate * 4096 / MiB)
-            emit(f"store.append.4k.async{suffix}.ratio_to_disk", rate * 4096 / MiB / disk)
+            emit(f"store.append.4k.async{suffix}.mb_per_s", median(rates[writers]))
+            emit(f"store.append.4k.async{suffix}.ratio_to_disk", median(ratios[writers]))
         for writers in (1, 8, 64):
-            rate, visible = measure(directory, FlushMode.ASYNC_FLUSH, 128, writers, small_async)
+            runs = [measure(directory, FlushMode.ASYNC_FLUSH, 128, writers, small_async) for _ in range(rounds)]
             suffix = "" if writers == 1 else f".{writers}w"
-            emit(f"store.append.128b.async{suffix}.msgs_per_s", rate)
-            emit(f"store.append.128b.async{suffix}.visible_msgs_per_s", visible)
-        sync_rates: dict[tuple[int, int], float] = {}
+            emit(f"store.append.128b.async{suffix}.msgs_per_s", median([r[0] for r in runs]))
+            emit(f"store.append.128b.async{suffix}.visible_msgs_per_s", median([r[1] for r in runs]))
         for size, label in ((128, "128b"), (4096, "4k")):
-            for writers, count in sync_counts.items():
-                rate, _ = measure(directory, FlushMode.SYNC_FLUSH, size, writers, count)
-                sync_rates[(size, writers)] = rate
-                emit(f"store.append.{label}.sync{writers}.msgs_per_s", rate)
-            emit(f"store.append.{label}.sync64.ratio_to_sync1", sync_rates[(size, 64)] / sync_rates[(size, 1)])
+            sync: dict[int, list[float]] = {1: [], 8: [], 64: []}
+            group_ratio: list[float] = []
+            for _ in range(rounds):
+                for writers, count in sync_counts.items():
+                    sync[writers].append(measure(directory, FlushMode.SYNC_FLUSH, size, writers, count)[0])
+                group_ratio.append(sync[64][-1] / sync[1][-1])
+            for writers in sync_counts:
+                emit(f"store.append.{label}.sync{writers}.msgs_per_s", median(sync[writers]))
+            emit(f"store.append.{label}.sync64.ratio_to_sync1", median(group_ratio))
 
 
 if __name__ == "__main__":

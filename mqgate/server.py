@@ -15,12 +15,14 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from core.store.message_store import MessageStore, RecoveryReport
 from mqgate.settings import Settings
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 READY_PREFIX = "ready"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -104,7 +106,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def run(main: Coroutine[Any, Any, None]) -> None:
+def run(main: Coroutine[Any, Any, T]) -> T:
     """Run `main` on uvloop when it is installed, else on the default asyncio loop."""
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(main)
+        return runner.run(main)

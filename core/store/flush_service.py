@@ -28,71 +28,90 @@ TIMEOUT_SWEEP_S = 0.1
 
 
 class FlushWaiters:
-    """Writers waiting for the flushed position to pass their record, from event loops or plain threads."""
+    """Writers waiting for the flushed position to pass their record, from event loops or plain threads.
+
+    Each event loop's waiters live in a list touched only by that loop's thread; the flush thread only asks
+    each loop, with one call_soon_threadsafe per flush, to release what is flushed. So registering a waiter
+    takes no lock and costs one future.
+    """
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._async: dict[asyncio.AbstractEventLoop, list[tuple[int, float, asyncio.Future[bool]]]] = {}
-        self._sweeping: set[asyncio.AbstractEventLoop] = set()
-        self._flushed = 0
-        self._condition = threading.Condition(self._lock)
+        self.flushed = 0
+        self._loops: dict[asyncio.AbstractEventLoop, _LoopWaiters] = {}
+        self._condition = threading.Condition()
 
     def add_async(self, offset: int) -> asyncio.Future[bool]:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool] = loop.create_future()
-        with self._lock:
-            if self._flushed >= offset:
-                future.set_result(True)
-                return future
-            self._async.setdefault(loop, []).append((offset, time.monotonic() + self.timeout_s, future))
-            start_sweep = loop not in self._sweeping
-            self._sweeping.add(loop)
-        if start_sweep:
-            loop.call_later(TIMEOUT_SWEEP_S, self._sweep, loop)
-        return future
+        waiters = self._loops.get(loop)
+        if waiters is None:
+            waiters = self._loops[loop] = _LoopWaiters(loop, self.timeout_s)
+        return waiters.add(offset, self.flushed)
 
     def wait_blocking(self, offset: int) -> bool:
         with self._condition:
-            return self._condition.wait_for(lambda: self._flushed >= offset, self.timeout_s)
+            return self._condition.wait_for(lambda: self.flushed >= offset, self.timeout_s)
 
     def release(self, flushed: int) -> None:
         """Called by the flush thread after each flush."""
+        self.flushed = flushed
         with self._condition:
-            self._flushed = flushed
             self._condition.notify_all()
-            ready = [loop for loop, waiters in self._async.items() if any(w[0] <= flushed for w in waiters)]
-        for loop in ready:
-            try:
-                loop.call_soon_threadsafe(self._resolve, loop, flushed)
-            except RuntimeError:  # the loop was closed
-                with self._lock:
-                    self._async.pop(loop, None)
+        for loop, waiters in list(self._loops.items()):
+            if waiters.pending:
+                try:
+                    loop.call_soon_threadsafe(waiters.resolve, flushed)
+                except RuntimeError:  # the loop was closed
+                    self._loops.pop(loop, None)
 
-    def _resolve(self, loop: asyncio.AbstractEventLoop, flushed: int) -> None:
-        with self._lock:
-            waiters = self._async.get(loop, [])
-            done = [w for w in waiters if w[0] <= flushed]
-            self._async[loop] = [w for w in waiters if w[0] > flushed]
+
+class _LoopWaiters:
+    """The waiters of one event loop; only that loop's thread touches them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
+        self.loop = loop
+        self.timeout_s = timeout_s
+        self.pending: list[tuple[int, float, asyncio.Future[bool]]] = []
+        self.highest = 0  # the highest offset in `pending`
+        self._sweeping = False
+
+    def add(self, offset: int, flushed: int) -> asyncio.Future[bool]:
+        future = self.loop.create_future()
+        if flushed >= offset:
+            future.set_result(True)
+            return future
+        self.pending.append((offset, self.loop.time() + self.timeout_s, future))
+        if offset > self.highest:
+            self.highest = offset
+        if not self._sweeping:
+            self._sweeping = True
+            self.loop.call_later(TIMEOUT_SWEEP_S, self._sweep)
+        return future
+
+    def resolve(self, flushed: int) -> None:
+        pending = self.pending
+        if self.highest <= flushed:  # the usual case: everything waiting is flushed
+            self.pending = []
+            done = pending
+        else:
+            done = [w for w in pending if w[0] <= flushed]
+            self.pending = [w for w in pending if w[0] > flushed]
         for _, _, future in done:
             if not future.done():
                 future.set_result(True)
 
-    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
-        now = time.monotonic()
-        with self._lock:
-            waiters = self._async.get(loop, [])
-            expired = [w for w in waiters if w[1] <= now]
-            if expired:
-                self._async[loop] = [w for w in waiters if w[1] > now]
-            again = bool(self._async.get(loop))
-            if not again:
-                self._sweeping.discard(loop)
-        for _, _, future in expired:
-            if not future.done():
-                future.set_result(False)
-        if again:
-            loop.call_later(TIMEOUT_SWEEP_S, self._sweep, loop)
+    def _sweep(self) -> None:
+        now = self.loop.time()
+        expired = [w for w in self.pending if w[1] <= now]
+        if expired:
+            self.pending = [w for w in self.pending if w[1] > now]
+            for _, _, future in expired:
+                if not future.done():
+                    future.set_result(False)
+        if self.pending:
+            self.loop.call_later(TIMEOUT_SWEEP_S, self._sweep)
+        else:
+            self._sweeping = False
 
 
 class FlushService:
