@@ -17,6 +17,7 @@ from core.store.commit_log import CommitLog, DispatchRequest
 from core.store.consume_queue_table import ConsumeQueueTable
 from core.store.errors import StoreError
 from core.store.index_service import IndexService
+from core.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -30,18 +31,16 @@ RETRY_WAIT_S = 1.0
 DispatchListener = Callable[[set[tuple[str, int]]], None]
 
 
-class Dispatcher:
+class Dispatcher(ServiceThread):
     def __init__(self, commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexService) -> None:
+        super().__init__("mqgate-dispatcher")
         self.commit_log = commit_log
         self.queues = queues
         self.index = index
         self.dispatched_offset = 0
         self.index_failures = 0
         self.listeners: list[DispatchListener] = []
-        self._wakeup = threading.Event()
         self._progress = threading.Condition()
-        self._stopped = False
-        self._thread: threading.Thread | None = None
         self.sleeping = False
         self._backlog: list[DispatchRequest] = []
 
@@ -82,16 +81,9 @@ class Dispatcher:
 
     # --- the thread ---
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="mqgate-dispatcher", daemon=True)
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wakeup.set()
-
-    def _run(self) -> None:
+    def run(self) -> None:
         idle_rounds = 0
-        while not self._stopped:
+        while not self.stopped:
             if self.run_once():
                 idle_rounds = 0
                 # While records flow, poll: waking this thread from every append costs the appender an
@@ -104,9 +96,8 @@ class Dispatcher:
                 continue
             self.sleeping = True
             if not self.commit_log.pending:  # re-check after raising the flag: an append may have missed it
-                self._wakeup.wait(IDLE_WAIT_S)
+                self.wait(IDLE_WAIT_S)
             self.sleeping = False
-            self._wakeup.clear()
 
     def run_once(self) -> bool:
         """Dispatch what was appended since the last round; True if there was anything."""
@@ -144,9 +135,5 @@ class Dispatcher:
             return self._progress.wait_for(lambda: self.dispatched_offset >= offset, timeout)
 
     def stop(self) -> None:
-        self._stopped = True
-        self._wakeup.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        super().stop()
         self.run_once()

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from core.store.commit_log import CommitLog
 from core.store.config import FlushMode
+from core.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class _LoopWaiters:
             self._sweeping = False
 
 
-class FlushService:
+class FlushService(ServiceThread):
     def __init__(
         self,
         commit_log: CommitLog,
@@ -123,6 +124,7 @@ class FlushService:
         waiters: FlushWaiters,
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
+        super().__init__("mqgate-flush")
         self.commit_log = commit_log
         self.mode = mode
         self.interval_s = interval_ms / 1000
@@ -131,18 +133,8 @@ class FlushService:
         self.flushes = 0
         # True while the thread waits for work: writers wake it only then, so a busy flusher costs them nothing.
         self.sleeping = False
-        self._wakeup = threading.Event()
-        self._stopped = False
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="mqgate-flush", daemon=True)
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wakeup.set()
-
-    def _run(self) -> None:
+    def run(self) -> None:
         if self.mode is FlushMode.SYNC_FLUSH:
             self._run_group_commit()
         else:
@@ -150,22 +142,20 @@ class FlushService:
 
     def _run_interval(self) -> None:
         """ASYNC_FLUSH: flush every interval."""
-        while not self._stopped:
-            self._wakeup.wait(self.interval_s)
-            self._wakeup.clear()
+        while not self.stopped:
+            self.wait(self.interval_s)
             self.flush_once()
 
     def _run_group_commit(self) -> None:
         """SYNC_FLUSH: flush back to back while records wait; sleep (briefly) only when all is on disk."""
         commit_log = self.commit_log
-        while not self._stopped:
+        while not self.stopped:
             if commit_log.write_pos <= commit_log.flushed_pos:
                 self.sleeping = True
                 # Re-check after raising the flag: a writer that appended before it saw sleeping=False.
                 if commit_log.write_pos <= commit_log.flushed_pos:
-                    self._wakeup.wait(GROUP_COMMIT_IDLE_WAIT_S)
+                    self.wait(GROUP_COMMIT_IDLE_WAIT_S)
                 self.sleeping = False
-                self._wakeup.clear()
             self.flush_once()
 
     def flush_once(self) -> int:
@@ -185,9 +175,5 @@ class FlushService:
         return flushed
 
     def stop(self) -> None:
-        self._stopped = True
-        self._wakeup.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        super().stop()
         self.flush_once()

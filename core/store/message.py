@@ -32,20 +32,11 @@ SYSFLAG_TRANSACTION_ROLLBACK = 0xC
 SYSFLAG_TRANSACTION_MASK = 0xC
 
 
-@dataclass(slots=True)
-class Message:
-    """A message handed to the store for appending (RocketMQ's MessageExtBrokerInner)."""
+class WellKnownProperties:
+    """Accessors for the properties every RocketMQ user knows by name."""
 
-    topic: str
-    body: bytes
-    queue_id: int = 0
-    properties: dict[str, str] = field(default_factory=dict)
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: tuple[str, int] = ("127.0.0.1", 0)
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
+    __slots__ = ()
+    properties: dict[str, str]
 
     @property
     def tags(self) -> str | None:
@@ -61,7 +52,23 @@ class Message:
 
 
 @dataclass(slots=True)
-class StoredMessage:
+class Message(WellKnownProperties):
+    """A message handed to the store for appending (RocketMQ's MessageExtBrokerInner)."""
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+
+@dataclass(slots=True)
+class StoredMessage(WellKnownProperties):
     """A message read back from the commit log (RocketMQ's MessageExt). Treat as read-only; not frozen because
     one is built per message read, and frozen dataclasses are several times slower to build."""
 
@@ -81,18 +88,6 @@ class StoredMessage:
     reconsume_times: int
     prepared_transaction_offset: int
     properties: dict[str, str]
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        return split_keys(self.properties.get(PROPERTY_KEYS))
-
-    @property
-    def unique_id(self) -> str | None:
-        return self.properties.get(PROPERTY_UNIQ_KEY)
 
     @property
     def offset_msg_id(self) -> str:

@@ -59,6 +59,7 @@ from core.store.message import (
 from core.store.message_id import decode_offset_msg_id, encode_offset_msg_id
 from core.store.record_codec import HEADER_SIZE, encode_tail, encode_topic
 from core.store.retention import RetentionService
+from core.store.service_thread import PeriodicService
 from core.store.topic_name import validate_topic
 
 log = logging.getLogger(__name__)
@@ -170,8 +171,9 @@ class MessageStore:
         self._open = False
         self._sync = config.flush_mode is FlushMode.SYNC_FLUSH
         self._lock_fd = -1
-        self._checkpoint_stop = threading.Event()
-        self._checkpoint_thread: threading.Thread | None = None
+        self.checkpointer = PeriodicService(
+            "mqgate-checkpoint", config.logic_flush_interval_ms / 1000, self._save_checkpoint
+        )
         self._checkpoint_lock = threading.Lock()
 
     # --- lifecycle ---------------------------------------------------------------------------------------
@@ -200,8 +202,7 @@ class MessageStore:
         self._refresh_refusal()
         self.dispatcher.start()
         self.flush_service.start()
-        self._checkpoint_thread = threading.Thread(target=self._checkpoint_loop, name="mqgate-checkpoint", daemon=True)
-        self._checkpoint_thread.start()
+        self.checkpointer.start()
         self.retention.check_disk()
         self.retention.start()
         log.info("store %s open: %s", config.store_dir, self.recovery)
@@ -318,9 +319,7 @@ class MessageStore:
         self._open = False
         self._refresh_refusal()
         self.retention.stop()
-        self._checkpoint_stop.set()
-        if self._checkpoint_thread is not None:
-            self._checkpoint_thread.join()
+        self.checkpointer.stop()
         self.flush_service.stop()
         self.dispatcher.stop()
         for queue in self.queues.all():
@@ -340,14 +339,6 @@ class MessageStore:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
-
-    def _checkpoint_loop(self) -> None:
-        interval = self.config.logic_flush_interval_ms / 1000
-        while not self._checkpoint_stop.wait(interval):
-            try:
-                self._save_checkpoint()
-            except Exception:
-                log.exception("checkpoint failed")
 
     def _save_checkpoint(self) -> Checkpoint:
         with self._checkpoint_lock:

@@ -22,6 +22,7 @@ from core.store.commit_log import CommitLog
 from core.store.config import StoreConfig
 from core.store.consume_queue_table import ConsumeQueueTable
 from core.store.index_service import IndexService
+from core.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def disk_usage_ratio(path: Path) -> float:
     return usage.used / usage.total if usage.total else 0.0
 
 
-class RetentionService:
+class RetentionService(ServiceThread):
     def __init__(
         self,
         config: StoreConfig,
@@ -44,21 +45,19 @@ class RetentionService:
         index: IndexService,
         set_refusal: Callable[[str | None], None],
     ) -> None:
+        super().__init__("mqgate-retention")
         self.config = config
         self.commit_log = commit_log
         self.queues = queues
         self.index = index
         self.set_refusal = set_refusal
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="mqgate-retention", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stopped.wait(self.config.retention_check_interval_s):
+    def run(self) -> None:
+        while not self.stopped:
+            self.wait(self.config.retention_check_interval_s)
+            if self.stopped:
+                return
             try:
                 self.run_once()
             except Exception:
@@ -115,9 +114,3 @@ class RetentionService:
         for queue in self.queues.all():
             queue.delete_below_physical(minimum)
         self.index.delete_below(minimum)
-
-    def stop(self) -> None:
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
