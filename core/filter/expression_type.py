@@ -1,0 +1,27 @@
+"""RocketMQ's ExpressionType (TAG or SQL92) and the filter each one builds from a subscription."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from core.filter.errors import UnsupportedExpressionTypeError
+from core.filter.message_filter import MessageFilter
+from core.filter.sql92 import Sql92Filter
+from core.filter.tag_expression import TagFilter
+
+
+class ExpressionType(StrEnum):
+    TAG = "TAG"
+    SQL92 = "SQL92"
+
+
+def build_filter(expression_type: str | None, expression: str | None) -> MessageFilter:
+    """The filter of a subscription. As in RocketMQ, a missing or empty type means TAG; an SQL92 expression must
+    not be empty. Raises FilterExpressionError for a malformed expression, UnsupportedExpressionTypeError for a
+    type other than TAG or SQL92 (in any case)."""
+    kind = (expression_type or ExpressionType.TAG).upper()
+    if kind == ExpressionType.TAG:
+        return TagFilter.parse(expression)
+    if kind == ExpressionType.SQL92:
+        return Sql92Filter.compile(expression or "")
+    raise UnsupportedExpressionTypeError(expression_type or "")
