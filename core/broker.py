@@ -1,0 +1,288 @@
+"""The broker: topics, sending, pulling with long polling and consumer offsets on top of the message store.
+
+It plays the parts of RocketMQ's BrokerController, SendMessageProcessor and PullMessageProcessor, in process and
+on one event loop: the client API (core.client) and every front door call these coroutines. Configuration
+lives in `config_dir` as RocketMQ's JSON files (topics.json, subscriptionGroup.json, consumerOffset.json).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import functools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.consumer_offsets import ConsumerOffsetManager
+from core.consumer_registry import DEFAULT_EXPIRE_AFTER_S, ConsumerRegistry
+from core.errors import BrokerError, TopicNotFoundError
+from core.filter import MessageFilter
+from core.long_poll import LongPollWaiters
+from core.message_queue import MessageQueue
+from core.queue_locks import DEFAULT_LOCK_EXPIRE_S, QueueLocks
+from core.store.errors import InvalidMessageError, MessageTooLargeError
+from core.store.message import PROPERTY_UNIQ_KEY, Message, StoredMessage
+from core.store.message_id import UniqueIdGenerator, encode_offset_msg_id
+from core.store.message_store import GetStatus, MessageStore, PutResult, PutStatus
+from core.store.service_thread import PeriodicService
+from core.subscription_group import SubscriptionGroupManager
+from core.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager
+
+log = logging.getLogger(__name__)
+
+# RocketMQ's limits: a batch holds at most 4 MiB in all; a pull waits at most 15 s for a message (the
+# consumer's brokerSuspendMaxTimeMillis) and returns at most 32 messages by default (pullBatchSize).
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+DEFAULT_LONG_POLL_MS = 15_000
+DEFAULT_PULL_BATCH = 32
+# RocketMQ's flushConsumerOffsetInterval.
+OFFSET_PERSIST_INTERVAL_S = 5.0
+
+
+@dataclass(slots=True, frozen=True)
+class BrokerConfig:
+    broker_name: str = "broker-a"
+    # On for the embedded default, as RocketMQ's autoCreateTopicEnable; turn it off in production so a typo in
+    # a topic name is an error rather than a new topic.
+    auto_create_topic: bool = True
+    auto_create_group: bool = True
+    default_queue_nums: int = 4
+    max_long_poll_ms: int = DEFAULT_LONG_POLL_MS
+    # A consumer silent this long is dropped from its group (RocketMQ's channel expiry: 120 s); the scan runs
+    # every `consumer_scan_interval_s` (RocketMQ: 10 s).
+    consumer_expire_s: float = DEFAULT_EXPIRE_AFTER_S
+    consumer_scan_interval_s: float = 10.0
+    queue_lock_expire_s: float = DEFAULT_LOCK_EXPIRE_S
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_SEND_STATUS = {PutStatus.PUT_OK: SendStatus.SEND_OK, PutStatus.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT}
+
+
+@dataclass(slots=True)
+class SendResult:
+    status: SendStatus
+    msg_id: str  # the producer's unique id (UNIQ_KEY)
+    offset_msg_id: str  # where the record is: store host and commit-log offset
+    message_queue: MessageQueue
+    queue_offset: int
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(slots=True)
+class PullResult:
+    status: PullStatus
+    messages: list[StoredMessage]
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+class Broker:
+    def __init__(self, store: MessageStore, config_dir: Path, config: BrokerConfig | None = None) -> None:
+        self.store = store
+        self.config = config or BrokerConfig()
+        self.topics = TopicConfigManager(config_dir, self.config.auto_create_topic, self.config.default_queue_nums)
+        self.groups = SubscriptionGroupManager(config_dir, self.config.auto_create_group)
+        self.offsets = ConsumerOffsetManager(config_dir)
+        self.ids = UniqueIdGenerator(store.config.store_host)
+        self.consumers = ConsumerRegistry(self.config.consumer_expire_s)
+        self.queue_locks = QueueLocks(self.config.queue_lock_expire_s)
+        self._long_poll: LongPollWaiters | None = None
+        self._offset_persister = PeriodicService("mqgate-offsets", OFFSET_PERSIST_INTERVAL_S, self.offsets.persist)
+        self._scanner: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._long_poll = LongPollWaiters(asyncio.get_running_loop())
+        self.store.add_dispatch_listener(self._long_poll.notify_threadsafe)
+        self._offset_persister.start()
+        self._scanner = asyncio.get_running_loop().create_task(self._scan_consumers())
+
+    async def close(self) -> None:
+        if self._scanner is not None:
+            self._scanner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scanner
+        if self._long_poll is not None:
+            self._long_poll.wake_all()
+        self._offset_persister.stop()
+        self.offsets.persist()
+
+    async def _scan_consumers(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.consumer_scan_interval_s)
+            self.consumers.expire()
+
+    # --- topics ------------------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        topic: str,
+        queue_nums: int | None = None,
+        message_type: MessageType = MessageType.NORMAL,
+        perm: Perm = Perm.READ | Perm.WRITE,
+    ) -> TopicConfig:
+        nums = queue_nums or self.config.default_queue_nums
+        config = TopicConfig(
+            topic_name=topic, read_queue_nums=nums, write_queue_nums=nums, perm=perm, message_type=message_type
+        )
+        self.topics.create_or_update(config)
+        return config
+
+    def topic_config(self, topic: str) -> TopicConfig:
+        config = self.topics.get(topic)
+        if config is None:
+            raise TopicNotFoundError(f"topic {topic!r} does not exist")
+        return config
+
+    def delete_topic(self, topic: str) -> bool:
+        deleted = self.topics.delete(topic)
+        self.store.delete_topic(topic)
+        return deleted
+
+    def write_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a producer may send to (RocketMQ's publish route); auto-creates the topic if allowed."""
+        config = self.topics.get_or_auto_create(topic)
+        return [MessageQueue(topic, self.config.broker_name, q) for q in range(config.write_queue_nums)]
+
+    def read_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues consumers divide among themselves (RocketMQ's subscribe route)."""
+        config = self.topic_config(topic)
+        return [MessageQueue(topic, self.config.broker_name, q) for q in range(config.read_queue_nums)]
+
+    # --- sending -----------------------------------------------------------------------------------------
+
+    def _prepare(self, message: Message) -> TopicConfig:
+        config = self.topics.get_or_auto_create(message.topic)
+        if not config.perm & Perm.WRITE:
+            raise BrokerError(f"topic {message.topic!r} is not writable (perm {config.perm!r})")
+        if not 0 <= message.queue_id < config.write_queue_nums:
+            raise InvalidMessageError(
+                f"topic {message.topic!r}: queue {message.queue_id} does not exist; the topic has"
+                f" {config.write_queue_nums} write queues (0..{config.write_queue_nums - 1})"
+            )
+        if PROPERTY_UNIQ_KEY not in message.properties:
+            message.properties[PROPERTY_UNIQ_KEY] = self.ids.next_id()
+        return config
+
+    def _result(self, message: Message, put: PutResult) -> SendResult:
+        return SendResult(
+            _SEND_STATUS[put.status],
+            message.properties[PROPERTY_UNIQ_KEY],
+            encode_offset_msg_id(put.store_host, put.commit_log_offset),
+            MessageQueue(put.topic, self.config.broker_name, put.queue_id),
+            put.queue_offset,
+        )
+
+    async def send(self, message: Message) -> SendResult:
+        """Store one message; under SYNC_FLUSH this returns once it is on disk."""
+        self._prepare(message)
+        return self._result(message, await self.store.put(message))
+
+    async def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
+        """Store several messages of one topic and queue together (RocketMQ's batch: no delay, 4 MiB in all)."""
+        if not messages:
+            return []
+        first = messages[0]
+        total = 0
+        for message in messages:
+            if message.topic != first.topic or message.queue_id != first.queue_id:
+                raise InvalidMessageError("a batch holds messages of one topic and one queue")
+            if "DELAY" in message.properties or "TIMER_DELIVER_MS" in message.properties:
+                raise InvalidMessageError("a batch cannot hold delayed messages; send them one by one")
+            total += len(message.body)
+            self._prepare(message)
+        if total > MAX_BATCH_BYTES:
+            raise MessageTooLargeError(f"batch of {total} bytes is over the {MAX_BATCH_BYTES}-byte limit")
+        puts = await self.store.put_batch(messages)
+        return [self._result(message, put) for message, put in zip(messages, puts, strict=True)]
+
+    # --- pulling -----------------------------------------------------------------------------------------
+
+    async def pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = DEFAULT_PULL_BATCH,
+        message_filter: MessageFilter | None = None,
+        long_poll_ms: int = 0,
+    ) -> PullResult:
+        """Read messages of a queue from `offset`; if there are none yet, wait up to `long_poll_ms` for one."""
+        self.groups.get_or_auto_create(group)
+        config = self.topic_config(topic)
+        if not config.perm & Perm.READ:
+            raise BrokerError(f"topic {topic!r} is not readable (perm {config.perm!r})")
+        if not 0 <= queue_id < config.read_queue_nums:
+            raise BrokerError(f"topic {topic!r}: queue {queue_id} does not exist")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(long_poll_ms, self.config.max_long_poll_ms) / 1000
+        tag_filter = message_filter.matches_code if message_filter is not None else None
+        body_filter = message_filter.matches_message if message_filter is not None else None
+        while True:
+            got = self.store.get_messages(topic, queue_id, offset, max_count, tag_filter, body_filter)
+            status = got.status
+            if status is GetStatus.FOUND:
+                return PullResult(PullStatus.FOUND, got.messages, got.next_begin_offset, got.min_offset, got.max_offset)
+            if status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+                return PullResult(PullStatus.OFFSET_ILLEGAL, [], got.next_begin_offset, got.min_offset, got.max_offset)
+            # Nothing (more) to read: NO_MESSAGE_IN_QUEUE, OFFSET_OVERFLOW_ONE, NO_MATCHED_LOGIC_QUEUE, or
+            # every entry up to the end was filtered out. Wait for the next message, if asked to.
+            if status is not GetStatus.NO_MATCHED_LOGIC_QUEUE:
+                offset = max(offset, got.next_begin_offset)
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self._long_poll is None:
+                pull_status = (
+                    PullStatus.NO_MATCHED_MSG if status is GetStatus.NO_MATCHED_MESSAGE else (PullStatus.NO_NEW_MSG)
+                )
+                return PullResult(pull_status, [], offset, got.min_offset, got.max_offset)
+            arrived = await self._long_poll.wait(
+                topic, queue_id, remaining, functools.partial(self._has_past, topic, queue_id, offset)
+            )
+            if not arrived:
+                deadline = loop.time()  # one last read, then return empty
+
+    def _has_past(self, topic: str, queue_id: int, offset: int) -> bool:
+        return self.store.max_offset(topic, queue_id) > offset
+
+    # --- offsets -----------------------------------------------------------------------------------------
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.offsets.commit_offset(group, topic, queue_id, offset)
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset of a clustering group, or -1 if it has none."""
+        return self.offsets.query_offset(group, topic, queue_id)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        return self.store.min_offset(topic, queue_id)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        return self.store.max_offset(topic, queue_id)
+
+    def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return self.store.offset_by_time(topic, queue_id, timestamp_ms)
+
+    def reset_offsets_to_time(self, group: str, topic: str, timestamp_ms: int) -> dict[int, int]:
+        """Move a group's offsets on every queue of `topic` to the first message stored at or after the time."""
+        offsets = {
+            q: self.search_offset(topic, q, timestamp_ms) for q in range(self.topic_config(topic).read_queue_nums)
+        }
+        self.offsets.reset_offsets(group, topic, offsets)
+        return offsets

@@ -1,0 +1,87 @@
+"""The pull consumer (RocketMQ's DefaultMQPullConsumer): the caller picks queues and offsets.
+
+Clustering groups commit offsets to the broker, which keeps them across restarts; broadcasting consumers keep
+their offsets here, as RocketMQ's LocalFileOffsetStore does on the client. Filter expressions are compiled once
+per (type, expression) and checked in the broker, on the consume-queue tag code first.
+"""
+
+from __future__ import annotations
+
+from core.broker import Broker, PullResult
+from core.client.message_codec import ConsumeFromWhere, MessageModel, decode_for_consumer
+from core.filter import MessageFilter, build_filter
+from core.message_queue import MessageQueue
+
+
+class PullConsumer:
+    def __init__(
+        self,
+        broker: Broker,
+        group: str,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+    ) -> None:
+        if consume_from is ConsumeFromWhere.TIMESTAMP and consume_timestamp_ms is None:
+            raise ValueError("ConsumeFromWhere.TIMESTAMP needs consume_timestamp_ms")
+        self.broker = broker
+        self.group = group
+        self.message_model = message_model
+        self.consume_from = consume_from
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self._local_offsets: dict[MessageQueue, int] = {}
+        self._filters: dict[tuple[str, str], MessageFilter] = {}
+        broker.groups.get_or_auto_create(group)
+
+    def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        return self.broker.read_queues(topic)
+
+    def compile(self, expression: str = "*", expression_type: str = "TAG") -> MessageFilter:
+        """The filter for a subscription; a malformed expression raises FilterExpressionError (with position)."""
+        key = (expression_type, expression)
+        compiled = self._filters.get(key)
+        if compiled is None:
+            compiled = self._filters[key] = build_filter(expression_type, expression)
+        return compiled
+
+    async def pull(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        expression: str = "*",
+        expression_type: str = "TAG",
+        long_poll_ms: int = 0,
+    ) -> PullResult:
+        message_filter = (
+            None if expression_type == "TAG" and expression in ("", "*") else self.compile(expression, expression_type)
+        )
+        result = await self.broker.pull(
+            self.group, queue.topic, queue.queue_id, offset, max_nums, message_filter, long_poll_ms
+        )
+        result.messages = [decode_for_consumer(message) for message in result.messages]
+        return result
+
+    def committed(self, queue: MessageQueue) -> int:
+        """The committed offset of the queue, or -1 if there is none."""
+        if self.message_model is MessageModel.BROADCASTING:
+            return self._local_offsets.get(queue, -1)
+        return self.broker.query_offset(self.group, queue.topic, queue.queue_id)
+
+    def commit(self, queue: MessageQueue, offset: int) -> None:
+        if self.message_model is MessageModel.BROADCASTING:
+            self._local_offsets[queue] = offset
+        else:
+            self.broker.commit_offset(self.group, queue.topic, queue.queue_id, offset)
+
+    def start_offset(self, queue: MessageQueue) -> int:
+        """Where to read from: the committed offset, else where ConsumeFromWhere says."""
+        committed = self.committed(queue)
+        if committed >= 0:
+            return committed
+        if self.consume_from is ConsumeFromWhere.FIRST_OFFSET:
+            return self.broker.min_offset(queue.topic, queue.queue_id)
+        if self.consume_from is ConsumeFromWhere.TIMESTAMP:
+            assert self.consume_timestamp_ms is not None
+            return self.broker.search_offset(queue.topic, queue.queue_id, self.consume_timestamp_ms)
+        return self.broker.max_offset(queue.topic, queue.queue_id)
