@@ -258,6 +258,16 @@ class Broker:
             if not arrived:
                 deadline = loop.time()  # one last read, then return empty
 
+    async def wait_for_message(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
+        """Wait until the queue holds a message at or past `offset` (True) or the timeout passes (False)."""
+        if self._has_past(topic, queue_id, offset):
+            return True
+        if self._long_poll is None or timeout_s <= 0:
+            return False
+        return await self._long_poll.wait(
+            topic, queue_id, timeout_s, functools.partial(self._has_past, topic, queue_id, offset)
+        )
+
     def _has_past(self, topic: str, queue_id: int, offset: int) -> bool:
         return self.store.max_offset(topic, queue_id) > offset
 
