@@ -31,7 +31,10 @@ class LongPollWaiters:
         try:
             if ready():
                 return True
-            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            # asyncio.timeout, not wait_for: in 3.11 wait_for swallows a cancellation that arrives together with
+            # the wake-up, and a consumer being shut down would pull on forever.
+            async with asyncio.timeout(timeout_s):
+                await future
             return True
         except TimeoutError:
             return False

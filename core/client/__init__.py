@@ -1,8 +1,28 @@
-"""The in-process client API with the names a RocketMQ user knows: Producer, PullConsumer (and, as they land,
-PushConsumer and SimpleConsumer). Front doors and tests use these; nothing here does I/O of its own."""
+"""The in-process client API with the names a RocketMQ user knows: Producer, PullConsumer,
+PushConsumer and SimpleConsumer. Front doors and tests use these; nothing here does I/O of its own."""
 
 from core.client.message_codec import ConsumeFromWhere, MessageModel
 from core.client.producer import Producer
 from core.client.pull_consumer import PullConsumer
+from core.client.push_consumer import (
+    ConsumeContext,
+    ConsumeOrderlyStatus,
+    ConsumeStatus,
+    PushConsumer,
+    PushConsumerOptions,
+)
+from core.client.simple_consumer import MessageView, SimpleConsumer
 
-__all__ = ["ConsumeFromWhere", "MessageModel", "Producer", "PullConsumer"]
+__all__ = [
+    "ConsumeContext",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
+    "ConsumeStatus",
+    "MessageModel",
+    "MessageView",
+    "Producer",
+    "PullConsumer",
+    "PushConsumer",
+    "PushConsumerOptions",
+    "SimpleConsumer",
+]

@@ -1,27 +1,15 @@
-"""What clients do to a message on its way in and out: build the store's Message (properties, compression) and
-undo the compression for consumers. RocketMQ clients compress bodies over 4 KiB with zlib and flag it."""
+"""What clients do to a message on its way in: build the store's Message (properties, compression, message
+group). Consumers get it back through core.compression.decode_for_consumer."""
 
 from __future__ import annotations
 
 import enum
 import socket
 import time
-import zlib
 from collections.abc import Mapping
-from dataclasses import replace
 
-from core.store.message import (
-    KEY_SEPARATOR,
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    SYSFLAG_COMPRESSED,
-    Message,
-    StoredMessage,
-)
-
-# RocketMQ's compressMsgBodyOverHowmuch.
-COMPRESS_OVER = 4 * 1024
-COMPRESS_LEVEL = 5
+from core.compression import COMPRESS_OVER, compress_body
+from core.store.message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_MESSAGE_GROUP, PROPERTY_TAGS, Message
 
 
 class MessageModel(enum.Enum):
@@ -54,17 +42,16 @@ def build_message(
     queue_id: int = 0,
     born_host: str = "127.0.0.1",
     compress_over: int = COMPRESS_OVER,
+    message_group: str | None = None,
 ) -> Message:
     props = dict(properties or {})
     if tags:
         props[PROPERTY_TAGS] = tags
     if keys:
         props[PROPERTY_KEYS] = keys if isinstance(keys, str) else KEY_SEPARATOR.join(keys)
-    sys_flag = 0
-    if len(body) > compress_over:
-        compressed = zlib.compress(body, COMPRESS_LEVEL)
-        if len(compressed) < len(body):  # incompressible bodies travel as they are
-            body, sys_flag = compressed, SYSFLAG_COMPRESSED
+    if message_group:
+        props[PROPERTY_MESSAGE_GROUP] = message_group
+    body, sys_flag = compress_body(body, compress_over)
     return Message(
         topic=topic,
         body=body,
@@ -74,10 +61,3 @@ def build_message(
         born_timestamp=time.time_ns() // 1_000_000,
         born_host=(born_host, 0),
     )
-
-
-def decode_for_consumer(message: StoredMessage) -> StoredMessage:
-    """The message as the producer sent it: decompressed when it was compressed on the way in."""
-    if message.sys_flag & SYSFLAG_COMPRESSED:
-        return replace(message, body=zlib.decompress(message.body), sys_flag=message.sys_flag & ~SYSFLAG_COMPRESSED)
-    return message

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from core.broker import Broker, SendResult
-from core.client.message_codec import COMPRESS_OVER, build_message, local_host
+from core.client.message_codec import build_message, local_host
+from core.compression import COMPRESS_OVER
 from core.message_queue import MessageQueue
 from core.store.message import Message
 
@@ -56,6 +57,7 @@ class Producer:
             properties=properties,
             born_host=self.host,
             compress_over=self.compress_over,
+            message_group=sharding_key,
         )
         queues = self.broker.write_queues(topic)
         if selector is not None:

@@ -8,7 +8,8 @@ per (type, expression) and checked in the broker, on the consume-queue tag code 
 from __future__ import annotations
 
 from core.broker import Broker, PullResult
-from core.client.message_codec import ConsumeFromWhere, MessageModel, decode_for_consumer
+from core.client.message_codec import ConsumeFromWhere, MessageModel
+from core.compression import decode_for_consumer
 from core.filter import MessageFilter, build_filter
 from core.message_queue import MessageQueue
 

@@ -16,6 +16,8 @@ from core.store.errors import InvalidMessageError
 PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+# RocketMQ 5 clients carry a FIFO message's group (the sharding key) here.
+PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"
 KEY_SEPARATOR = " "
 
 NAME_VALUE_SEPARATOR = "\x01"

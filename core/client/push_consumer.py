@@ -1,0 +1,360 @@
+"""The push consumer (RocketMQ's DefaultMQPushConsumer), in process.
+
+For each queue the consumer owns it runs a pull loop (long polling, flow control: it pauses while the queue holds
+`pull_threshold_for_queue` messages or `pull_threshold_size_for_queue_mib` MiB) that fills a ProcessQueue.
+Concurrent listeners are called by a fixed pool of `consume_thread_max` worker tasks fed by one queue (RocketMQ's
+consume thread pool; no task per message). An orderly listener gets one queue's messages one batch at a time, in
+offset order, and only while this consumer holds the queue's lock in the broker; SUSPEND_CURRENT_QUEUE_A_MOMENT
+retries the same messages after `suspend_time_ms`.
+
+Offsets: after each consumed batch the lowest offset still in flight is committed (to the broker for clustering,
+here for broadcasting), so a crash redelivers rather than loses. A concurrent listener that returns
+RECONSUME_LATER or raises gets the message again after `retry_delay_s`, in this group, with reconsume_times
+counted; until the %RETRY% and %DLQ% topics land (a later issue) redelivery continues without a limit.
+
+Membership: the consumer heartbeats to the broker; when its group's members change, or every
+`rebalance_interval_s`, it divides the topic's queues among the live members (core.allocate) and starts or stops
+pull loops to match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import itertools
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from core.allocate import AllocateStrategy, allocate
+from core.broker import Broker, PullStatus
+from core.client.message_codec import ConsumeFromWhere, MessageModel, local_host
+from core.client.process_queue import ProcessQueue
+from core.compression import decode_for_consumer
+from core.consumer_registry import Subscription
+from core.filter import MessageFilter, build_filter
+from core.message_queue import MessageQueue
+from core.store.message import StoredMessage
+
+log = logging.getLogger(__name__)
+
+# RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL (50 ms) and ..._WHEN_EXCEPTION (3 s).
+FLOW_CONTROL_PAUSE_S = 0.05
+PULL_ERROR_PAUSE_S = 3.0
+# Cap on the retry delay of a message that keeps failing.
+MAX_RETRY_DELAY_S = 60.0
+_instances = itertools.count()
+
+
+class ConsumeStatus(enum.Enum):
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+class ConsumeOrderlyStatus(enum.Enum):
+    SUCCESS = "SUCCESS"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+
+@dataclass(slots=True, frozen=True)
+class ConsumeContext:
+    message_queue: MessageQueue
+
+
+ConcurrentListener = Callable[[list[StoredMessage], ConsumeContext], Awaitable[ConsumeStatus]]
+OrderlyListener = Callable[[list[StoredMessage], ConsumeContext], Awaitable[ConsumeOrderlyStatus]]
+
+
+@dataclass(slots=True, frozen=True)
+class PushConsumerOptions:
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET
+    consume_timestamp_ms: int | None = None
+    allocate_strategy: AllocateStrategy = AllocateStrategy.AVG
+    consume_thread_max: int = 20  # RocketMQ's consumeThreadMax
+    consume_message_batch_max_size: int = 1
+    pull_batch_size: int = 32
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue_mib: int = 100
+    long_poll_ms: int = 15_000
+    heartbeat_interval_s: float = 30.0
+    rebalance_interval_s: float = 20.0
+    lock_renew_interval_s: float = 20.0
+    retry_delay_s: float = 1.0
+    suspend_time_ms: int = 1000
+
+
+class PushConsumer:
+    def __init__(
+        self,
+        broker: Broker,
+        group: str,
+        listener: ConcurrentListener | OrderlyListener,
+        orderly: bool = False,
+        options: PushConsumerOptions | None = None,
+    ) -> None:
+        self.broker = broker
+        self.group = group
+        self.listener = listener
+        self.orderly = orderly
+        self.options = options or PushConsumerOptions()
+        self.client_id = f"{local_host()}@{os.getpid()}@{next(_instances)}"
+        self.subscriptions: dict[str, Subscription] = {}
+        self._filters: dict[str, MessageFilter | None] = {}
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self._local_offsets: dict[MessageQueue, int] = {}
+        self._queue_tasks: dict[MessageQueue, list[asyncio.Task[None]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._work: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[StoredMessage]]] = asyncio.Queue()
+        self._rebalance_now = asyncio.Event()
+        self._running = False
+
+    # --- set-up ------------------------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        """Subscribe before start. A malformed expression raises FilterExpressionError here, with its position."""
+        compiled = build_filter(expression_type, expression)
+        self._filters[topic] = None if expression_type == "TAG" and expression in ("", "*") else compiled
+        self.subscriptions[topic] = Subscription(topic, expression_type, expression)
+
+    async def start(self) -> None:
+        if not self.subscriptions:
+            raise ValueError(f"consumer group {self.group!r}: subscribe to a topic before start()")
+        self.broker.groups.get_or_auto_create(self.group)
+        self._running = True
+        self._heartbeat()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._heartbeat_loop()))
+        self._tasks.append(loop.create_task(self._rebalance_loop()))
+        if not self.orderly:
+            self._tasks.extend(loop.create_task(self._consume_worker()) for _ in range(self.options.consume_thread_max))
+        await self.rebalance()
+
+    async def shutdown(self) -> None:
+        """Stop pulling, let the listener calls under way finish, commit, leave the group."""
+        if not self._running:
+            return
+        self._running = False
+        membership = self._tasks[:2]  # heartbeat and rebalance: stopped first, so nothing takes queues back
+        for task in membership:
+            task.cancel()
+        await asyncio.gather(*membership, return_exceptions=True)
+        for queue in list(self.process_queues):
+            await self._drop(queue)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.broker.consumers.unregister(self.group, self.client_id)
+
+    def _kill(self) -> None:
+        """Stop dead, as a crashed process would: no final commit, no unlock, no goodbye to the broker.
+        For failure tests; the broker drops this member when its heartbeats stop."""
+        self._running = False
+        for task in self._tasks + [t for tasks in self._queue_tasks.values() for t in tasks]:
+            task.cancel()
+        for pq in self.process_queues.values():
+            pq.dropped = True
+
+    # --- membership --------------------------------------------------------------------------------------
+
+    def _heartbeat(self) -> None:
+        self.broker.consumers.heartbeat(
+            self.group, self.client_id, self.options.message_model.value, self.subscriptions, self._group_changed
+        )
+
+    def _group_changed(self, group: str) -> None:
+        self._rebalance_now.set()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.heartbeat_interval_s)
+            self._heartbeat()
+
+    async def _rebalance_loop(self) -> None:
+        interval = min(self.options.rebalance_interval_s, self.options.lock_renew_interval_s)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):  # not wait_for: see core.long_poll
+                    await self._rebalance_now.wait()
+            self._rebalance_now.clear()
+            try:
+                await self.rebalance()
+            except Exception:
+                log.exception("consumer %s: rebalance failed", self.client_id)
+
+    async def rebalance(self) -> None:
+        """Take the queues this member should own now; drop the others."""
+        wanted: set[MessageQueue] = set()
+        for topic in self.subscriptions:
+            queues = self.broker.read_queues(topic)
+            if self.options.message_model is MessageModel.BROADCASTING:
+                mine = queues
+            else:
+                members = self.broker.consumers.client_ids(self.group)
+                mine = allocate(self.options.allocate_strategy, self.group, self.client_id, queues, members)
+            wanted.update(mine)
+        for queue in [q for q in self.process_queues if q not in wanted]:
+            await self._drop(queue)
+        if self.orderly:
+            held = self.broker.queue_locks.lock(self.group, self.client_id, wanted)
+            for queue, pq in self.process_queues.items():
+                pq.locked = queue in held
+            wanted = held
+        for queue in sorted(wanted - set(self.process_queues)):
+            self._take(queue)
+
+    def _take(self, queue: MessageQueue) -> None:
+        pq = ProcessQueue()
+        pq.locked = self.orderly
+        self.process_queues[queue] = pq
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(self._pull_loop(queue, pq, self._start_offset(queue)))]
+        if self.orderly:
+            tasks.append(loop.create_task(self._consume_orderly(queue, pq)))
+        self._queue_tasks[queue] = tasks
+        log.info("consumer %s (%s): took %s", self.client_id, self.group, queue)
+
+    async def _drop(self, queue: MessageQueue) -> None:
+        pq = self.process_queues.pop(queue, None)
+        if pq is None:
+            return
+        pq.dropped = True
+        tasks = self._queue_tasks.pop(queue, [])
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._commit(queue, pq.commit_offset() if pq.max_pulled >= 0 else -1)
+        if self.orderly:
+            self.broker.queue_locks.unlock(self.group, self.client_id, [queue])
+        log.info("consumer %s (%s): dropped %s", self.client_id, self.group, queue)
+
+    # --- offsets -----------------------------------------------------------------------------------------
+
+    def _start_offset(self, queue: MessageQueue) -> int:
+        if self.options.message_model is MessageModel.BROADCASTING:
+            committed = self._local_offsets.get(queue, -1)
+        else:
+            committed = self.broker.query_offset(self.group, queue.topic, queue.queue_id)
+        if committed >= 0:
+            return committed
+        if self.options.consume_from is ConsumeFromWhere.FIRST_OFFSET:
+            return self.broker.min_offset(queue.topic, queue.queue_id)
+        if self.options.consume_from is ConsumeFromWhere.TIMESTAMP and self.options.consume_timestamp_ms is not None:
+            return self.broker.search_offset(queue.topic, queue.queue_id, self.options.consume_timestamp_ms)
+        return self.broker.max_offset(queue.topic, queue.queue_id)
+
+    def _commit(self, queue: MessageQueue, offset: int) -> None:
+        if offset < 0:
+            return
+        if self.options.message_model is MessageModel.BROADCASTING:
+            self._local_offsets[queue] = offset
+        else:
+            self.broker.commit_offset(self.group, queue.topic, queue.queue_id, offset)
+
+    # --- pulling -----------------------------------------------------------------------------------------
+
+    async def _pull_loop(self, queue: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        options = self.options
+        max_bytes = options.pull_threshold_size_for_queue_mib * 1024 * 1024
+        message_filter = self._filters.get(queue.topic)
+        while not pq.dropped:
+            if pq.count >= options.pull_threshold_for_queue or pq.cached_bytes >= max_bytes:
+                await asyncio.sleep(FLOW_CONTROL_PAUSE_S)
+                continue
+            try:
+                result = await self.broker.pull(
+                    self.group,
+                    queue.topic,
+                    queue.queue_id,
+                    offset,
+                    options.pull_batch_size,
+                    message_filter,
+                    options.long_poll_ms,
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("consumer %s: pull from %s failed", self.client_id, queue)
+                await asyncio.sleep(PULL_ERROR_PAUSE_S)
+                continue
+            if pq.dropped:
+                return
+            if result.status is PullStatus.FOUND:
+                messages = [decode_for_consumer(message) for message in result.messages]
+                pq.put(messages)
+                if not self.orderly:
+                    batch_size = options.consume_message_batch_max_size
+                    for start in range(0, len(messages), batch_size):
+                        self._work.put_nowait((queue, pq, messages[start : start + batch_size]))
+            elif result.status is PullStatus.OFFSET_ILLEGAL:
+                log.warning(
+                    "consumer %s: offset %d of %s is illegal; moving to %d",
+                    self.client_id,
+                    offset,
+                    queue,
+                    result.next_begin_offset,
+                )
+            elif pq.max_pulled < 0 and pq.count == 0:
+                # Nothing pulled yet and nothing to commit: remember where we stand so a restart starts here.
+                self._commit(queue, result.next_begin_offset)
+            offset = result.next_begin_offset
+
+    # --- consuming ---------------------------------------------------------------------------------------
+
+    async def _consume_worker(self) -> None:
+        listener: ConcurrentListener = self.listener  # type: ignore[assignment]
+        while True:
+            queue, pq, batch = await self._work.get()
+            if pq.dropped:
+                continue
+            try:
+                status = await listener(batch, ConsumeContext(queue))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("consumer %s: listener failed on %s; will redeliver", self.client_id, queue)
+                status = ConsumeStatus.RECONSUME_LATER
+            if pq.dropped:
+                continue
+            if status is ConsumeStatus.CONSUME_SUCCESS:
+                self._commit(queue, pq.remove(batch))
+            else:
+                self._redeliver_later(queue, pq, batch)
+
+    def _redeliver_later(self, queue: MessageQueue, pq: ProcessQueue, batch: list[StoredMessage]) -> None:
+        again = [replace(message, reconsume_times=message.reconsume_times + 1) for message in batch]
+        for message in again:
+            if message.queue_offset in pq.messages:
+                pq.messages[message.queue_offset] = message
+        attempts = again[0].reconsume_times
+        delay = min(self.options.retry_delay_s * attempts, MAX_RETRY_DELAY_S)
+        asyncio.get_running_loop().call_later(delay, self._work.put_nowait, (queue, pq, again))
+
+    async def _consume_orderly(self, queue: MessageQueue, pq: ProcessQueue) -> None:
+        listener: OrderlyListener = self.listener  # type: ignore[assignment]
+        batch_size = self.options.consume_message_batch_max_size
+        while not pq.dropped:
+            if not pq.locked:
+                await asyncio.sleep(FLOW_CONTROL_PAUSE_S)
+                continue
+            batch = pq.take_in_order(batch_size)
+            if not batch:
+                pq.arrived.clear()
+                await pq.arrived.wait()
+                continue
+            while True:
+                try:
+                    status = await listener(batch, ConsumeContext(queue))
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("consumer %s: orderly listener failed on %s; suspending", self.client_id, queue)
+                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                if status is ConsumeOrderlyStatus.SUCCESS:
+                    self._commit(queue, pq.remove(batch))
+                    break
+                await asyncio.sleep(self.options.suspend_time_ms / 1000)
+                batch = [replace(message, reconsume_times=message.reconsume_times + 1) for message in batch]

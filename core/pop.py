@@ -1,0 +1,639 @@
+"""Pop consumption, as RocketMQ 5's broker does it for SimpleConsumer (PopMessageProcessor, AckMessageProcessor,
+ChangeInvisibleTimeProcessor, ConsumerOrderInfoManager), in process.
+
+A pop hands out up to `max_nums` messages of a topic to a consumer group and makes each invisible to the group's
+other pops for `invisible_ms`. The consumer acks each message with its receipt handle (core.receipt_handle), or
+changes its invisible time; a message not acked in time is delivered again, with its delivery attempt counted
+(attempt 1 first, `reconsume_times = attempt - 1`). Consumers of one group share one PopService per broker
+(`PopService.of(broker)`), so a message goes to one of them at a time, whichever queue it is in: pop consumers do
+not divide queues among themselves as pull and push consumers do.
+
+State, per (group, topic, queue), in memory:
+- `cursor`: the next consume-queue offset to read;
+- the messages read and not acked, in offset order: in flight (delivered, invisible until a deadline, or visible
+  again and waiting to be delivered again), or held back (FIFO, below);
+- the group's committed offset in the broker's offset manager: always the lowest offset not acked (the first
+  unacked message, else the cursor). Messages skipped by the pop's filter count as done.
+
+Where RocketMQ differs: it advances the consume offset at pop time and persists each pop as a checkpoint in a
+revive topic, from which unacked messages go to the group's %RETRY% topic. We keep invisibility in memory and
+persist only the committed offset, which never passes an unacked message. After a restart (or a new PopService)
+everything from the committed offset is delivered again: at least once, never lost; messages acked above the
+lowest unacked one of their queue are delivered again too, and receipt handles of the previous run are refused.
+
+Where a group starts on a queue it has no offset for: RocketMQ 5's proxy pops with ConsumeInitMode.MAX for every
+SimpleConsumer (ReceiveMessageActivity), and the broker's getInitOffset then starts at 0 when the queue has never
+been trimmed and its head is in memory (initPopOffsetByCheckMsgInMem, on by default), else at the queue's last
+message (max offset - 1: "pop last one"), and commits that offset at once. We cannot see the page cache, so we
+take "never trimmed" (min offset 0) for "in memory": a young queue is read from its first message, a queue whose
+head retention removed starts at its last message. `PopInitMode.MIN` starts at the first message kept.
+
+FIFO: when the topic's message type is FIFO, or the group consumes orderly (RocketMQ 5 decides by the group's
+consumeMessageOrderly alone), messages that carry a message group (the `__SHARDINGKEY` property, where RocketMQ
+5 clients put it) are handed out one at a time per (queue, message group): the next one waits until the one
+before is acked, and one that becomes visible again is delivered again first. RocketMQ's ConsumerOrderInfoManager
+blocks the whole queue instead; blocking per message group keeps the per-group order and lets other groups in
+the queue go on. Messages without a group are not ordered. Messages read while their group is busy are held,
+up to MAX_UNACKED_PER_QUEUE unacked messages per queue; at that bound the queue is blocked, as in RocketMQ.
+
+Acks are idempotent: acking a message that is already done does nothing, whichever of its handles is used. A
+handle of an earlier delivery of a message still in flight is refused (ReceiptHandleError, SUPERSEDED); a
+handle whose invisible time has passed, while the message was not yet delivered again, is still honoured, as
+in RocketMQ where an ack can beat the revive. Not yet: a maximum of delivery attempts and a dead-letter topic
+(messages are delivered again without limit).
+
+Everything here runs on the broker's event loop and is not thread-safe. The clock is injectable (seconds, as
+time.monotonic) so that tests move time instead of sleeping; long polling itself waits in real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import heapq
+import itertools
+import logging
+import secrets
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from core.broker import Broker
+from core.compression import decode_for_consumer
+from core.errors import BrokerError
+from core.filter import MessageFilter
+from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
+from core.receipt_handle import ReceiptHandle
+from core.store.errors import CorruptRecordError
+from core.store.message import PROPERTY_MESSAGE_GROUP, StoredMessage
+from core.store.message_store import GetStatus
+from core.topic_config import MessageType, Perm
+
+log = logging.getLogger(__name__)
+
+# The broker refuses pops of more than 32 messages (PopMessageProcessor: "maxMsgNums ... greater than 32").
+MAX_POP_BATCH = 32
+# The proxy's maxInvisibleTimeMills: a message stays invisible at most 12 hours per pop or change.
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+# The proxy's grpcClientConsumerMaxLongPollingTimeoutMillis: a receive waits at most 20 s for a message.
+MAX_POP_LONG_POLL_MS = 20_000
+# RocketMQ's popCkOffsetMaxQueueSize: past this many unacked messages in one queue, the queue gives no more until
+# some are acked. It bounds the memory of one group that never acks (about 100 bytes a message, no bodies).
+MAX_UNACKED_PER_QUEUE = 20_000
+# The expiry heap drops stale items lazily; past this many beyond twice the live ones it is rebuilt.
+_HEAP_SLACK = 1024
+
+
+class PopInitMode(enum.Enum):
+    """Where a group with no committed offset starts in a queue (RocketMQ's ConsumeInitMode)."""
+
+    MIN = "MIN"  # the first message kept
+    MAX = "MAX"  # the newest message, or the first when the queue was never trimmed (RocketMQ 5's default)
+
+
+@dataclass(slots=True, frozen=True)
+class PoppedMessage:
+    message: StoredMessage  # as the producer sent it (decompressed), reconsume_times = delivery_attempt - 1
+    receipt_handle: str
+    delivery_attempt: int
+    invisible_until: float  # on the PopService's clock
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A message read from its queue and not acked. `attempts == 0` means held back: never delivered yet."""
+
+    offset: int
+    commit_log_offset: int
+    message_group: str | None
+    attempts: int = 0
+    delivery_id: int = 0
+    invisible_until: float = 0.0
+
+
+class _QueueState:
+    """What one group knows about one queue. Pure bookkeeping: reads and offset commits are the service's."""
+
+    __slots__ = ("busy", "committed", "cursor", "entries", "expiry", "held", "queue_id", "ready")
+
+    def __init__(self, queue_id: int, offset: int) -> None:
+        self.queue_id = queue_id
+        self.cursor = offset
+        self.committed = offset
+        # OrderedDict, not dict: entries are added in offset order and removed from anywhere, and the first key
+        # (the lowest unacked offset) must stay O(1) to find after many removals at the front.
+        self.entries: collections.OrderedDict[int, _Entry] = collections.OrderedDict()
+        # (invisible_until, offset, delivery_id); items of acked or changed deliveries are dropped when met.
+        self.expiry: list[tuple[float, int, int]] = []
+        # FIFO: message group -> offset of its delivered, unacked message; the offsets held back behind it; and
+        # the groups whose first held message may go out now (a dict used as an ordered set).
+        self.busy: dict[str, int] = {}
+        self.held: dict[str, collections.deque[int]] = {}
+        self.ready: dict[str, None] = {}
+
+    @property
+    def low_water(self) -> int:
+        """The lowest offset not done: what the group's committed offset must be."""
+        for offset in self.entries:
+            return offset
+        return self.cursor
+
+    @property
+    def full(self) -> bool:
+        return len(self.entries) >= MAX_UNACKED_PER_QUEUE
+
+    def next_deadline(self) -> float | None:
+        """The earliest invisible-until of a message in flight, or None."""
+        expiry = self.expiry
+        while expiry:
+            until, offset, delivery_id = expiry[0]
+            entry = self.entries.get(offset)
+            if entry is not None and entry.delivery_id == delivery_id:
+                return until
+            heapq.heappop(expiry)
+        return None
+
+    def take_expired(self, now: float, limit: int) -> list[_Entry]:
+        """Up to `limit` messages whose invisible time has passed, to deliver again."""
+        found: list[_Entry] = []
+        while len(found) < limit:
+            until = self.next_deadline()
+            if until is None or until > now:
+                break
+            _, offset, _ = heapq.heappop(self.expiry)
+            found.append(self.entries[offset])
+        return found
+
+    def take_ready(self, limit: int) -> list[_Entry]:
+        """Up to `limit` held messages whose message group has nothing in flight any more (FIFO)."""
+        found: list[_Entry] = []
+        while self.ready and len(found) < limit:
+            group = next(iter(self.ready))
+            del self.ready[group]
+            waiting = self.held[group]
+            offset = waiting.popleft()
+            if not waiting:
+                del self.held[group]
+            self.busy[group] = offset
+            found.append(self.entries[offset])
+        return found
+
+    def add(self, offset: int, commit_log_offset: int, message_group: str | None) -> _Entry | None:
+        """Record a message just read; returns it if it may be delivered now, None if it is held back."""
+        entry = _Entry(offset, commit_log_offset, message_group)
+        self.entries[offset] = entry
+        if message_group is not None:
+            if message_group in self.busy or message_group in self.held:
+                self.held.setdefault(message_group, collections.deque()).append(offset)
+                return None
+            self.busy[message_group] = offset
+        return entry
+
+    def deliver(self, entry: _Entry, until: float, delivery_id: int, *, again: bool = True) -> None:
+        """Make `entry` invisible until `until` under a new delivery id; `again=False` for a change of invisible
+        time, which is not a new delivery attempt."""
+        if again:
+            entry.attempts += 1
+        entry.delivery_id = delivery_id
+        entry.invisible_until = until
+        heapq.heappush(self.expiry, (until, entry.offset, delivery_id))
+        if len(self.expiry) > 2 * len(self.entries) + _HEAP_SLACK:
+            self.expiry = [
+                (e.invisible_until, e.offset, e.delivery_id) for e in self.entries.values() if e.attempts > 0
+            ]
+            heapq.heapify(self.expiry)
+
+    def remove(self, offset: int) -> bool:
+        """The message is done (acked, or gone from the store). True when that frees a held message (FIFO)."""
+        entry = self.entries.pop(offset)
+        group = entry.message_group
+        if group is None or self.busy.get(group) != offset:
+            return False
+        del self.busy[group]
+        if group in self.held:
+            self.ready[group] = None
+            return True
+        return False
+
+
+@dataclass(slots=True)
+class _TopicState:
+    """One group's state in one topic."""
+
+    queues: dict[int, _QueueState] = field(default_factory=dict)
+    rotation: int = 0  # the queue the next pop starts at, so that every queue gets its turn first
+    changed: asyncio.Event | None = None  # set, then replaced, when an ack or change frees a message
+
+
+_SERVICES: weakref.WeakKeyDictionary[Broker, PopService] = weakref.WeakKeyDictionary()
+
+
+class PopService:
+    """Pop, ack and change of invisible time for every consumer group of one broker.
+
+    Use `PopService.of(broker)` so that all consumers of a broker share one; build one yourself to give it a
+    clock. Two services on one broker must not serve the same group: each believes it owns the group's offsets.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        init_mode: PopInitMode = PopInitMode.MAX,
+    ) -> None:
+        # A weak reference: the per-broker registry keeps services keyed weakly by broker, and a strong one
+        # from the value back to its key would keep every broker (and its store) alive forever.
+        self._broker = weakref.ref(broker)
+        self.clock = clock
+        self.init_mode = init_mode
+        self.run_id = secrets.token_hex(4)
+        self._delivery_ids = itertools.count(1)
+        self._topics: dict[tuple[str, str], _TopicState] = {}
+
+    @classmethod
+    def of(cls, broker: Broker) -> PopService:
+        """The broker's shared PopService (created on first use, with the real clock)."""
+        service = _SERVICES.get(broker)
+        if service is None:
+            service = _SERVICES[broker] = cls(broker)
+        return service
+
+    @property
+    def broker(self) -> Broker:
+        broker = self._broker()
+        if broker is None:
+            raise PopError("the broker of this PopService no longer exists; use PopService.of(broker) on a live one")
+        return broker
+
+    # --- pop ---------------------------------------------------------------------------------------------
+
+    async def pop(
+        self,
+        group: str,
+        topic: str,
+        max_nums: int,
+        invisible_ms: int,
+        message_filter: MessageFilter | None = None,
+        long_poll_ms: int = 0,
+    ) -> list[PoppedMessage]:
+        """Take up to `max_nums` messages of `topic` for `group`, invisible to the group for `invisible_ms`.
+
+        Messages visible again go first, then new ones, starting at a different queue each call. With nothing
+        to hand out, wait up to `long_poll_ms` (at most MAX_POP_LONG_POLL_MS) for a message to arrive, an
+        unacked one to become visible again, or an ack to free a held FIFO message. `message_filter` applies to
+        messages read for the first time; the group should use one subscription per topic, as in RocketMQ.
+        """
+        _check_batch(max_nums)
+        _check_invisible(invisible_ms)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(max(long_poll_ms, 0), MAX_POP_LONG_POLL_MS) / 1000
+        while True:
+            popped, progressed = self._take(group, topic, max_nums, invisible_ms, message_filter)
+            if popped:
+                return popped
+            if progressed:
+                # Only held FIFO messages or filtered ones were read; read on, letting others run in between.
+                await asyncio.sleep(0)
+                continue
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return []
+            await self.wait(group, (topic,), remaining)
+
+    async def wait(self, group: str, topics: Sequence[str], timeout_s: float) -> bool:
+        """Wait until a pop of `group` in one of `topics` may find something: a message arrives past a queue's
+        cursor, a message in flight becomes visible again, or an ack or change of invisible time frees one.
+
+        True when one of these happened, False when `timeout_s` passed first. Nothing is taken, so the wait may
+        be cancelled at any point; a SimpleConsumer uses it to long-poll several topics at once.
+        """
+        if timeout_s <= 0:
+            return False
+        broker = self.broker
+        now = self.clock()
+        bound = timeout_s
+        events: list[asyncio.Event] = []
+        cursors: list[tuple[str, int, int]] = []
+        for topic in topics:
+            topic_state = self._topic(group, topic)
+            if topic_state.changed is None:
+                topic_state.changed = asyncio.Event()
+            events.append(topic_state.changed)
+            for queue_id, state in list(topic_state.queues.items()):
+                state = self._current(group, topic, queue_id, state)
+                deadline = state.next_deadline()
+                if deadline is not None:
+                    bound = min(bound, max(deadline - now, 0.0))
+                if not state.full:  # a full queue gives nothing however many messages arrive
+                    cursors.append((topic, queue_id, state.cursor))
+        tasks: list[asyncio.Future[bool]] = [asyncio.ensure_future(event.wait()) for event in events]
+        tasks += [asyncio.ensure_future(broker.wait_for_message(t, q, offset, timeout_s)) for t, q, offset in cursors]
+        try:
+            done, _ = await asyncio.wait(tasks, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if any(not task.cancelled() and task.exception() is None and task.result() for task in done):
+            return True
+        return bound < timeout_s  # woken by a deadline: a message is visible again
+
+    def _take(
+        self,
+        group: str,
+        topic: str,
+        max_nums: int,
+        invisible_ms: int,
+        message_filter: MessageFilter | None,
+    ) -> tuple[list[PoppedMessage], bool]:
+        """One pass over the topic's queues. Returns the messages handed out, and whether any queue's state
+        moved without handing anything out (held or filtered messages read, vanished messages dropped)."""
+        broker = self.broker
+        config = broker.topic_config(topic)
+        if not config.perm & Perm.READ:
+            raise BrokerError(f"topic {topic!r} is not readable (perm {config.perm!r}); give it READ (4) to pop it")
+        group_config = broker.groups.get_or_auto_create(group)
+        if not group_config.consume_enable:
+            raise PopError(
+                f"consumer group {group!r} may not consume (consumeEnable is false); enable it in its subscription "
+                "group configuration"
+            )
+        fifo = config.message_type is MessageType.FIFO or group_config.consume_message_orderly
+        topic_state = self._topic(group, topic)
+        count = config.read_queue_nums
+        start = topic_state.rotation % count
+        topic_state.rotation = start + 1
+        states = [self._queue_state(group, topic, (start + i) % count, topic_state) for i in range(count)]
+        now = self.clock()
+        until = now + invisible_ms / 1000
+        popped: list[PoppedMessage] = []
+        progressed = False
+        # Messages visible again first (in FIFO order these are the first of their message group), then held
+        # FIFO messages whose group was freed, then new ones.
+        for state in states:
+            if len(popped) >= max_nums:
+                break
+            expired = state.take_expired(now, max_nums - len(popped))
+            progressed |= self._redeliver(group, topic, state, expired, until, popped)
+        for state in states:
+            if len(popped) >= max_nums:
+                break
+            progressed |= self._redeliver(group, topic, state, state.take_ready(max_nums - len(popped)), until, popped)
+        for state in states:
+            if len(popped) >= max_nums:
+                break
+            progressed |= self._read_new(group, topic, state, fifo, message_filter, max_nums, until, popped)
+        for state in states:
+            self._commit(group, topic, state)
+        return popped, progressed
+
+    def _read_new(
+        self,
+        group: str,
+        topic: str,
+        state: _QueueState,
+        fifo: bool,
+        message_filter: MessageFilter | None,
+        max_nums: int,
+        until: float,
+        popped: list[PoppedMessage],
+    ) -> bool:
+        """Read messages past the queue's cursor, handing out what may go; True if the cursor moved."""
+        store = self.broker.store
+        tag_filter = message_filter.matches_code if message_filter is not None else None
+        body_filter = message_filter.matches_message if message_filter is not None else None
+        moved = False
+        while len(popped) < max_nums and not state.full:
+            count = min(max_nums - len(popped), MAX_UNACKED_PER_QUEUE - len(state.entries))
+            got = store.get_messages(topic, state.queue_id, state.cursor, count, tag_filter, body_filter)
+            if got.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+                log.warning(
+                    "group %r, topic %r, queue %d: pop offset %d is outside the queue [%d, %d); going on from %d",
+                    group,
+                    topic,
+                    state.queue_id,
+                    state.cursor,
+                    got.min_offset,
+                    got.max_offset,
+                    got.next_begin_offset,
+                )
+                state.cursor = got.next_begin_offset
+                moved = True
+                continue
+            if got.status not in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE):
+                break  # empty queue, or nothing past the cursor yet
+            for stored in got.messages:
+                message_group = (stored.properties.get(PROPERTY_MESSAGE_GROUP) or None) if fifo else None
+                entry = state.add(stored.queue_offset, stored.commit_log_offset, message_group)
+                if entry is not None:
+                    popped.append(self._hand_out(group, topic, state, entry, stored, until))
+            if got.next_begin_offset <= state.cursor:
+                break
+            state.cursor = got.next_begin_offset
+            moved = True
+        return moved
+
+    def _redeliver(
+        self,
+        group: str,
+        topic: str,
+        state: _QueueState,
+        entries: list[_Entry],
+        until: float,
+        popped: list[PoppedMessage],
+    ) -> bool:
+        """Hand out messages read before; True if some could not be read back and were dropped."""
+        dropped = False
+        for entry in entries:
+            stored = self._reread(topic, group, state, entry)
+            if stored is None:
+                dropped = True
+            else:
+                popped.append(self._hand_out(group, topic, state, entry, stored, until))
+        return dropped
+
+    def _reread(self, topic: str, group: str, state: _QueueState, entry: _Entry) -> StoredMessage | None:
+        """A message to hand out again, read back from the store; None (and the message counted as done) when
+        retention removed it or it no longer reads back intact."""
+        try:
+            return self.broker.store.read_message(entry.commit_log_offset)
+        except (LookupError, CorruptRecordError) as exc:
+            log.warning(
+                "group %r: message %s/%d@%d cannot be delivered again and is dropped: %s",
+                group,
+                topic,
+                state.queue_id,
+                entry.offset,
+                exc,
+            )
+            state.remove(entry.offset)
+            return None
+
+    def _hand_out(
+        self, group: str, topic: str, state: _QueueState, entry: _Entry, stored: StoredMessage, until: float
+    ) -> PoppedMessage:
+        delivery_id = next(self._delivery_ids)
+        state.deliver(entry, until, delivery_id)
+        handle = ReceiptHandle(
+            self.run_id, delivery_id, entry.attempts, state.queue_id, entry.offset, topic, group
+        ).encode()
+        message = decode_for_consumer(replace(stored, reconsume_times=entry.attempts - 1))
+        return PoppedMessage(message, handle, entry.attempts, until)
+
+    # --- ack and change of invisible time -----------------------------------------------------------------
+
+    def ack(self, group: str, receipt_handle: str) -> None:
+        """The message is done: it is not delivered again, and the group's committed offset in its queue moves
+        up to the lowest message not acked. Acking a message already done does nothing."""
+        handle, topic_state, state, entry = self._in_flight(group, receipt_handle)
+        if entry is None:
+            log.debug("group %r: %s was already acked", group, handle.describe())
+            return
+        released = state.remove(entry.offset)
+        self._commit(group, handle.topic, state)
+        if released:
+            _notify(topic_state)
+
+    def change_invisible_duration(self, group: str, receipt_handle: str, invisible_ms: int) -> str:
+        """Make the message invisible for `invisible_ms` from now (longer or shorter than before; 0 makes it
+        visible at once). Returns the new receipt handle; the one given is no longer valid."""
+        _check_invisible(invisible_ms)
+        handle, topic_state, state, entry = self._in_flight(group, receipt_handle)
+        if entry is None:
+            raise ReceiptHandleError(
+                ReceiptHandleProblem.ALREADY_ACKED,
+                f"{handle.describe()} was already acked, so its invisible time cannot change; "
+                "drop the message, it will not be delivered again",
+            )
+        delivery_id = next(self._delivery_ids)
+        state.deliver(entry, self.clock() + invisible_ms / 1000, delivery_id, again=False)
+        _notify(topic_state)  # a waiting pop recomputes its deadline; the message may be visible already
+        return ReceiptHandle(
+            self.run_id, delivery_id, entry.attempts, state.queue_id, entry.offset, handle.topic, group
+        ).encode()
+
+    def _in_flight(
+        self, group: str, receipt_handle: str
+    ) -> tuple[ReceiptHandle, _TopicState, _QueueState, _Entry | None]:
+        """Check a handle against the state: the entry of its delivery, or None when the message is done."""
+        handle = ReceiptHandle.decode(receipt_handle)
+        if handle.run != self.run_id:
+            raise ReceiptHandleError(
+                ReceiptHandleProblem.OTHER_RUN,
+                f"receipt handle of {handle.describe()} was issued by pop service run {handle.run!r}, this is run "
+                f"{self.run_id!r}: the broker restarted since (or the handle is another broker's); the message "
+                "will be delivered again from the group's committed offset, so drop this handle",
+            )
+        if handle.group != group:
+            raise ReceiptHandleError(
+                ReceiptHandleProblem.OTHER_GROUP,
+                f"receipt handle of {handle.describe()} belongs to group {handle.group!r}, not {group!r}; "
+                "ack with the consumer that received the message",
+            )
+        topic_state = self._topics.get((group, handle.topic))
+        state = topic_state.queues.get(handle.queue_id) if topic_state is not None else None
+        if topic_state is None or state is None:
+            raise ReceiptHandleError(
+                ReceiptHandleProblem.NOT_IN_FLIGHT,
+                f"{handle.describe()}: group {group!r} has popped nothing from that queue in this run; "
+                "pass the receipt_handle of a received message unchanged",
+            )
+        state = self._current(group, handle.topic, handle.queue_id, state)
+        entry = state.entries.get(handle.queue_offset)
+        if entry is None and handle.queue_offset < state.cursor:
+            return handle, topic_state, state, None
+        if entry is None or entry.attempts == 0:
+            raise ReceiptHandleError(
+                ReceiptHandleProblem.NOT_IN_FLIGHT,
+                f"{handle.describe()} is not in flight: the group's offsets were reset since it was delivered, "
+                "or the handle was not issued for it; the message will be delivered again if it is due",
+            )
+        if entry.delivery_id != handle.delivery_id:
+            if entry.attempts > handle.attempt:
+                why = (
+                    f"its invisible time passed and it was delivered again (attempt {entry.attempts}); only the "
+                    "newest delivery's handle is accepted, use that one"
+                )
+            else:
+                why = "its invisible time was changed since; use the handle change_invisible_duration returned"
+            raise ReceiptHandleError(
+                ReceiptHandleProblem.SUPERSEDED, f"receipt handle of {handle.describe()} is out of date: {why}"
+            )
+        return handle, topic_state, state, entry
+
+    # --- state --------------------------------------------------------------------------------------------
+
+    def _topic(self, group: str, topic: str) -> _TopicState:
+        key = (group, topic)
+        topic_state = self._topics.get(key)
+        if topic_state is None:
+            topic_state = self._topics[key] = _TopicState()
+        return topic_state
+
+    def _queue_state(self, group: str, topic: str, queue_id: int, topic_state: _TopicState) -> _QueueState:
+        state = topic_state.queues.get(queue_id)
+        if state is not None:
+            return self._current(group, topic, queue_id, state)
+        return self._start(group, topic, queue_id, topic_state)
+
+    def _current(self, group: str, topic: str, queue_id: int, state: _QueueState) -> _QueueState:
+        """`state`, unless the committed offset was moved by someone else (an admin reset, a deleted group):
+        then the queue starts over from there and what was in flight is forgotten."""
+        committed = self.broker.query_offset(group, topic, queue_id)
+        if committed == state.committed:
+            return state
+        log.info(
+            "group %r, topic %r, queue %d: committed offset moved from %d to %d outside pop; "
+            "%d unacked messages are forgotten and delivery goes on from the new offset",
+            group,
+            topic,
+            queue_id,
+            state.committed,
+            committed,
+            len(state.entries),
+        )
+        return self._start(group, topic, queue_id, self._topic(group, topic))
+
+    def _start(self, group: str, topic: str, queue_id: int, topic_state: _TopicState) -> _QueueState:
+        broker = self.broker
+        committed = broker.query_offset(group, topic, queue_id)
+        low, high = broker.min_offset(topic, queue_id), broker.max_offset(topic, queue_id)
+        if committed >= 0:
+            offset = min(max(committed, low), high)
+        elif self.init_mode is PopInitMode.MIN or low == 0:
+            offset = low
+        else:
+            offset = max(high - 1, low)
+        state = topic_state.queues[queue_id] = _QueueState(queue_id, offset)
+        # Committed at once, as RocketMQ's getInitOffset does, so that the start does not drift with the
+        # queue's end until the first ack.
+        broker.commit_offset(group, topic, queue_id, offset)
+        return state
+
+    def _commit(self, group: str, topic: str, state: _QueueState) -> None:
+        low = state.low_water
+        if low != state.committed:
+            self.broker.commit_offset(group, topic, state.queue_id, low)
+            state.committed = low
+
+
+def _notify(topic_state: _TopicState) -> None:
+    if topic_state.changed is not None:
+        topic_state.changed.set()
+        topic_state.changed = None
+
+
+def _check_batch(max_nums: int) -> None:
+    if not isinstance(max_nums, int) or isinstance(max_nums, bool) or not 1 <= max_nums <= MAX_POP_BATCH:
+        raise PopRequestError(f"max_nums {max_nums!r} is out of range; pop 1 to {MAX_POP_BATCH} messages at a time")
+
+
+def _check_invisible(invisible_ms: int) -> None:
+    if not isinstance(invisible_ms, int) or isinstance(invisible_ms, bool) or not 0 <= invisible_ms <= MAX_INVISIBLE_MS:
+        raise PopRequestError(
+            f"invisible time {invisible_ms!r} ms is out of range; give whole milliseconds from 0 to "
+            f"{MAX_INVISIBLE_MS} (12 hours)"
+        )
