@@ -56,6 +56,9 @@ class BrokerConfig:
     consumer_expire_s: float = DEFAULT_EXPIRE_AFTER_S
     consumer_scan_interval_s: float = 10.0
     queue_lock_expire_s: float = DEFAULT_LOCK_EXPIRE_S
+    # Committed offsets reach consumerOffset.json this often (RocketMQ's flushConsumerOffsetInterval: 5 s) and
+    # at close. A crash forgets at most this much of consumers' progress: those messages are delivered again.
+    offset_persist_interval_s: float = OFFSET_PERSIST_INTERVAL_S
 
 
 class SendStatus(enum.Enum):
@@ -104,7 +107,9 @@ class Broker:
         self.consumers = ConsumerRegistry(self.config.consumer_expire_s)
         self.queue_locks = QueueLocks(self.config.queue_lock_expire_s)
         self._long_poll: LongPollWaiters | None = None
-        self._offset_persister = PeriodicService("mqgate-offsets", OFFSET_PERSIST_INTERVAL_S, self.offsets.persist)
+        self._offset_persister = PeriodicService(
+            "mqgate-offsets", self.config.offset_persist_interval_s, self.offsets.persist
+        )
         self._scanner: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

@@ -17,10 +17,14 @@ import signal
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+from core.broker import Broker, BrokerConfig
 from core.store.message_store import MessageStore, RecoveryReport
 from mqgate.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# Topic, group and offset files (topics.json, subscriptionGroup.json, consumerOffset.json) live in DATA_DIR/config.
+CONFIG_SUBDIR = "config"
 
 T = TypeVar("T")
 
@@ -85,10 +89,15 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
         report = await asyncio.to_thread(store.open)
         try:
             _log_recovery(store, report)
-            parts = [f"store={settings.store.store_dir}", recovery_part(report)]
-            if not stop.is_set():
-                ready(format_ready(parts))
-                await stop.wait()
+            broker = Broker(store, settings.data_dir / CONFIG_SUBDIR, BrokerConfig())
+            await broker.start()
+            try:
+                parts = [f"store={settings.store.store_dir}", recovery_part(report)]
+                if not stop.is_set():
+                    ready(format_ready(parts))
+                    await stop.wait()
+            finally:
+                await broker.close()
         finally:
             log.info("closing store %s", settings.store.store_dir)
             await asyncio.to_thread(store.close)
