@@ -75,9 +75,37 @@ _SEND_STATUS = {PutStatus.PUT_OK: SendStatus.SEND_OK, PutStatus.FLUSH_DISK_TIMEO
 class SendResult:
     status: SendStatus
     msg_id: str  # the producer's unique id (UNIQ_KEY)
-    offset_msg_id: str  # where the record is: store host and commit-log offset
     message_queue: MessageQueue
     queue_offset: int
+    commit_log_offset: int
+    store_host: tuple[str, int]
+
+    @property
+    def offset_msg_id(self) -> str:
+        """Where the record is: store host and commit-log offset (RocketMQ's offsetMsgId)."""
+        return encode_offset_msg_id(self.store_host, self.commit_log_offset)
+
+
+@dataclass(slots=True, frozen=True)
+class Route:
+    """A topic's queues and permissions as producers and consumers need them on every call."""
+
+    config: TopicConfig
+    write_queues: list[MessageQueue]
+    read_queues: list[MessageQueue]
+    writable: bool
+    readable: bool
+
+    @classmethod
+    def of(cls, config: TopicConfig, broker_name: str) -> Route:
+        topic = config.topic_name
+        return cls(
+            config,
+            [MessageQueue(topic, broker_name, q) for q in range(config.write_queue_nums)],
+            [MessageQueue(topic, broker_name, q) for q in range(config.read_queue_nums)],
+            bool(config.perm & Perm.WRITE),
+            bool(config.perm & Perm.READ),
+        )
 
 
 class PullStatus(enum.Enum):
@@ -111,6 +139,8 @@ class Broker:
             "mqgate-offsets", self.config.offset_persist_interval_s, self.offsets.persist
         )
         self._scanner: asyncio.Task[None] | None = None
+        self._routes: dict[str, Route] = {}
+        self._routes_version: object = None
 
     async def start(self) -> None:
         self._long_poll = LongPollWaiters(asyncio.get_running_loop())
@@ -160,44 +190,59 @@ class Broker:
         self.store.delete_topic(topic)
         return deleted
 
+    def route(self, topic: str) -> Route:
+        """The topic's queues and permissions, auto-creating the topic if allowed. Cached until the topic table
+        changes: a send asks for it every time."""
+        version = self.topics.data_version
+        if version is not self._routes_version:
+            self._routes = {}
+            self._routes_version = version
+        route = self._routes.get(topic)
+        if route is None:
+            config = self.topics.get_or_auto_create(topic)
+            route = Route.of(config, self.config.broker_name)
+            if self.topics.data_version is self._routes_version:
+                self._routes[topic] = route
+        return route
+
     def write_queues(self, topic: str) -> list[MessageQueue]:
         """The queues a producer may send to (RocketMQ's publish route); auto-creates the topic if allowed."""
-        config = self.topics.get_or_auto_create(topic)
-        return [MessageQueue(topic, self.config.broker_name, q) for q in range(config.write_queue_nums)]
+        return self.route(topic).write_queues
 
     def read_queues(self, topic: str) -> list[MessageQueue]:
         """The queues consumers divide among themselves (RocketMQ's subscribe route)."""
-        config = self.topic_config(topic)
-        return [MessageQueue(topic, self.config.broker_name, q) for q in range(config.read_queue_nums)]
+        self.topic_config(topic)
+        return self.route(topic).read_queues
 
     # --- sending -----------------------------------------------------------------------------------------
 
-    def _prepare(self, message: Message) -> TopicConfig:
-        config = self.topics.get_or_auto_create(message.topic)
-        if not config.perm & Perm.WRITE:
-            raise BrokerError(f"topic {message.topic!r} is not writable (perm {config.perm!r})")
-        if not 0 <= message.queue_id < config.write_queue_nums:
+    def _prepare(self, message: Message) -> Route:
+        route = self.route(message.topic)
+        if not route.writable:
+            raise BrokerError(f"topic {message.topic!r} is not writable (perm {route.config.perm!r})")
+        if not 0 <= message.queue_id < len(route.write_queues):
             raise InvalidMessageError(
                 f"topic {message.topic!r}: queue {message.queue_id} does not exist; the topic has"
-                f" {config.write_queue_nums} write queues (0..{config.write_queue_nums - 1})"
+                f" {len(route.write_queues)} write queues (0..{len(route.write_queues) - 1})"
             )
         if PROPERTY_UNIQ_KEY not in message.properties:
             message.properties[PROPERTY_UNIQ_KEY] = self.ids.next_id()
-        return config
+        return route
 
-    def _result(self, message: Message, put: PutResult) -> SendResult:
+    def _result(self, message: Message, route: Route, put: PutResult) -> SendResult:
         return SendResult(
             _SEND_STATUS[put.status],
             message.properties[PROPERTY_UNIQ_KEY],
-            encode_offset_msg_id(put.store_host, put.commit_log_offset),
-            MessageQueue(put.topic, self.config.broker_name, put.queue_id),
+            route.write_queues[put.queue_id],
             put.queue_offset,
+            put.commit_log_offset,
+            put.store_host,
         )
 
     async def send(self, message: Message) -> SendResult:
         """Store one message; under SYNC_FLUSH this returns once it is on disk."""
-        self._prepare(message)
-        return self._result(message, await self.store.put(message))
+        route = self._prepare(message)
+        return self._result(message, route, await self.store.put(message))
 
     async def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
         """Store several messages of one topic and queue together (RocketMQ's batch: no delay, 4 MiB in all)."""
@@ -211,11 +256,11 @@ class Broker:
             if "DELAY" in message.properties or "TIMER_DELIVER_MS" in message.properties:
                 raise InvalidMessageError("a batch cannot hold delayed messages; send them one by one")
             total += len(message.body)
-            self._prepare(message)
+            route = self._prepare(message)
         if total > MAX_BATCH_BYTES:
             raise MessageTooLargeError(f"batch of {total} bytes is over the {MAX_BATCH_BYTES}-byte limit")
         puts = await self.store.put_batch(messages)
-        return [self._result(message, put) for message, put in zip(messages, puts, strict=True)]
+        return [self._result(message, route, put) for message, put in zip(messages, puts, strict=True)]
 
     # --- pulling -----------------------------------------------------------------------------------------
 
@@ -231,10 +276,11 @@ class Broker:
     ) -> PullResult:
         """Read messages of a queue from `offset`; if there are none yet, wait up to `long_poll_ms` for one."""
         self.groups.get_or_auto_create(group)
-        config = self.topic_config(topic)
-        if not config.perm & Perm.READ:
-            raise BrokerError(f"topic {topic!r} is not readable (perm {config.perm!r})")
-        if not 0 <= queue_id < config.read_queue_nums:
+        self.topic_config(topic)
+        route = self.route(topic)
+        if not route.readable:
+            raise BrokerError(f"topic {topic!r} is not readable (perm {route.config.perm!r})")
+        if not 0 <= queue_id < len(route.read_queues):
             raise BrokerError(f"topic {topic!r}: queue {queue_id} does not exist")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(long_poll_ms, self.config.max_long_poll_ms) / 1000

@@ -286,9 +286,7 @@ class PushConsumer:
                 messages = [decode_for_consumer(message) for message in result.messages]
                 pq.put(messages)
                 if not self.orderly:
-                    batch_size = options.consume_message_batch_max_size
-                    for start in range(0, len(messages), batch_size):
-                        self._work.put_nowait((queue, pq, messages[start : start + batch_size]))
+                    self._work.put_nowait((queue, pq, messages))
             elif result.status is PullStatus.OFFSET_ILLEGAL:
                 log.warning(
                     "consumer %s: offset %d of %s is illegal; moving to %d",
@@ -305,24 +303,33 @@ class PushConsumer:
     # --- consuming ---------------------------------------------------------------------------------------
 
     async def _consume_worker(self) -> None:
+        """One of `consume_thread_max` workers. A unit of work is one pull's messages: the worker hands them to
+        the listener `consume_message_batch_max_size` at a time, in order, and commits once at the end; workers
+        run different pulls concurrently. (A hand-off per message cost more than the pull itself.)"""
         listener: ConcurrentListener = self.listener  # type: ignore[assignment]
+        batch_size = self.options.consume_message_batch_max_size
         while True:
-            queue, pq, batch = await self._work.get()
-            if pq.dropped:
-                continue
-            try:
-                status = await listener(batch, ConsumeContext(queue))
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("consumer %s: listener failed on %s; will redeliver", self.client_id, queue)
-                status = ConsumeStatus.RECONSUME_LATER
-            if pq.dropped:
-                continue
-            if status is ConsumeStatus.CONSUME_SUCCESS:
-                self._commit(queue, pq.remove(batch))
-            else:
-                self._redeliver_later(queue, pq, batch)
+            queue, pq, messages = await self._work.get()
+            context = ConsumeContext(queue)
+            for start in range(0, len(messages), batch_size):
+                if pq.dropped:
+                    break
+                batch = messages[start : start + batch_size]
+                try:
+                    status = await listener(batch, context)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("consumer %s: listener failed on %s; will redeliver", self.client_id, queue)
+                    status = ConsumeStatus.RECONSUME_LATER
+                if pq.dropped:
+                    break
+                if status is ConsumeStatus.CONSUME_SUCCESS:
+                    pq.remove(batch)
+                else:
+                    self._redeliver_later(queue, pq, batch)
+            if not pq.dropped:
+                self._commit(queue, pq.commit_offset())
 
     def _redeliver_later(self, queue: MessageQueue, pq: ProcessQueue, batch: list[StoredMessage]) -> None:
         again = [replace(message, reconsume_times=message.reconsume_times + 1) for message in batch]

@@ -39,8 +39,10 @@ BLANK_MIN_SIZE bytes stay free after it, so there is always room for the filler.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
+from typing import Any
 from zlib import crc32
 
 from core.store.message import StoredMessage, decode_host, decode_properties
@@ -135,43 +137,60 @@ def record_size_at(buffer: Buffer, pos: int) -> tuple[int, int]:
     return SIZE_MAGIC.unpack_from(buffer, pos)
 
 
-def check_record(buffer: Buffer, pos: int, limit: int) -> int:
-    """Validate the record at `pos` (size, magic, CRC, inner lengths) and return its total size.
+# The whole 116-byte header in one unpack, for readers.
+HEADER = struct.Struct(PREFIX.format + REST.format[1:])
+assert HEADER.size == HEADER_SIZE
 
-    Raises RecordFormatError with the reason. Does not build a message: recovery calls this for every record.
+
+def _checked(buffer: Buffer, pos: int, limit: int) -> tuple[tuple[Any, ...], int, int, int]:
+    """Check the record at `pos` (size, magic, both CRCs, inner lengths) in one pass over its header.
+
+    Returns (header fields, topic position, properties position, end), positions absolute in `buffer`.
     """
     if pos + MIN_RECORD_SIZE > limit:
         raise RecordFormatError("too few bytes left for a record")
-    total, magic = SIZE_MAGIC.unpack_from(buffer, pos)
+    fields = HEADER.unpack_from(buffer, pos)
+    total, magic, record_crc, body_crc = fields[0], fields[1], fields[2], fields[3]
     if magic != RECORD_MAGIC:
         raise RecordFormatError(f"bad magic 0x{magic & 0xFFFFFFFF:08x}")
-    if total < MIN_RECORD_SIZE or pos + total > limit:
+    end = pos + total
+    if total < MIN_RECORD_SIZE or end > limit:
         raise RecordFormatError(f"total size {total} out of range")
-    view = memoryview(buffer)[pos : pos + total]
-    _, _, record_crc = PREFIX.unpack_from(view, 0)
-    body_length = struct.unpack_from(">i", view, BODY_LENGTH_POS)[0]
-    topic_pos = HEADER_SIZE + body_length
-    if body_length < 0 or topic_pos + 2 > total:
+    body_length = fields[17]
+    topic_pos = pos + HEADER_SIZE + body_length
+    if body_length < 0 or topic_pos + 2 > end:
         raise RecordFormatError(f"body length {body_length} out of range")
-    if crc32(view[topic_pos:], crc32(view[12:HEADER_SIZE])) != record_crc:
+    view = memoryview(buffer)
+    if crc32(view[topic_pos:end], crc32(view[pos + 12 : pos + HEADER_SIZE])) != record_crc:
         raise RecordFormatError("record CRC mismatch")
-    (topic_length,) = U16.unpack_from(view, topic_pos)
-    props_pos = topic_pos + 2 + topic_length
-    if props_pos + 2 > total:
-        raise RecordFormatError(f"topic length {topic_length} out of range")
-    (props_length,) = U16.unpack_from(view, props_pos)
-    if props_pos + 2 + props_length != total:
+    props_pos = topic_pos + 2 + U16.unpack_from(buffer, topic_pos)[0]
+    if props_pos + 2 > end:
+        raise RecordFormatError("topic length out of range")
+    if props_pos + 2 + U16.unpack_from(buffer, props_pos)[0] != end:
         raise RecordFormatError("lengths do not add up to the total size")
-    if crc32(view[HEADER_SIZE:topic_pos]) != struct.unpack_from(">I", view, 12)[0]:
+    if crc32(view[pos + HEADER_SIZE : topic_pos]) != body_crc:
         raise RecordFormatError("body CRC mismatch")
-    return total
+    return fields, topic_pos, props_pos, end
+
+
+def check_record(buffer: Buffer, pos: int, limit: int) -> int:
+    """Validate the record at `pos` and return its total size; RecordFormatError says what is wrong.
+    Builds no message: recovery calls this for every record it scans."""
+    return _checked(buffer, pos, limit)[0][0]
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_name(raw: bytes) -> str:
+    return raw.decode("ascii")
 
 
 def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:
     """Check and decode the record at `pos`. Raises RecordFormatError; never returns unchecked bytes."""
-    total = check_record(buffer, pos, limit)
-    view = memoryview(buffer)[pos : pos + total]
+    fields, topic_pos, props_pos, end = _checked(buffer, pos, limit)
     (
+        total,
+        _magic,
+        _record_crc,
         body_crc,
         queue_id,
         flag,
@@ -186,31 +205,29 @@ def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:
         store_port,
         reconsume_times,
         prepared_transaction_offset,
-        body_length,
-    ) = REST.unpack_from(view, PREFIX.size)
-    topic_pos = HEADER_SIZE + body_length
-    (topic_length,) = U16.unpack_from(view, topic_pos)
-    props_pos = topic_pos + 2 + topic_length
+        _body_length,
+    ) = fields
+    view = memoryview(buffer)
     try:
-        topic = bytes(view[topic_pos + 2 : props_pos]).decode("ascii")
-        properties = decode_properties(bytes(view[props_pos + 2 : total]))
+        topic = _topic_name(bytes(view[topic_pos + 2 : props_pos]))
+        properties = decode_properties(bytes(view[props_pos + 2 : end]))
     except (UnicodeDecodeError, ValueError) as exc:
         raise RecordFormatError(f"undecodable topic or properties: {exc}") from None
     return StoredMessage(
-        topic=topic,
-        body=bytes(view[HEADER_SIZE:topic_pos]),
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        commit_log_offset=physical_offset,
-        store_size=total,
-        body_crc=body_crc,
-        flag=flag,
-        sys_flag=sys_flag,
-        born_timestamp=born_timestamp,
-        born_host=(decode_host(born_host), born_port),
-        store_timestamp=store_timestamp,
-        store_host=(decode_host(store_host), store_port),
-        reconsume_times=reconsume_times,
-        prepared_transaction_offset=prepared_transaction_offset,
-        properties=properties,
+        topic,
+        bytes(view[pos + HEADER_SIZE : topic_pos]),
+        queue_id,
+        queue_offset,
+        physical_offset,
+        total,
+        body_crc,
+        flag,
+        sys_flag,
+        born_timestamp,
+        (decode_host(born_host), born_port),
+        store_timestamp,
+        (decode_host(store_host), store_port),
+        reconsume_times,
+        prepared_transaction_offset,
+        properties,
     )
