@@ -68,7 +68,6 @@ class SendStatus(enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-_SEND_STATUS = {PutStatus.PUT_OK: SendStatus.SEND_OK, PutStatus.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT}
 
 
 @dataclass(slots=True)
@@ -231,7 +230,7 @@ class Broker:
 
     def _result(self, message: Message, route: Route, put: PutResult) -> SendResult:
         return SendResult(
-            _SEND_STATUS[put.status],
+            SendStatus.SEND_OK if put.status is PutStatus.PUT_OK else SendStatus.FLUSH_DISK_TIMEOUT,
             message.properties[PROPERTY_UNIQ_KEY],
             route.write_queues[put.queue_id],
             put.queue_offset,

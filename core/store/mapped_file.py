@@ -43,12 +43,13 @@ def fsync_dir(path: Path) -> None:
 class MappedFile:
     """One file of `size` bytes mapped read-write; `base` is the queue offset of its first byte."""
 
-    __slots__ = ("_fd", "base", "flushed", "mm", "path", "size", "view")
+    __slots__ = ("_fd", "base", "end", "flushed", "mm", "path", "size", "view")
 
     def __init__(self, path: Path, base: int, size: int, sparse: bool = False) -> None:
         self.path = path
         self.base = base
         self.size = size
+        self.end = base + size  # an attribute, not a property: the append path reads it for every record
         existed = path.exists()
         if not existed:
             _create_full_size(path, size, sparse)
@@ -66,10 +67,6 @@ class MappedFile:
         self.flushed = 0
         if not existed:
             fsync_dir(path.parent)
-
-    @property
-    def end(self) -> int:
-        return self.base + self.size
 
     def flush(self) -> None:
         os.fdatasync(self._fd)
