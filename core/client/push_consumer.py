@@ -73,7 +73,10 @@ class PushConsumerOptions:
     consume_from: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET
     consume_timestamp_ms: int | None = None
     allocate_strategy: AllocateStrategy = AllocateStrategy.AVG
-    consume_thread_max: int = 20  # RocketMQ's consumeThreadMax
+    # RocketMQ's consumeThreadMin/Max: workers start at min and grow to max while pulled messages wait (RocketMQ's
+    # pool, on an unbounded queue, never grows past its core size).
+    consume_thread_min: int = 20
+    consume_thread_max: int = 20
     consume_message_batch_max_size: int = 1
     pull_batch_size: int = 32
     pull_threshold_for_queue: int = 1000
@@ -110,6 +113,7 @@ class PushConsumer:
         self._work: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[StoredMessage]]] = asyncio.Queue()
         self._rebalance_now = asyncio.Event()
         self._running = False
+        self._workers = 0
 
     # --- set-up ------------------------------------------------------------------------------------------
 
@@ -129,7 +133,10 @@ class PushConsumer:
         self._tasks.append(loop.create_task(self._heartbeat_loop()))
         self._tasks.append(loop.create_task(self._rebalance_loop()))
         if not self.orderly:
-            self._tasks.extend(loop.create_task(self._consume_worker()) for _ in range(self.options.consume_thread_max))
+            if not 1 <= self.options.consume_thread_min <= self.options.consume_thread_max:
+                raise ValueError("consume_thread_min must be at least 1 and at most consume_thread_max")
+            for _ in range(self.options.consume_thread_min):
+                self._add_worker()
         await self.rebalance()
 
     async def shutdown(self) -> None:
@@ -287,6 +294,8 @@ class PushConsumer:
                 pq.put(messages)
                 if not self.orderly:
                     self._work.put_nowait((queue, pq, messages))
+                    if self._work.qsize() > 1 and self._workers < options.consume_thread_max:
+                        self._add_worker()
             elif result.status is PullStatus.OFFSET_ILLEGAL:
                 log.warning(
                     "consumer %s: offset %d of %s is illegal; moving to %d",
@@ -301,6 +310,10 @@ class PushConsumer:
             offset = result.next_begin_offset
 
     # --- consuming ---------------------------------------------------------------------------------------
+
+    def _add_worker(self) -> None:
+        self._workers += 1
+        self._tasks.append(asyncio.get_running_loop().create_task(self._consume_worker()))
 
     async def _consume_worker(self) -> None:
         """One of `consume_thread_max` workers. A unit of work is one pull's messages: the worker hands them to

@@ -252,3 +252,39 @@ async def test_backlog_with_a_slow_consumer_keeps_memory_bounded(make_broker):
     # Each queue holds at most its threshold plus one pull batch, whatever the backlog.
     assert 0 < peak <= 4 * (1000 + options.pull_batch_size)
     assert sum(broker.query_offset("slow", "backlog", q) for q in range(4)) >= 20_000
+
+
+async def test_consume_workers_grow_from_min_to_max_under_load(make_broker):
+    broker = await make_broker()
+    broker.create_topic("w", queue_nums=4)
+    release = asyncio.Event()
+    busy = 0
+    peak = 0
+
+    async def blocked(messages, context):
+        nonlocal busy, peak
+        busy += 1
+        peak = max(peak, busy)
+        await release.wait()
+        busy -= 1
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    options = PushConsumerOptions(
+        consume_from=ConsumeFromWhere.FIRST_OFFSET,
+        consume_thread_min=2,
+        consume_thread_max=6,
+        pull_batch_size=1,
+        long_poll_ms=100,
+    )
+    consumer = PushConsumer(broker, "wg", blocked, options=options)
+    consumer.subscribe("w")
+    producer = Producer(broker)
+    for n in range(40):
+        await producer.send("w", b"%d" % n)
+    await consumer.start()
+    await eventually(lambda: peak == 6)
+    await asyncio.sleep(0.1)
+    assert peak == 6  # never more than consume_thread_max listeners at once
+    release.set()
+    await eventually(lambda: sum(broker.query_offset("wg", "w", q) for q in range(4)) == 40)
+    await consumer.shutdown()
