@@ -68,8 +68,6 @@ class SendStatus(enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-
-
 @dataclass(slots=True)
 class SendResult:
     status: SendStatus

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 from core.config_table import ConfigTable
 from core.errors import GroupConfigError, GroupNotFoundError
 from core.json_file import DataVersion
+from core.store.topic_name import validate_name
 from core.topic_config import MAX_QUEUE_NUMS
 
 log = logging.getLogger(__name__)
@@ -38,26 +38,11 @@ SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 TABLE_KEY = "subscriptionGroupTable"
 # RocketMQ's Validators.CHARACTER_MAX_LENGTH for group names.
 MAX_GROUP_LENGTH = 255
-_LEGAL_GROUP = re.compile(r"[%|a-zA-Z0-9_-]+")
-_ILLEGAL_CHAR = re.compile(r"[^%|a-zA-Z0-9_-]")
 
 
 def validate_group(group: str) -> str:
     """Return `group` if it is a legal consumer group name, else raise GroupConfigError saying what is wrong."""
-    if not isinstance(group, str) or not group:
-        raise GroupConfigError("consumer group name is empty; give 1 to 255 characters from [%|a-zA-Z0-9_-]")
-    if len(group) > MAX_GROUP_LENGTH:
-        raise GroupConfigError(
-            f"consumer group '{group[:40]}...': {len(group)} characters, at most {MAX_GROUP_LENGTH} are allowed"
-        )
-    if _LEGAL_GROUP.fullmatch(group) is None:
-        bad = _ILLEGAL_CHAR.search(group)
-        char = bad.group() if bad else "?"
-        raise GroupConfigError(
-            f"consumer group {group!r}: {char!r} is not allowed in a group name; "
-            "use letters, digits, '%', '|', '_' or '-'"
-        )
-    return group
+    return validate_name("consumer group", group, MAX_GROUP_LENGTH, GroupConfigError)
 
 
 def _member(data: Mapping[str, object], key: str, default: object) -> Any:
