@@ -105,7 +105,7 @@ def test_delete_group(tmp_path):
         (("g", "T", 0, 1.5), "offset 1.5 is not valid"),
         (("g", "T", True, 1), "queue id True is not valid"),
         (("g", "a@b", 0, 1), "'@' is not allowed in a topic name"),
-        (("a@b", "T", 0, 1), "'@' is not allowed in a group name"),
+        (("a@b", "T", 0, 1), "'@' is not allowed in a consumer group name"),
         (("", "T", 0, 1), "consumer group name is empty"),
     ],
 )
