@@ -87,6 +87,8 @@ class PushConsumerOptions:
     lock_renew_interval_s: float = 20.0
     retry_delay_s: float = 1.0
     suspend_time_ms: int = 1000
+    # How long shutdown waits for listener calls under way (RocketMQ's awaitTerminationMillisWhenShutdown).
+    await_termination_s: float = 10.0
 
 
 class PushConsumer:
@@ -114,6 +116,9 @@ class PushConsumer:
         self._rebalance_now = asyncio.Event()
         self._running = False
         self._workers = 0
+        self._stopping = False  # shutting down: start no new listener call
+        self._in_listener = 0
+        self._listeners_idle = asyncio.Event()
 
     # --- set-up ------------------------------------------------------------------------------------------
 
@@ -148,6 +153,18 @@ class PushConsumer:
         for task in membership:
             task.cancel()
         await asyncio.gather(*membership, return_exceptions=True)
+        # Stop pulling, then give the listener calls under way time to finish so their offsets are committed
+        # (RocketMQ's awaitTerminationMillisWhenShutdown); a call still running after that is redelivered later.
+        pulls = [tasks[0] for tasks in self._queue_tasks.values()]
+        for task in pulls:
+            task.cancel()
+        await asyncio.gather(*pulls, return_exceptions=True)
+        self._stopping = True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.options.await_termination_s):
+                while self._in_listener:
+                    self._listeners_idle.clear()
+                    await self._listeners_idle.wait()
         for queue in list(self.process_queues):
             await self._drop(queue)
         for task in self._tasks:
@@ -325,9 +342,10 @@ class PushConsumer:
             queue, pq, messages = await self._work.get()
             context = ConsumeContext(queue)
             for start in range(0, len(messages), batch_size):
-                if pq.dropped:
+                if pq.dropped or self._stopping:
                     break
                 batch = messages[start : start + batch_size]
+                self._in_listener += 1
                 try:
                     status = await listener(batch, context)
                 except asyncio.CancelledError:
@@ -335,6 +353,9 @@ class PushConsumer:
                 except Exception:
                     log.exception("consumer %s: listener failed on %s; will redeliver", self.client_id, queue)
                     status = ConsumeStatus.RECONSUME_LATER
+                finally:
+                    self._in_listener -= 1
+                    self._listeners_idle.set()
                 if pq.dropped:
                     break
                 if status is ConsumeStatus.CONSUME_SUCCESS:
@@ -356,7 +377,7 @@ class PushConsumer:
     async def _consume_orderly(self, queue: MessageQueue, pq: ProcessQueue) -> None:
         listener: OrderlyListener = self.listener  # type: ignore[assignment]
         batch_size = self.options.consume_message_batch_max_size
-        while not pq.dropped:
+        while not pq.dropped and not self._stopping:
             if not pq.locked:
                 await asyncio.sleep(FLOW_CONTROL_PAUSE_S)
                 continue
@@ -365,7 +386,8 @@ class PushConsumer:
                 pq.arrived.clear()
                 await pq.arrived.wait()
                 continue
-            while True:
+            while not self._stopping:
+                self._in_listener += 1
                 try:
                     status = await listener(batch, ConsumeContext(queue))
                 except asyncio.CancelledError:
@@ -373,6 +395,9 @@ class PushConsumer:
                 except Exception:
                     log.exception("consumer %s: orderly listener failed on %s; suspending", self.client_id, queue)
                     status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                finally:
+                    self._in_listener -= 1
+                    self._listeners_idle.set()
                 if status is ConsumeOrderlyStatus.SUCCESS:
                     self._commit(queue, pq.remove(batch))
                     break
