@@ -96,6 +96,12 @@ def _settings_options() -> argparse.ArgumentParser:
         help='commit-log segment size in bytes or with a binary unit, e.g. "64MiB", "1GiB" (store.segment_size)',
     )
     group.add_argument(
+        "--auto-create-topic",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="create topics on first send (broker.auto_create_topic; on by default, turn it off in production)",
+    )
+    group.add_argument(
         "--log-level",
         type=str.upper,
         choices=LOG_LEVELS,
@@ -180,6 +186,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         overrides.append(Override("store.flush_mode", args.flush_mode, "--flush-mode"))
     if args.segment_size is not None:
         overrides.append(Override("store.segment_size", args.segment_size, "--segment-size"))
+    if args.auto_create_topic is not None:
+        flag = "--auto-create-topic" if args.auto_create_topic else "--no-auto-create-topic"
+        overrides.append(Override("broker.auto_create_topic", args.auto_create_topic, flag))
     if args.log_level is not None:
         overrides.append(Override("log_level", args.log_level, "--log-level"))
     return load_settings(args.data_dir, args.config, overrides)

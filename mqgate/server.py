@@ -17,7 +17,7 @@ import signal
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from core.broker import Broker, BrokerConfig
+from core.broker import Broker
 from core.store.message_store import MessageStore, RecoveryReport
 from mqgate.settings import Settings
 
@@ -89,7 +89,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
         report = await asyncio.to_thread(store.open)
         try:
             _log_recovery(store, report)
-            broker = Broker(store, settings.data_dir / CONFIG_SUBDIR, BrokerConfig())
+            broker = Broker(store, settings.data_dir / CONFIG_SUBDIR, settings.broker)
             await broker.start()
             try:
                 parts = [f"store={settings.store.store_dir}", recovery_part(report)]

@@ -11,6 +11,9 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
     segment_size = "1GiB"           # sizes: an integer (bytes) or a string with a binary unit
     file_reserved_hours = 72
 
+    [broker]                        # every field of core.broker.BrokerConfig
+    auto_create_topic = false       # on in the embedded default; off in production
+
 The store lives in `DATA_DIR/store`; `store_dir` cannot be set. Unknown keys, wrong types and bad values raise
 `ConfigError`, whose message names the file (with the line when it can be found) or the flag, the key, and
 what is allowed.
@@ -31,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from core.broker import BrokerConfig
 from core.store.config import FlushMode, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -80,6 +84,20 @@ STORE_KEY_HELP = {
 }
 
 
+# One line per [broker] key. Defaults come from BrokerConfig itself.
+BROKER_KEY_HELP = {
+    "broker_name": "the broker's name in message queues and routes",
+    "auto_create_topic": "a send to an unknown topic creates it (RocketMQ autoCreateTopicEnable); off in production",
+    "auto_create_group": "a consumer of an unknown group creates it (RocketMQ autoCreateSubscriptionGroup)",
+    "default_queue_nums": "read and write queues of an auto-created topic",
+    "max_long_poll_ms": "the longest a pull waits for a message (RocketMQ brokerSuspendMaxTimeMillis)",
+    "consumer_expire_s": "a consumer silent this long is dropped from its group and its queues reassigned",
+    "consumer_scan_interval_s": "how often silent consumers are looked for",
+    "queue_lock_expire_s": "an orderly consumer's queue lock expires this long after its last renewal",
+    "offset_persist_interval_s": "how often committed offsets are written to consumerOffset.json",
+}
+
+
 class ConfigError(Exception):
     """A configuration file or flag is wrong. The message names where, which key, and what is allowed."""
 
@@ -97,9 +115,10 @@ class Override:
 class Settings:
     data_dir: Path
     store: StoreConfig
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
     log_level: str = DEFAULT_LOG_LEVEL
     config_file: Path | None = None
-    # Where each value came from, keyed "log_level" / "store.<field>": "default", "<file>:<line>" or a flag.
+    # Where each value came from, keyed "log_level" / "<section>.<field>": "default", "<file>:<line>" or a flag.
     origins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
 
@@ -162,6 +181,14 @@ def parse_string(value: object) -> str:
     return value
 
 
+def parse_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"expected true or false, got {_describe(value)}")
+
+
 def parse_flush_mode(value: object) -> FlushMode:
     allowed = " or ".join(mode.value for mode in FlushMode)
     if not isinstance(value, str):
@@ -182,13 +209,15 @@ def parse_log_level(value: object) -> str:
 Parser = Callable[[object], Any]
 
 
-def _store_parsers() -> dict[str, Parser]:
-    """A parser per settable StoreConfig field, chosen by the field's default, so new fields are picked up."""
+def _parsers(config_class: type, derived: Mapping[str, str]) -> dict[str, Parser]:
+    """A parser per settable field of a settings dataclass, chosen by the field's default, so new fields are
+    picked up."""
     parsers: dict[str, Parser] = {}
-    for spec in dataclasses.fields(StoreConfig):
-        if spec.name in DERIVED_STORE_FIELDS:
+    for spec in dataclasses.fields(config_class):
+        if spec.name in derived:
             continue
         default = spec.default
+        where = f"{config_class.__name__}.{spec.name}"
         if spec.name in SIZE_KEYS:
             parsers[spec.name] = parse_size
         elif spec.name.endswith("_port"):
@@ -196,7 +225,7 @@ def _store_parsers() -> dict[str, Parser]:
         elif isinstance(default, FlushMode):
             parsers[spec.name] = parse_flush_mode
         elif isinstance(default, bool):
-            raise TypeError(f"StoreConfig.{spec.name}: boolean settings need a parser in mqgate/settings.py")
+            parsers[spec.name] = parse_bool
         elif isinstance(default, int):
             parsers[spec.name] = parse_positive_int
         elif isinstance(default, float):
@@ -204,19 +233,36 @@ def _store_parsers() -> dict[str, Parser]:
         elif isinstance(default, str):
             parsers[spec.name] = parse_string
         else:
-            raise TypeError(f"StoreConfig.{spec.name}: no parser for {type(default).__name__} in mqgate/settings.py")
+            raise TypeError(f"{where}: no parser for {type(default).__name__} in mqgate/settings.py")
     return parsers
 
 
-STORE_PARSERS = _store_parsers()
+@dataclass(slots=True, frozen=True)
+class Section:
+    """A [section] of the configuration file: the settings dataclass it fills and the help of its keys."""
+
+    name: str
+    config_class: type
+    parsers: Mapping[str, Parser]
+    help: Mapping[str, str]
+    derived: Mapping[str, str]
+
+    def defaults(self) -> dict[str, object]:
+        return {spec.name: spec.default for spec in dataclasses.fields(self.config_class) if spec.name in self.parsers}
+
+
+STORE_PARSERS = _parsers(StoreConfig, DERIVED_STORE_FIELDS)
+BROKER_PARSERS = _parsers(BrokerConfig, {})
+SECTIONS = {
+    "store": Section("store", StoreConfig, STORE_PARSERS, STORE_KEY_HELP, DERIVED_STORE_FIELDS),
+    "broker": Section("broker", BrokerConfig, BROKER_PARSERS, BROKER_KEY_HELP, {}),
+}
 TOP_LEVEL_PARSERS: dict[str, Parser] = {"log_level": parse_log_level}
 
 
 def store_defaults() -> dict[str, object]:
     """The defaults of every settable [store] key, as StoreConfig declares them."""
-    return {
-        spec.name: spec.default for spec in dataclasses.fields(StoreConfig) if spec.name not in DERIVED_STORE_FIELDS
-    }
+    return SECTIONS["store"].defaults()
 
 
 # --- reading files -------------------------------------------------------------------------------------------
@@ -337,19 +383,24 @@ def load_settings(
     data_dir = data_dir.expanduser().absolute()
     config_file = default_config_file(data_dir) if config_file is None else config_file.expanduser().absolute()
     origins: dict[str, str] = {"log_level": DEFAULT_ORIGIN}
-    origins.update({f"store.{name}": DEFAULT_ORIGIN for name in STORE_PARSERS})
+    for section in SECTIONS.values():
+        origins.update({f"{section.name}.{name}": DEFAULT_ORIGIN for name in section.parsers})
     top: dict[str, object] = {"log_level": DEFAULT_LOG_LEVEL}
-    store: dict[str, object] = store_defaults()
+    values: dict[str, dict[str, object]] = {name: section.defaults() for name, section in SECTIONS.items()}
+    store = values["store"]
 
     if config_file is not None:
         parsed = read_config_file(config_file)
         log.debug("reading configuration from %s", config_file)
-        _merge_file(parsed, top, store, origins)
+        _merge_file(parsed, top, values, origins)
 
     for override in overrides:
-        section, _, name = override.key.rpartition(".")
-        parsers, target = (STORE_PARSERS, store) if section == "store" else (TOP_LEVEL_PARSERS, top)
-        if section not in {"", "store"} or name not in parsers:
+        section_name, _, name = override.key.rpartition(".")
+        if section_name in SECTIONS:
+            parsers, target = SECTIONS[section_name].parsers, values[section_name]
+        else:
+            parsers, target = TOP_LEVEL_PARSERS, top
+        if (section_name and section_name not in SECTIONS) or name not in parsers:
             raise ConfigError(f"{override.flag}: no setting {override.key!r} to override")
         try:
             target[name] = parsers[name](override.value)
@@ -364,38 +415,46 @@ def load_settings(
         involved = [f"{name} from {origins[f'store.{name}']}" for name in store if re.search(rf"\b{name}\b", str(exc))]
         detail = f" ({'; '.join(involved)})" if involved else ""
         raise ConfigError(f"invalid [store] settings: {exc}{detail}") from None
+    try:
+        broker_config = BrokerConfig(**values["broker"])  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigError(f"invalid [broker] settings: {exc}") from None
     return Settings(
         data_dir=data_dir,
         store=store_config,
+        broker=broker_config,
         log_level=str(top["log_level"]),
         config_file=config_file,
         origins=MappingProxyType(origins),
     )
 
 
-def _merge_file(parsed: ConfigFile, top: dict[str, object], store: dict[str, object], origins: dict[str, str]) -> None:
-    allowed_top = [*TOP_LEVEL_PARSERS, "store"]
+def _merge_file(
+    parsed: ConfigFile, top: dict[str, object], values: dict[str, dict[str, object]], origins: dict[str, str]
+) -> None:
+    allowed_top = [*TOP_LEVEL_PARSERS, *SECTIONS]
     for key, value in parsed.data.items():
-        if key == "store":
+        if key in SECTIONS:
+            section = SECTIONS[key]
             if value is None:  # an empty `store:` in YAML
                 value = {}
             if not isinstance(value, dict):
                 raise ConfigError(
-                    f"{parsed.where(key)}: store: expected a table of store settings, got {_describe(value)}"
+                    f"{parsed.where(key)}: {key}: expected a table of {key} settings, got {_describe(value)}"
                 )
             for name, item in value.items():
-                where = parsed.where("store", name)
-                if name in DERIVED_STORE_FIELDS:
-                    raise ConfigError(f"{where}: store.{name} cannot be set: {DERIVED_STORE_FIELDS[name]}")
-                if name not in STORE_PARSERS:
+                where = parsed.where(key, name)
+                if name in section.derived:
+                    raise ConfigError(f"{where}: {key}.{name} cannot be set: {section.derived[name]}")
+                if name not in section.parsers:
                     raise ConfigError(
-                        f"{where}: unknown key store.{name!s}; [store] takes: {', '.join(sorted(STORE_PARSERS))}"
+                        f"{where}: unknown key {key}.{name!s}; [{key}] takes: {', '.join(sorted(section.parsers))}"
                     )
                 try:
-                    store[name] = STORE_PARSERS[name](item)
+                    values[key][name] = section.parsers[name](item)
                 except ValueError as exc:
-                    raise ConfigError(f"{where}: store.{name}: {exc}") from None
-                origins[f"store.{name}"] = where
+                    raise ConfigError(f"{where}: {key}.{name}: {exc}") from None
+                origins[f"{key}.{name}"] = where
         elif key in TOP_LEVEL_PARSERS:
             where = parsed.where(key)
             try:
@@ -404,7 +463,8 @@ def _merge_file(parsed: ConfigFile, top: dict[str, object], store: dict[str, obj
                 raise ConfigError(f"{where}: {key}: {exc}") from None
             origins[key] = where
         else:
-            hint = "; store settings go in the [store] section" if key in STORE_PARSERS else ""
+            home = next((name for name, section in SECTIONS.items() if key in section.parsers), None)
+            hint = f"; {home} settings go in the [{home}] section" if home else ""
             raise ConfigError(
                 f"{parsed.where(key)}: unknown key {key!s}{hint}; top-level keys are: {', '.join(allowed_top)}"
             )
@@ -449,11 +509,14 @@ def render_toml(settings: Settings) -> str:
         "[store]",
         f"# store_dir = {_toml_value(settings.store.store_dir)}  (always DATA_DIR/{STORE_SUBDIR}; not settable)",
     ]
-    for name in STORE_PARSERS:
-        value = getattr(settings.store, name)
-        origin = origins.get(f"store.{name}", DEFAULT_ORIGIN)
-        source = _source(origin)
-        shown = f"{format_size(value)}, {source}" if name in SIZE_KEYS else source
-        lines.append(f"# {STORE_KEY_HELP.get(name, 'see core/store/config.py')}")
-        lines.append(f"{name} = {_toml_value(value)}  # {shown}")
+    for section_name, config in (("store", settings.store), ("broker", settings.broker)):
+        section = SECTIONS[section_name]
+        if section_name != "store":
+            lines += ["", f"[{section_name}]"]
+        for name in section.parsers:
+            value = getattr(config, name)
+            source = _source(origins.get(f"{section_name}.{name}", DEFAULT_ORIGIN))
+            shown = f"{format_size(value)}, {source}" if name in SIZE_KEYS else source
+            lines.append(f"# {section.help.get(name, 'see the dataclass ' + section.config_class.__name__)}")
+            lines.append(f"{name} = {_toml_value(value)}  # {shown}")
     return "\n".join(lines) + "\n"

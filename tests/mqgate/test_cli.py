@@ -266,3 +266,10 @@ def test_store_stats_without_a_store_fails_without_creating_one(tmp_path: Path) 
     assert result.returncode == 1
     assert "no store at" in result.stderr
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_no_auto_create_topic_flag_reaches_the_broker_section(tmp_path: Path) -> None:
+    result = mqgate("config", "--data-dir", tmp_path, "--no-auto-create-topic")
+    assert result.returncode == 0, result.stderr
+    assert "[broker]" in result.stdout
+    assert "auto_create_topic = false  # from --no-auto-create-topic" in result.stdout

@@ -9,6 +9,8 @@ import pytest
 
 from core.store.config import DEFAULT_SEGMENT_SIZE, FlushMode, StoreConfig
 from mqgate.settings import (
+    BROKER_KEY_HELP,
+    BROKER_PARSERS,
     STORE_KEY_HELP,
     STORE_PARSERS,
     ConfigError,
@@ -266,3 +268,34 @@ def test_rendered_configuration_is_a_file_that_loads_back(tmp_path: Path) -> Non
     again = load_settings(tmp_path, write(tmp_path / "rendered.toml", rendered))
     assert again.store == settings.store
     assert again.log_level == settings.log_level
+
+
+def test_broker_section_file_and_flag(tmp_path):
+    config = tmp_path / "mqgate.toml"
+    config.write_text("[broker]\nauto_create_topic = false\ndefault_queue_nums = 8\nconsumer_expire_s = 30.5\n")
+    settings = load_settings(tmp_path, config)
+    assert settings.broker.auto_create_topic is False
+    assert (settings.broker.default_queue_nums, settings.broker.consumer_expire_s) == (8, 30.5)
+    assert settings.origins["broker.auto_create_topic"].endswith("mqgate.toml:2")
+    flagged = load_settings(tmp_path, config, [Override("broker.auto_create_topic", True, "--auto-create-topic")])
+    assert flagged.broker.auto_create_topic is True
+    assert "auto_create_topic = true  # from --auto-create-topic" in render_toml(flagged)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[broker]\nauto_create_topic = 1\n", "broker.auto_create_topic: expected true or false"),
+        ("[broker]\nno_such = 1\n", "unknown key broker.no_such"),
+        ("auto_create_topic = false\n", "broker settings go in the [broker] section"),
+    ],
+)
+def test_bad_broker_settings_name_the_key(tmp_path, text, message):
+    config = tmp_path / "mqgate.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_settings(tmp_path, config)
+
+
+def test_every_broker_key_is_documented():
+    assert set(BROKER_PARSERS) == set(BROKER_KEY_HELP)
