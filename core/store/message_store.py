@@ -482,6 +482,8 @@ class MessageStore:
                 queue_offset = next_offset
                 next_offset += 1
                 scanned += 1
+                if size == 0:
+                    continue  # a hole: the record was lost or skipped as corrupt before it was dispatched
                 if tag_filter is not None and not tag_filter(code):
                     continue
                 try:
@@ -492,6 +494,18 @@ class MessageStore:
                     continue
                 except LookupError:
                     continue  # removed by retention since the entry was read
+                if (message.queue_offset, message.queue_id, message.topic) != (queue_offset, queue_id, topic):
+                    # The entry and the record disagree: never hand a consumer another queue's message.
+                    exc = CorruptRecordError(
+                        str(self.config.commit_log_dir),
+                        commit_log_offset,
+                        commit_log_offset,
+                        f"consume queue {topic}/{queue_id} offset {queue_offset} points at a record of"
+                        f" {message.topic}/{message.queue_id} offset {message.queue_offset}",
+                    )
+                    log.error("%s", exc)
+                    corrupt.append((queue_offset, exc))
+                    continue
                 if message_filter is not None and not message_filter(message):
                     continue
                 messages.append(message)

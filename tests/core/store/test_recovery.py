@@ -165,3 +165,24 @@ def test_consume_queue_entries_past_a_lost_tail_are_dropped(open_store, tmp_path
     assert store.max_offset("t", 1) == 14
     assert bodies(store) == [b"msg-%d" % n for n in range(29)]
     assert store.append(Message(topic="t", body=b"msg-29b", queue_id=1)).queue_offset == 14
+
+
+def test_a_consume_queue_hole_never_yields_another_queues_message(open_store, tmp_path):
+    directory = tmp_path / "store"
+    write_then_die(directory, 20)
+    store = open_store(directory)
+    queue = store.queues.get("t", 1)
+    # Entry 3 of queue t/1 lost (a hole of zeros), and entry 5 pointing at a record of queue t/0.
+    pos = 3 * 20
+    mapped = queue.files.find(pos)
+    mapped.mm[pos : pos + 20] = bytes(20)
+    other = store.get_messages("t", 0, 0).messages[0]
+    from core.store.consume_queue import ENTRY
+
+    ENTRY.pack_into(mapped.mm, 5 * 20, other.commit_log_offset, other.store_size, 0)
+    got = store.get_messages("t", 1, 0, max_count=100)
+    bodies = [m.body for m in got.messages]
+    assert b"msg-7" not in bodies  # queue offset 3 of t/1 holds msg-7: skipped, not replaced
+    assert b"msg-0" not in bodies  # the record of t/0 is not handed out as t/1's
+    assert [q for q, _ in got.corrupt] == [5]
+    assert len(bodies) == 8
