@@ -496,15 +496,15 @@ class MessageStore:
                     continue  # removed by retention since the entry was read
                 if (message.queue_offset, message.queue_id, message.topic) != (queue_offset, queue_id, topic):
                     # The entry and the record disagree: never hand a consumer another queue's message.
-                    exc = CorruptRecordError(
+                    mismatch = CorruptRecordError(
                         str(self.config.commit_log_dir),
                         commit_log_offset,
                         commit_log_offset,
                         f"consume queue {topic}/{queue_id} offset {queue_offset} points at a record of"
                         f" {message.topic}/{message.queue_id} offset {message.queue_offset}",
                     )
-                    log.error("%s", exc)
-                    corrupt.append((queue_offset, exc))
+                    log.error("%s", mismatch)
+                    corrupt.append((queue_offset, mismatch))
                     continue
                 if message_filter is not None and not message_filter(message):
                     continue
