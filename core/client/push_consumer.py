@@ -27,6 +27,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from core.allocate import AllocateStrategy, allocate
 from core.broker import Broker, PullStatus
@@ -65,6 +66,7 @@ class ConsumeContext:
 
 ConcurrentListener = Callable[[list[StoredMessage], ConsumeContext], Awaitable[ConsumeStatus]]
 OrderlyListener = Callable[[list[StoredMessage], ConsumeContext], Awaitable[ConsumeOrderlyStatus]]
+S = TypeVar("S", ConsumeStatus, ConsumeOrderlyStatus)
 
 
 @dataclass(slots=True, frozen=True)
@@ -345,17 +347,7 @@ class PushConsumer:
                 if pq.dropped or self._stopping:
                     break
                 batch = messages[start : start + batch_size]
-                self._in_listener += 1
-                try:
-                    status = await listener(batch, context)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("consumer %s: listener failed on %s; will redeliver", self.client_id, queue)
-                    status = ConsumeStatus.RECONSUME_LATER
-                finally:
-                    self._in_listener -= 1
-                    self._listeners_idle.set()
+                status = await self._call(listener, batch, context, ConsumeStatus.RECONSUME_LATER)
                 if pq.dropped:
                     break
                 if status is ConsumeStatus.CONSUME_SUCCESS:
@@ -364,6 +356,29 @@ class PushConsumer:
                     self._redeliver_later(queue, pq, batch)
             if not pq.dropped:
                 self._commit(queue, pq.commit_offset())
+
+    async def _call(
+        self,
+        listener: Callable[[list[StoredMessage], ConsumeContext], Awaitable[S]],
+        batch: list[StoredMessage],
+        context: ConsumeContext,
+        on_error: S,
+    ) -> S:
+        """Call the listener, counted as under way (shutdown waits for those); an exception means `on_error`:
+        the messages are consumed again later."""
+        self._in_listener += 1
+        try:
+            return await listener(batch, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(
+                "consumer %s: listener failed on %s; answering %s", self.client_id, context.message_queue, on_error
+            )
+            return on_error
+        finally:
+            self._in_listener -= 1
+            self._listeners_idle.set()
 
     def _redeliver_later(self, queue: MessageQueue, pq: ProcessQueue, batch: list[StoredMessage]) -> None:
         again = [replace(message, reconsume_times=message.reconsume_times + 1) for message in batch]
@@ -386,18 +401,9 @@ class PushConsumer:
                 pq.arrived.clear()
                 await pq.arrived.wait()
                 continue
+            context = ConsumeContext(queue)
             while not self._stopping:
-                self._in_listener += 1
-                try:
-                    status = await listener(batch, ConsumeContext(queue))
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("consumer %s: orderly listener failed on %s; suspending", self.client_id, queue)
-                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                finally:
-                    self._in_listener -= 1
-                    self._listeners_idle.set()
+                status = await self._call(listener, batch, context, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
                 if status is ConsumeOrderlyStatus.SUCCESS:
                     self._commit(queue, pq.remove(batch))
                     break
