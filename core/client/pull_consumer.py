@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from core.broker import Broker, PullResult
 from core.client.message_codec import ConsumeFromWhere, MessageModel
+from core.client.offset_store import OffsetStore
 from core.compression import decode_for_consumer
 from core.filter import MessageFilter, build_filter
 from core.message_queue import MessageQueue
@@ -30,7 +31,7 @@ class PullConsumer:
         self.message_model = message_model
         self.consume_from = consume_from
         self.consume_timestamp_ms = consume_timestamp_ms
-        self._local_offsets: dict[MessageQueue, int] = {}
+        self.offsets = OffsetStore(broker, group, message_model, consume_from, consume_timestamp_ms)
         self._filters: dict[tuple[str, str], MessageFilter] = {}
         broker.groups.get_or_auto_create(group)
 
@@ -65,24 +66,11 @@ class PullConsumer:
 
     def committed(self, queue: MessageQueue) -> int:
         """The committed offset of the queue, or -1 if there is none."""
-        if self.message_model is MessageModel.BROADCASTING:
-            return self._local_offsets.get(queue, -1)
-        return self.broker.query_offset(self.group, queue.topic, queue.queue_id)
+        return self.offsets.committed(queue)
 
     def commit(self, queue: MessageQueue, offset: int) -> None:
-        if self.message_model is MessageModel.BROADCASTING:
-            self._local_offsets[queue] = offset
-        else:
-            self.broker.commit_offset(self.group, queue.topic, queue.queue_id, offset)
+        self.offsets.commit(queue, offset)
 
     def start_offset(self, queue: MessageQueue) -> int:
         """Where to read from: the committed offset, else where ConsumeFromWhere says."""
-        committed = self.committed(queue)
-        if committed >= 0:
-            return committed
-        if self.consume_from is ConsumeFromWhere.FIRST_OFFSET:
-            return self.broker.min_offset(queue.topic, queue.queue_id)
-        if self.consume_from is ConsumeFromWhere.TIMESTAMP:
-            assert self.consume_timestamp_ms is not None
-            return self.broker.search_offset(queue.topic, queue.queue_id, self.consume_timestamp_ms)
-        return self.broker.max_offset(queue.topic, queue.queue_id)
+        return self.offsets.start_offset(queue)

@@ -32,6 +32,7 @@ from typing import TypeVar
 from core.allocate import AllocateStrategy, allocate
 from core.broker import Broker, PullStatus
 from core.client.message_codec import ConsumeFromWhere, MessageModel, local_host
+from core.client.offset_store import OffsetStore
 from core.client.process_queue import ProcessQueue
 from core.compression import decode_for_consumer
 from core.consumer_registry import Subscription
@@ -111,7 +112,10 @@ class PushConsumer:
         self.subscriptions: dict[str, Subscription] = {}
         self._filters: dict[str, MessageFilter | None] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
-        self._local_offsets: dict[MessageQueue, int] = {}
+        options = self.options
+        self.offsets = OffsetStore(
+            broker, group, options.message_model, options.consume_from, options.consume_timestamp_ms
+        )
         self._queue_tasks: dict[MessageQueue, list[asyncio.Task[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._work: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[StoredMessage]]] = asyncio.Queue()
@@ -237,7 +241,7 @@ class PushConsumer:
         pq.locked = self.orderly
         self.process_queues[queue] = pq
         loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(self._pull_loop(queue, pq, self._start_offset(queue)))]
+        tasks = [loop.create_task(self._pull_loop(queue, pq, self.offsets.start_offset(queue)))]
         if self.orderly:
             tasks.append(loop.create_task(self._consume_orderly(queue, pq)))
         self._queue_tasks[queue] = tasks
@@ -259,26 +263,9 @@ class PushConsumer:
 
     # --- offsets -----------------------------------------------------------------------------------------
 
-    def _start_offset(self, queue: MessageQueue) -> int:
-        if self.options.message_model is MessageModel.BROADCASTING:
-            committed = self._local_offsets.get(queue, -1)
-        else:
-            committed = self.broker.query_offset(self.group, queue.topic, queue.queue_id)
-        if committed >= 0:
-            return committed
-        if self.options.consume_from is ConsumeFromWhere.FIRST_OFFSET:
-            return self.broker.min_offset(queue.topic, queue.queue_id)
-        if self.options.consume_from is ConsumeFromWhere.TIMESTAMP and self.options.consume_timestamp_ms is not None:
-            return self.broker.search_offset(queue.topic, queue.queue_id, self.options.consume_timestamp_ms)
-        return self.broker.max_offset(queue.topic, queue.queue_id)
-
     def _commit(self, queue: MessageQueue, offset: int) -> None:
-        if offset < 0:
-            return
-        if self.options.message_model is MessageModel.BROADCASTING:
-            self._local_offsets[queue] = offset
-        else:
-            self.broker.commit_offset(self.group, queue.topic, queue.queue_id, offset)
+        if offset >= 0:
+            self.offsets.commit(queue, offset)
 
     # --- pulling -----------------------------------------------------------------------------------------
 
