@@ -12,7 +12,7 @@ import contextlib
 import enum
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from core.long_poll import LongPollWaiters
 from core.message_queue import MessageQueue
 from core.queue_locks import DEFAULT_LOCK_EXPIRE_S, QueueLocks
 from core.store.errors import InvalidMessageError, MessageTooLargeError
-from core.store.message import PROPERTY_UNIQ_KEY, Message, StoredMessage
+from core.store.message import PROPERTY_UNIQ_KEY, Message, StoredMessage, is_light_queue
 from core.store.message_id import UniqueIdGenerator, encode_offset_msg_id
 from core.store.message_store import GetStatus, MessageStore, PutResult, PutStatus
 from core.store.service_thread import PeriodicService
@@ -138,6 +138,7 @@ class Broker:
         self._scanner: asyncio.Task[None] | None = None
         self._routes: dict[str, Route] = {}
         self._routes_version: object = None
+        self._send_hooks: list[Callable[[Message], None]] = []
 
     async def start(self) -> None:
         self._long_poll = LongPollWaiters(asyncio.get_running_loop())
@@ -187,6 +188,13 @@ class Broker:
         self.store.delete_topic(topic)
         return deleted
 
+    def delete_light_queue(self, name: str) -> None:
+        """Drop a light queue's entries and every group's offset in it (its records stay in the log)."""
+        if not is_light_queue(name):
+            raise BrokerError(f"{name!r} is not a light queue name (those start with %LMQ%)")
+        self.store.delete_topic(name)
+        self.offsets.delete_topic(name)
+
     def route(self, topic: str) -> Route:
         """The topic's queues and permissions, auto-creating the topic if allowed. Cached until the topic table
         changes: a send asks for it every time."""
@@ -213,7 +221,15 @@ class Broker:
 
     # --- sending -----------------------------------------------------------------------------------------
 
+    def add_send_hook(self, hook: Callable[[Message], None]) -> None:
+        """Call `hook(message)` on every message before it is stored, whoever sends it; a hook may add properties
+        (the MQTT gateway names the light queues of matching subscriptions) or raise to refuse the message.
+        This is how a front door sees messages other front doors send, without the core importing it."""
+        self._send_hooks.append(hook)
+
     def _prepare(self, message: Message) -> Route:
+        for hook in self._send_hooks:
+            hook(message)
         route = self.route(message.topic)
         if not route.writable:
             raise BrokerError(f"topic {message.topic!r} is not writable (perm {route.config.perm!r})")
@@ -271,14 +287,22 @@ class Broker:
         message_filter: MessageFilter | None = None,
         long_poll_ms: int = 0,
     ) -> PullResult:
-        """Read messages of a queue from `offset`; if there are none yet, wait up to `long_poll_ms` for one."""
-        self.groups.get_or_auto_create(group)
-        self.topic_config(topic)
-        route = self.route(topic)
-        if not route.readable:
-            raise BrokerError(f"topic {topic!r} is not readable (perm {route.config.perm!r})")
-        if not 0 <= queue_id < len(route.read_queues):
-            raise BrokerError(f"topic {topic!r}: queue {queue_id} does not exist")
+        """Read messages of a queue from `offset`; if there are none yet, wait up to `long_poll_ms` for one.
+
+        A light queue (a name starting with %LMQ%, RocketMQ's LMQ) has no topic config: it exists while
+        messages name it, has one queue (0), and its readers' groups are not registered either.
+        """
+        if is_light_queue(topic):
+            if queue_id != 0:
+                raise BrokerError(f"light queue {topic!r} has one queue, 0; asked for {queue_id}")
+        else:
+            self.groups.get_or_auto_create(group)
+            self.topic_config(topic)
+            route = self.route(topic)
+            if not route.readable:
+                raise BrokerError(f"topic {topic!r} is not readable (perm {route.config.perm!r})")
+            if not 0 <= queue_id < len(route.read_queues):
+                raise BrokerError(f"topic {topic!r}: queue {queue_id} does not exist")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(long_poll_ms, self.config.max_long_poll_ms) / 1000
         tag_filter = message_filter.matches_code if message_filter is not None else None

@@ -163,6 +163,16 @@ class ConsumerOffsetManager:
                 self._changes += 1
         log.info("offsets of group %r in topic %r reset: %s", group, topic, dict(sorted(offsets.items())))
 
+    def delete_topic(self, topic: str) -> int:
+        """Forget every group's offsets in `topic`; returns the number of groups that had some."""
+        with self._lock:
+            doomed = [key for key in self._table if key.partition(SEPARATOR)[0] == topic]
+            for key in doomed:
+                del self._table[key]
+            if doomed:
+                self._changes += 1
+        return len(doomed)
+
     def delete_group(self, group: str) -> int:
         """Forget every offset of `group`; returns the number of topics it had offsets in."""
         with self._lock:

@@ -71,6 +71,7 @@ STORE_KEY_HELP = {
     "sync_flush_timeout_ms": "SYNC_FLUSH: wait this long for the disk, then answer FLUSH_DISK_TIMEOUT",
     "logic_flush_interval_ms": "how often consume queues and index are flushed and the checkpoint written",
     "cq_entries_per_file": "20-byte entries per consume-queue file (RocketMQ mapedFileSizeConsumeQueue)",
+    "light_cq_entries_per_file": "entries per file of a light queue (%LMQ%..., one per MQTT subscription filter)",
     "index_slots": "hash slots per index file (RocketMQ maxHashSlotNum)",
     "index_entries": "entries per index file (RocketMQ maxIndexNum)",
     "file_reserved_hours": "segments last written longer ago are deleted at delete_when (RocketMQ fileReservedTime)",

@@ -73,11 +73,14 @@ class CommitLog:
 
     # --- appending -------------------------------------------------------------------------------------
 
-    def append(self, message: Message, body: bytes, tail: bytes) -> tuple[int, int, int, int]:
+    def append(
+        self, message: Message, body: bytes, tail: bytes, light_queues: tuple[str, ...] = ()
+    ) -> tuple[int, int, int, int]:
         """Append one record; return (commit_log_offset, size, queue_offset, store_timestamp).
 
         `body` and `tail` are the message's body and encoded topic and properties (record_codec.encode_tail),
         checked by the caller. This is the hot path: no syscall, one lock, one copy into the mapping.
+        `light_queues` (checked names) each get the next offset of their queue 0 and a dispatch request.
         """
         size = HEADER_SIZE + len(body) + len(tail)
         body_crc = crc32(body)
@@ -129,8 +132,28 @@ class CommitLog:
             mm[tail_start : start + size] = tail
             self.queue_offsets[key] = queue_offset + 1
             self.pending.append((topic, queue_id, queue_offset, pos, size, code, store_timestamp, keys, unique_id))
+            if light_queues:
+                self.add_light_entries(light_queues, pos, size, code, store_timestamp, self.pending)
             self.write_pos = pos + size
         return pos, size, queue_offset, store_timestamp
+
+    def add_light_entries(
+        self,
+        names: tuple[str, ...],
+        pos: int,
+        size: int,
+        code: int,
+        stamp: int,
+        out: collections.deque[DispatchRequest] | list[DispatchRequest],
+    ) -> None:
+        """A dispatch request per light queue, at its next offset (under the lock; recovery replays it)."""
+        offsets = self.queue_offsets
+        pending = out
+        for name in names:
+            key = (name, 0)
+            light_offset = offsets.get(key, 0)
+            offsets[key] = light_offset + 1
+            pending.append((name, 0, light_offset, pos, size, code, stamp, None, None))
 
     def _roll(self, pos: int, size: int) -> MappedFile:
         """Close the current segment with a filler record and map the next one (called under the lock)."""

@@ -29,6 +29,9 @@ DEFAULT_MAX_MESSAGE_SIZE = 4 * MiB
 # RocketMQ's mapedFileSizeConsumeQueue: 300,000 entries of 20 bytes (6 MB per file).
 DEFAULT_CQ_ENTRIES_PER_FILE = 300_000
 # RocketMQ's maxHashSlotNum / maxIndexNum: 5 M slots, 20 M entries (about 420 MB per index file).
+# Light queues (one per MQTT subscription filter, say) are many and mostly short: 10,000 entries (200 KB) per
+# file rather than 6 MB, so that thousands of them cost megabytes, not gigabytes.
+DEFAULT_LIGHT_CQ_ENTRIES_PER_FILE = 10_000
 DEFAULT_INDEX_SLOTS = 5_000_000
 DEFAULT_INDEX_ENTRIES = 20_000_000
 
@@ -46,6 +49,7 @@ class StoreConfig:
     # RocketMQ's flushIntervalConsumeQueue is 1 s.
     logic_flush_interval_ms: int = 1000
     cq_entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE
+    light_cq_entries_per_file: int = DEFAULT_LIGHT_CQ_ENTRIES_PER_FILE
     index_slots: int = DEFAULT_INDEX_SLOTS
     index_entries: int = DEFAULT_INDEX_ENTRIES
     # Retention, as RocketMQ's fileReservedTime (hours) and deleteWhen ("04", or "04;05" for several hours).
@@ -71,8 +75,13 @@ class StoreConfig:
             )
         if not 0 < self.disk_clean_ratio <= self.disk_warn_ratio <= self.disk_refuse_ratio <= 1:
             raise ValueError("disk ratios must satisfy 0 < clean <= warn <= refuse <= 1")
-        if self.cq_entries_per_file < 1 or self.index_slots < 1 or self.index_entries < 2:
-            raise ValueError("cq_entries_per_file, index_slots and index_entries must be positive")
+        if (
+            min(self.cq_entries_per_file, self.light_cq_entries_per_file, self.index_slots) < 1
+            or self.index_entries < 2
+        ):
+            raise ValueError(
+                "cq_entries_per_file, light_cq_entries_per_file, index_slots and index_entries must be positive"
+            )
         for hour in self.delete_hours:
             if not 0 <= hour <= 23:
                 raise ValueError(f"delete_when {self.delete_when!r}: hours go from 00 to 23")

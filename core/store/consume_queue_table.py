@@ -6,12 +6,14 @@ import threading
 from pathlib import Path
 
 from core.store.consume_queue import ConsumeQueue
+from core.store.message import is_light_queue
 
 
 class ConsumeQueueTable:
-    def __init__(self, root: Path, entries_per_file: int) -> None:
+    def __init__(self, root: Path, entries_per_file: int, light_entries_per_file: int | None = None) -> None:
         self.root = root
         self.entries_per_file = entries_per_file
+        self.light_entries_per_file = light_entries_per_file or entries_per_file
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.Lock()
 
@@ -22,9 +24,13 @@ class ConsumeQueueTable:
                 continue
             for queue_dir in sorted(topic_dir.iterdir()):
                 if queue_dir.is_dir() and queue_dir.name.isdigit():
-                    queue = ConsumeQueue(self.root, topic_dir.name, int(queue_dir.name), self.entries_per_file)
+                    queue = self._new(topic_dir.name, int(queue_dir.name))
                     queue.load()
                     self._queues[(topic_dir.name, int(queue_dir.name))] = queue
+
+    def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
+        size = self.light_entries_per_file if is_light_queue(topic) else self.entries_per_file
+        return ConsumeQueue(self.root, topic, queue_id, size)
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self._queues.get((topic, queue_id))
@@ -35,7 +41,7 @@ class ConsumeQueueTable:
             with self._lock:
                 queue = self._queues.get((topic, queue_id))
                 if queue is None:
-                    queue = ConsumeQueue(self.root, topic, queue_id, self.entries_per_file)
+                    queue = self._new(topic, queue_id)
                     self._queues = {**self._queues, (topic, queue_id): queue}
         return queue
 

@@ -19,6 +19,13 @@ PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 # RocketMQ 5 clients carry a FIFO message's group (the sharding key) here.
 PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"
 KEY_SEPARATOR = " "
+# Light message queues (RocketMQ's LMQ): a record that names light queues here, separated by commas, gets a
+# consume-queue entry in queue 0 of each of them as well as in its own queue; the body is stored once. The
+# light queues' offsets are assigned at append, in log order, and not written into the record: recovery assigns
+# the same ones again by replaying the log in the same order.
+PROPERTY_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+MULTI_DISPATCH_SEPARATOR = ","
+LIGHT_QUEUE_PREFIX = "%LMQ%"
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -51,6 +58,15 @@ class WellKnownProperties:
     @property
     def unique_id(self) -> str | None:
         return self.properties.get(PROPERTY_UNIQ_KEY)
+
+    @property
+    def light_queues(self) -> list[str]:
+        names = self.properties.get(PROPERTY_MULTI_DISPATCH)
+        return names.split(MULTI_DISPATCH_SEPARATOR) if names else []
+
+
+def is_light_queue(topic: str) -> bool:
+    return topic.startswith(LIGHT_QUEUE_PREFIX)
 
 
 @dataclass(slots=True)

@@ -49,11 +49,15 @@ from core.store.flush_service import FlushService, FlushWaiters
 from core.store.index_service import IndexService
 from core.store.mapped_file import fsync_dir
 from core.store.message import (
+    LIGHT_QUEUE_PREFIX,
+    MULTI_DISPATCH_SEPARATOR,
     PROPERTY_KEYS,
+    PROPERTY_MULTI_DISPATCH,
     PROPERTY_UNIQ_KEY,
     Message,
     StoredMessage,
     encode_properties,
+    is_light_queue,
     tags_code,
 )
 from core.store.message_id import decode_offset_msg_id, encode_offset_msg_id
@@ -151,7 +155,9 @@ class MessageStore:
             config.max_message_size + 4096,
             (config.store_host, config.store_port),
         )
-        self.queues = ConsumeQueueTable(config.consume_queue_dir, config.cq_entries_per_file)
+        self.queues = ConsumeQueueTable(
+            config.consume_queue_dir, config.cq_entries_per_file, config.light_cq_entries_per_file
+        )
         self.index = IndexService(config.index_dir, config.index_slots, config.index_entries)
         self.dispatcher = Dispatcher(self.commit_log, self.queues, self.index)
         self.waiters = FlushWaiters(config.sync_flush_timeout_ms / 1000)
@@ -254,8 +260,17 @@ class MessageStore:
         result = ScanResult(end=start, records=0, corrupt=[], truncated=0)
         batch: list[DispatchRequest] = []
         self.dispatcher.dispatched_offset = start
+        # Light-queue offsets are not in the records: drop the entries of records from `start` on and let the
+        # replay below assign them again, in the same log order as the appends did.
+        light_offsets = {}
+        for queue in self.queues.all():
+            if is_light_queue(queue.topic):
+                queue.truncate_from_physical(start)
+                light_offsets[(queue.topic, queue.queue_id)] = queue.max_offset
+        self.commit_log.queue_offsets = light_offsets
         for message in self.commit_log.scan(start, result):
             properties = message.properties
+            code = tags_code(message.tags)
             batch.append(
                 (
                     message.topic,
@@ -263,12 +278,22 @@ class MessageStore:
                     message.queue_offset,
                     message.commit_log_offset,
                     message.store_size,
-                    tags_code(message.tags),
+                    code,
                     message.store_timestamp,
                     properties.get(PROPERTY_KEYS),
                     properties.get(PROPERTY_UNIQ_KEY),
                 )
             )
+            light = properties.get(PROPERTY_MULTI_DISPATCH)
+            if light:
+                self.commit_log.add_light_entries(
+                    tuple(dict.fromkeys(light.split(MULTI_DISPATCH_SEPARATOR))),
+                    message.commit_log_offset,
+                    message.store_size,
+                    code,
+                    message.store_timestamp,
+                    batch,
+                )
             if len(batch) >= RECOVERY_BATCH:
                 self.dispatcher.dispatch(batch)
                 batch = []
@@ -400,10 +425,24 @@ class MessageStore:
                 f"topic {topic!r}: message of {len(body) + len(tail)} bytes (body and properties) is over"
                 f" max_message_size {self.config.max_message_size}"
             )
-        offset, size, queue_offset, stamp = self.commit_log.append(message, body, tail)
+        light = properties.get(PROPERTY_MULTI_DISPATCH) if properties else None
+        light_queues = self._light_queues(light) if light else ()
+        offset, size, queue_offset, stamp = self.commit_log.append(message, body, tail, light_queues)
         if self.dispatcher.sleeping:
             self.dispatcher.wake()
         return PutResult(PutStatus.PUT_OK, topic, queue_id, queue_offset, offset, size, stamp, self._store_host)
+
+    def _light_queues(self, names: str) -> tuple[str, ...]:
+        queues = tuple(dict.fromkeys(names.split(MULTI_DISPATCH_SEPARATOR)))
+        for name in queues:
+            if name not in self._topics:
+                if not is_light_queue(name):
+                    raise InvalidMessageError(
+                        f"property {PROPERTY_MULTI_DISPATCH}: {name!r} is not a light queue name; such names"
+                        f" start with {LIGHT_QUEUE_PREFIX!r}"
+                    )
+                self._topics[name] = encode_topic(validate_topic(name).encode())
+        return queues
 
     async def put(self, message: Message) -> PutResult:
         """Append and, under SYNC_FLUSH, wait until the record is on disk (FLUSH_DISK_TIMEOUT after the timeout)."""
@@ -467,6 +506,7 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, [], offset, low, high)
         if offset > high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, [], high, low, high)
+        light = is_light_queue(topic)
         messages: list[StoredMessage] = []
         corrupt: list[tuple[int, CorruptRecordError]] = []
         scanned = 0
@@ -494,7 +534,9 @@ class MessageStore:
                     continue
                 except LookupError:
                     continue  # removed by retention since the entry was read
-                if (message.queue_offset, message.queue_id, message.topic) != (queue_offset, queue_id, topic):
+                if (message.queue_offset, message.queue_id, message.topic) != (queue_offset, queue_id, topic) and not (
+                    light and topic in message.light_queues
+                ):
                     # The entry and the record disagree: never hand a consumer another queue's message.
                     mismatch = CorruptRecordError(
                         str(self.config.commit_log_dir),

@@ -1,0 +1,71 @@
+"""Light queues through the broker: send hooks name them, pull and offsets work on them without topic configs."""
+
+import asyncio
+
+import pytest
+
+from core.broker import PullStatus
+from core.client import Producer
+from core.errors import BrokerError
+from core.store.message import PROPERTY_MULTI_DISPATCH, Message
+
+
+async def test_a_send_hook_routes_every_producer_s_messages_into_light_queues(make_broker):
+    broker = await make_broker()
+    seen = []
+
+    def hook(message: Message) -> None:
+        seen.append(message.topic)
+        if message.topic == "sensors":
+            message.properties[PROPERTY_MULTI_DISPATCH] = "%LMQ%all"
+
+    broker.add_send_hook(hook)
+    producer = Producer(broker)
+    await producer.send("sensors", b"one")
+    await producer.send("other", b"two")
+    await broker.send_batch([Message(topic="sensors", body=b"three"), Message(topic="sensors", body=b"four")])
+    assert seen == ["sensors", "other", "sensors", "sensors"]
+    got = await broker.pull("mqtt-session", "%LMQ%all", 0, 0, max_count=10, long_poll_ms=2000)
+    assert got.status is PullStatus.FOUND
+    while len(got.messages) < 3:  # the batch may be dispatched a round later
+        more = await broker.pull("mqtt-session", "%LMQ%all", 0, got.next_begin_offset, long_poll_ms=2000)
+        got.messages += more.messages
+        got.next_begin_offset = more.next_begin_offset
+    assert [m.body for m in got.messages] == [b"one", b"three", b"four"]
+    assert broker.groups.get("mqtt-session") is None  # readers of light queues are not registered groups
+
+
+async def test_a_hook_that_raises_refuses_the_message(make_broker):
+    broker = await make_broker()
+
+    def refuse(message: Message) -> None:
+        raise ValueError("no")
+
+    broker.add_send_hook(refuse)
+    with pytest.raises(ValueError, match="no"):
+        await Producer(broker).send("sensors", b"x")
+    assert broker.store.commit_log.write_pos == 0
+
+
+async def test_long_poll_on_a_light_queue_wakes_on_arrival(make_broker):
+    broker = await make_broker()
+    waiter = asyncio.create_task(broker.pull("g", "%LMQ%late", 0, 0, long_poll_ms=5000))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    await broker.send(Message(topic="t", body=b"late", properties={PROPERTY_MULTI_DISPATCH: "%LMQ%late"}))
+    got = await asyncio.wait_for(waiter, 5)
+    assert [m.body for m in got.messages] == [b"late"]
+
+
+async def test_offsets_and_deletion_of_a_light_queue(make_broker):
+    broker = await make_broker()
+    await broker.send(Message(topic="t", body=b"x", properties={PROPERTY_MULTI_DISPATCH: "%LMQ%q"}))
+    broker.commit_offset("session-1", "%LMQ%q", 0, 1)
+    assert broker.query_offset("session-1", "%LMQ%q", 0) == 1
+    with pytest.raises(BrokerError, match="one queue"):
+        await broker.pull("g", "%LMQ%q", 1, 0)
+    broker.delete_light_queue("%LMQ%q")
+    assert broker.query_offset("session-1", "%LMQ%q", 0) == -1
+    assert broker.max_offset("%LMQ%q", 0) == 0
+    with pytest.raises(BrokerError, match="not a light queue"):
+        broker.delete_light_queue("t")
