@@ -102,6 +102,12 @@ def _settings_options() -> argparse.ArgumentParser:
         help="create topics on first send (broker.auto_create_topic; on by default, turn it off in production)",
     )
     group.add_argument(
+        "--mqtt-port",
+        type=int,
+        metavar="N",
+        help="MQTT listener port; 0 picks a free one, named in the ready line (mqtt.port; default 1883)",
+    )
+    group.add_argument(
         "--log-level",
         type=str.upper,
         choices=LOG_LEVELS,
@@ -189,6 +195,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if args.auto_create_topic is not None:
         flag = "--auto-create-topic" if args.auto_create_topic else "--no-auto-create-topic"
         overrides.append(Override("broker.auto_create_topic", args.auto_create_topic, flag))
+    if args.mqtt_port is not None:
+        overrides.append(Override("mqtt.port", args.mqtt_port, "--mqtt-port"))
     if args.log_level is not None:
         overrides.append(Override("log_level", args.log_level, "--log-level"))
     return load_settings(args.data_dir, args.config, overrides)

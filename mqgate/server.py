@@ -12,19 +12,25 @@ scripts and tests wait for one line and read every address from it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+import ssl
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from core.broker import Broker
 from core.store.message_store import MessageStore, RecoveryReport
 from mqgate.settings import Settings
+from mqtt_bridge.gateway import MqttGateway
+from mqtt_bridge.listener import start_tcp, start_websocket
 
 log = logging.getLogger(__name__)
 
 # Topic, group and offset files (topics.json, subscriptionGroup.json, consumerOffset.json) live in DATA_DIR/config.
 CONFIG_SUBDIR = "config"
+# Snapshots of the MQTT gateway's retained messages and sessions.
+MQTT_SUBDIR = "mqtt"
 
 T = TypeVar("T")
 
@@ -93,9 +99,12 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
             await broker.start()
             try:
                 parts = [f"store={settings.store.store_dir}", recovery_part(report)]
-                if not stop.is_set():
-                    ready(format_ready(parts))
-                    await stop.wait()
+                async with contextlib.AsyncExitStack() as parts_stack:
+                    if settings.mqtt.enabled:
+                        parts += await _start_mqtt(settings, broker, parts_stack)
+                    if not stop.is_set():
+                        ready(format_ready(parts))
+                        await stop.wait()
             finally:
                 await broker.close()
         finally:
@@ -105,6 +114,42 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
     finally:
         for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
+
+
+def _address(server: asyncio.Server | object) -> str:
+    sockets = getattr(server, "sockets", None) or []
+    host, port = sockets[0].getsockname()[:2]
+    return f"{host}:{port}"
+
+
+async def _start_mqtt(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> list[str]:
+    """Start the MQTT gateway and its listeners; return their ready-line parts. Closed by `stack`."""
+    config = settings.mqtt
+    gateway = MqttGateway(broker, config, settings.data_dir / MQTT_SUBDIR)
+    await gateway.start()
+    stack.push_async_callback(gateway.close)
+    tls = None
+    if config.certfile and config.keyfile:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(config.certfile, config.keyfile)
+    servers = [("mqtt", await start_tcp(gateway, config.host, config.port))]
+    if config.tls_port is not None:
+        servers.append(("mqtts", await start_tcp(gateway, config.host, config.tls_port, tls)))
+    if config.websocket_port is not None:
+        ws = await start_websocket(gateway, config.host, config.websocket_port, config.websocket_path, tls)
+        servers.append(("mqtt_ws", ws))
+    parts = []
+    for name, server in servers:
+        parts.append(f"{name}={_address(server)}")
+        log.info("MQTT listener %s on %s", name, _address(server))
+
+        async def close_server(server: Any = server) -> None:
+            server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 5)
+
+        stack.push_async_callback(close_server)
+    return parts
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -14,6 +14,10 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
     [broker]                        # every field of core.broker.BrokerConfig
     auto_create_topic = false       # on in the embedded default; off in production
 
+    [mqtt]                          # every field of mqtt_bridge.config.MqttConfig
+    port = 1883                     # 0: a free port, named in the ready line
+    password_file = "/etc/mqgate/passwd"
+
 The store lives in `DATA_DIR/store`; `store_dir` cannot be set. Unknown keys, wrong types and bad values raise
 `ConfigError`, whose message names the file (with the line when it can be found) or the flag, the key, and
 what is allowed.
@@ -36,6 +40,7 @@ import yaml
 
 from core.broker import BrokerConfig
 from core.store.config import FlushMode, StoreConfig
+from mqtt_bridge.config import MqttConfig
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +104,33 @@ BROKER_KEY_HELP = {
 }
 
 
+# One line per [mqtt] key. Defaults come from MqttConfig itself.
+MQTT_KEY_HELP = {
+    "enabled": "open the MQTT listeners",
+    "host": "address the MQTT listeners bind to",
+    "port": "MQTT over TCP (0: a free port, named in the ready line as mqtt=HOST:PORT)",
+    "tls_port": "MQTT over TLS (unset: no TLS listener); needs certfile and keyfile",
+    "certfile": "PEM certificate (chain) of the TLS and secure WebSocket listeners",
+    "keyfile": "PEM private key of certfile",
+    "websocket_port": "MQTT over WebSocket (unset: none; 0: a free port, named as mqtt_ws=HOST:PORT)",
+    "websocket_path": "the WebSocket path clients connect to",
+    "allow_anonymous": "clients without a username may connect (Mosquitto allow_anonymous)",
+    "password_file": "Mosquitto password file (mosquitto_passwd / mqgate passwd) checked at CONNECT",
+    "acl_file": "Mosquitto ACL file: who may publish, subscribe and receive which topics",
+    "topics": 'first-level topics MQTT may use, e.g. ["sensors", "cmd"] (empty: any valid core topic name)',
+    "auto_create_topics": "create the core topic of an unknown first level on first use",
+    "queue_nums": "queues of a core topic created for MQTT",
+    "max_packet_size": "largest packet accepted from a client (Maximum Packet Size in CONNACK)",
+    "max_connections": "connections held at once; more are refused",
+    "receive_maximum": "unacknowledged QoS 1/2 publishes a client may send (Receive Maximum)",
+    "max_inflight": "unacknowledged QoS 1/2 publishes sent to a client (Mosquitto max_inflight_messages)",
+    "max_queued_messages": "messages queued for one subscription filter of a session; past it the oldest are dropped",
+    "topic_alias_maximum": "topic aliases a client may set (Topic Alias Maximum)",
+    "session_expiry_max_s": "the longest a disconnected session is kept (3.1.1 persistent sessions get this)",
+    "connect_timeout_s": "a connection must send CONNECT within this long",
+}
+
+
 class ConfigError(Exception):
     """A configuration file or flag is wrong. The message names where, which key, and what is allowed."""
 
@@ -117,6 +149,7 @@ class Settings:
     data_dir: Path
     store: StoreConfig
     broker: BrokerConfig = field(default_factory=BrokerConfig)
+    mqtt: MqttConfig = field(default_factory=MqttConfig)
     log_level: str = DEFAULT_LOG_LEVEL
     config_file: Path | None = None
     # Where each value came from, keyed "log_level" / "<section>.<field>": "default", "<file>:<line>" or a flag.
@@ -168,6 +201,26 @@ def parse_port(value: object) -> int:
     return port
 
 
+def parse_port_or_zero(value: object) -> int:
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    return parse_port(value)
+
+
+def parse_optional_port(value: object) -> int | None:
+    return None if value is None else parse_port_or_zero(value)
+
+
+def parse_optional_string(value: object) -> str | None:
+    return None if value is None else parse_string(value)
+
+
+def parse_string_list(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"expected a list of strings, got {_describe(value)}")
+    return tuple(value)
+
+
 def parse_positive_number(value: object) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise ValueError(f"expected a positive number, got {_describe(value)}")
@@ -210,12 +263,17 @@ def parse_log_level(value: object) -> str:
 Parser = Callable[[object], Any]
 
 
-def _parsers(config_class: type, derived: Mapping[str, str]) -> dict[str, Parser]:
-    """A parser per settable field of a settings dataclass, chosen by the field's default, so new fields are
-    picked up."""
+def _parsers(
+    config_class: type, derived: Mapping[str, str], explicit: Mapping[str, Parser] | None = None
+) -> dict[str, Parser]:
+    """A parser per settable field of a settings dataclass, chosen by the field's default (or `explicit`, for
+    fields whose default says too little, such as None), so new fields are picked up."""
     parsers: dict[str, Parser] = {}
     for spec in dataclasses.fields(config_class):
         if spec.name in derived:
+            continue
+        if explicit and spec.name in explicit:
+            parsers[spec.name] = explicit[spec.name]
             continue
         default = spec.default
         where = f"{config_class.__name__}.{spec.name}"
@@ -254,9 +312,24 @@ class Section:
 
 STORE_PARSERS = _parsers(StoreConfig, DERIVED_STORE_FIELDS)
 BROKER_PARSERS = _parsers(BrokerConfig, {})
+MQTT_PARSERS = _parsers(
+    MqttConfig,
+    {},
+    {
+        "port": parse_port_or_zero,
+        "tls_port": parse_optional_port,
+        "websocket_port": parse_optional_port,
+        "certfile": parse_optional_string,
+        "keyfile": parse_optional_string,
+        "password_file": parse_optional_string,
+        "acl_file": parse_optional_string,
+        "topics": parse_string_list,
+    },
+)
 SECTIONS = {
     "store": Section("store", StoreConfig, STORE_PARSERS, STORE_KEY_HELP, DERIVED_STORE_FIELDS),
     "broker": Section("broker", BrokerConfig, BROKER_PARSERS, BROKER_KEY_HELP, {}),
+    "mqtt": Section("mqtt", MqttConfig, MQTT_PARSERS, MQTT_KEY_HELP, {}),
 }
 TOP_LEVEL_PARSERS: dict[str, Parser] = {"log_level": parse_log_level}
 
@@ -420,10 +493,15 @@ def load_settings(
         broker_config = BrokerConfig(**values["broker"])  # type: ignore[arg-type]
     except ValueError as exc:
         raise ConfigError(f"invalid [broker] settings: {exc}") from None
+    mqtt = values["mqtt"]
+    if mqtt["tls_port"] is not None and not (mqtt["certfile"] and mqtt["keyfile"]):
+        raise ConfigError(f"[mqtt] tls_port ({origins['mqtt.tls_port']}) needs certfile and keyfile")
+    mqtt_config = MqttConfig(**mqtt)  # type: ignore[arg-type]
     return Settings(
         data_dir=data_dir,
         store=store_config,
         broker=broker_config,
+        mqtt=mqtt_config,
         log_level=str(top["log_level"]),
         config_file=config_file,
         origins=MappingProxyType(origins),
@@ -488,6 +566,8 @@ def _toml_value(value: object) -> str:
         return json.dumps(str(value))
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     return repr(value)
 
 
@@ -510,7 +590,7 @@ def render_toml(settings: Settings) -> str:
         "[store]",
         f"# store_dir = {_toml_value(settings.store.store_dir)}  (always DATA_DIR/{STORE_SUBDIR}; not settable)",
     ]
-    for section_name, config in (("store", settings.store), ("broker", settings.broker)):
+    for section_name, config in (("store", settings.store), ("broker", settings.broker), ("mqtt", settings.mqtt)):
         section = SECTIONS[section_name]
         if section_name != "store":
             lines += ["", f"[{section_name}]"]
@@ -519,5 +599,8 @@ def render_toml(settings: Settings) -> str:
             source = _source(origins.get(f"{section_name}.{name}", DEFAULT_ORIGIN))
             shown = f"{format_size(value)}, {source}" if name in SIZE_KEYS else source
             lines.append(f"# {section.help.get(name, 'see the dataclass ' + section.config_class.__name__)}")
-            lines.append(f"{name} = {_toml_value(value)}  # {shown}")
+            if value is None:  # TOML has no null: an unset key is shown commented out
+                lines.append(f"# {name} =  (unset, {shown})")
+            else:
+                lines.append(f"{name} = {_toml_value(value)}  # {shown}")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,261 @@
+"""The MQTT 5.0 codec (protocol level 5): `V5Codec`, over the `mqtt5` package's `read` and `write`.
+
+mqtt5 decodes and encodes every v5 packet type and checks most rules (fixed header flags, QoS 3, duplicate or
+misplaced properties, reason codes, zero Receive Maximum ...). Before it sees a frame, `V5Codec` walks the fields
+it leaves unchecked:
+
+- every string (topic name, client identifier, will topic, user name, topic filters, string properties): mqtt5
+  panics on ill-formed UTF-8 (pyo3's PanicException, a BaseException, plus a message on stderr) and accepts U+0000;
+- every property block: mqtt5 lets the last property run past the declared property length into the payload or
+  the next field ("properties length 2: topic alias 0x23 00 | payload 78" decodes as alias 0x0078 and no
+  payload), so each block must be tiled exactly by its properties; a Payload Format Indicator other than 0 or 1;
+- PUBLISH: DUP at QoS 0, packet identifier 0, wildcards in the topic name;
+- CONNECT: the reserved flag, will QoS or will retain without the will flag, wildcards in the will topic;
+- SUBSCRIBE and UNSUBSCRIBE: packet identifier 0, no topic filter, an empty filter, reserved subscription option
+  bits, No Local on a shared subscription.
+
+Topic filter syntax ('a/#/b') and topic aliases are left to the session layer, which answers them with reason
+codes (SUBACK 0x8F, DISCONNECT 0x94).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import mqtt5
+
+from mqtt_bridge.codec import (
+    MQTT_5,
+    PASSWORD_FLAG,
+    PUBLISH,
+    SHARED_SUBSCRIPTION_PREFIX,
+    USERNAME_FLAG,
+    WILL_FLAG,
+    FieldReader,
+    body_offset,
+    check_connect_flags,
+    check_fixed_header_flags,
+    check_will_topic,
+    is_rust_panic,
+    protocol_level,
+    read_publish_header,
+)
+from mqtt_bridge.errors import MalformedPacket, ProtocolError, UnsupportedProtocol
+from mqtt_bridge.framing import packet_type_name
+
+# Value types of properties (MQTT 5.0 section 2.2.2.2).
+_BYTE, _TWO_BYTES, _FOUR_BYTES, _VARINT, _TEXT, _BINARY, _TEXT_PAIR = range(7)
+_PROPERTIES: dict[int, tuple[str, int]] = {
+    0x01: ("payload format indicator", _BYTE),
+    0x02: ("message expiry interval", _FOUR_BYTES),
+    0x03: ("content type", _TEXT),
+    0x08: ("response topic", _TEXT),
+    0x09: ("correlation data", _BINARY),
+    0x0B: ("subscription identifier", _VARINT),
+    0x11: ("session expiry interval", _FOUR_BYTES),
+    0x12: ("assigned client identifier", _TEXT),
+    0x13: ("server keep alive", _TWO_BYTES),
+    0x15: ("authentication method", _TEXT),
+    0x16: ("authentication data", _BINARY),
+    0x17: ("request problem information", _BYTE),
+    0x18: ("will delay interval", _FOUR_BYTES),
+    0x19: ("request response information", _BYTE),
+    0x1A: ("response information", _TEXT),
+    0x1C: ("server reference", _TEXT),
+    0x1F: ("reason string", _TEXT),
+    0x21: ("receive maximum", _TWO_BYTES),
+    0x22: ("topic alias maximum", _TWO_BYTES),
+    0x23: ("topic alias", _TWO_BYTES),
+    0x24: ("maximum QoS", _BYTE),
+    0x25: ("retain available", _BYTE),
+    0x26: ("user property", _TEXT_PAIR),
+    0x27: ("maximum packet size", _FOUR_BYTES),
+    0x28: ("wildcard subscription available", _BYTE),
+    0x29: ("subscription identifier available", _BYTE),
+    0x2A: ("shared subscription available", _BYTE),
+}
+_PAYLOAD_FORMAT_INDICATOR = 0x01
+_FIXED_SIZES = {_BYTE: 1, _TWO_BYTES: 2, _FOUR_BYTES: 4}
+
+# Subscription options byte (MQTT 5.0 section 3.8.3.1).
+_RESERVED_OPTION_BITS = 0xC0
+_NO_LOCAL = 0x04
+
+
+def _check_properties(reader: FieldReader, where: str = "") -> None:
+    """Step `reader` over a property block, checking that its properties fill exactly the declared length.
+
+    `where` prefixes field names in messages: "" for the packet's own properties, "will " for the will's.
+    """
+    position = reader.position
+    if position < reader.end and reader.data[position] == 0:  # no properties: the usual case
+        reader.position = position + 1
+        return
+    length = reader.varint(f"{where}property length")
+    start = reader.skip(length, f"{where}properties")
+    block = FieldReader(reader.data, start, reader.packet, end=start + length)
+    while not block.at_end():
+        identifier = block.u8(f"{where}property identifier")
+        known = _PROPERTIES.get(identifier)
+        if known is None:
+            raise MalformedPacket(
+                f"{reader.packet}: unknown property identifier {identifier:#04x} in the {where}properties"
+            )
+        name, value_type = known
+        field = f"{where}property {name} ({identifier:#04x})"
+        if value_type == _TEXT:
+            block.text(field)
+        elif value_type == _TEXT_PAIR:
+            block.text(f"{field} name")
+            block.text(f"{field} value")
+        elif value_type == _BINARY:
+            block.binary(field)
+        elif value_type == _VARINT:
+            block.varint(field)
+        elif identifier == _PAYLOAD_FORMAT_INDICATOR:
+            indicator = block.u8(field)
+            if indicator > 1:
+                raise MalformedPacket(f"{reader.packet}: {field} is {indicator}, must be 0 or 1 (section 3.3.2.3.2)")
+        else:
+            block.skip(_FIXED_SIZES[value_type], field)
+
+
+def _check_connect(frame: memoryview, offset: int, first: int) -> None:
+    level = protocol_level(frame)
+    if level != MQTT_5:
+        raise UnsupportedProtocol(f"CONNECT: protocol level {level} reached the MQTT 5.0 codec")
+    reader = FieldReader(frame, offset, "CONNECT")
+    reader.skip(len(b"\x00\x04MQTT\x05"), "protocol name and level")
+    flags = reader.u8("connect flags")
+    check_connect_flags(flags, MQTT_5)
+    reader.skip(2, "keep alive")
+    _check_properties(reader)
+    reader.text("client identifier")
+    if flags & WILL_FLAG:
+        _check_properties(reader, "will ")
+        check_will_topic(reader.text("will topic"))
+        reader.binary("will payload")
+    if flags & USERNAME_FLAG:
+        reader.text("user name")
+    if flags & PASSWORD_FLAG:
+        reader.binary("password")
+    reader.expect_end()
+
+
+def _check_publish(frame: memoryview, offset: int, first: int) -> None:
+    position = read_publish_header(frame, offset, first)[3]
+    if position < len(frame) and frame[position] == 0:  # no properties: the usual case
+        return
+    _check_properties(FieldReader(frame, position, "PUBLISH"))
+
+
+def _check_subscribe(frame: memoryview, offset: int, first: int) -> None:
+    reader = FieldReader(frame, offset, "SUBSCRIBE")
+    if not reader.u16("packet identifier"):
+        raise ProtocolError("SUBSCRIBE: packet identifier 0; it must be non-zero (MQTT-2.2.1-3)")
+    _check_properties(reader)
+    if reader.at_end():
+        raise ProtocolError("SUBSCRIBE: no topic filter; at least one is required (MQTT-3.8.3-2)")
+    while not reader.at_end():
+        pattern = reader.text("topic filter")
+        if not pattern:
+            raise MalformedPacket("SUBSCRIBE: empty topic filter; filters have at least one character (MQTT-4.7.3-1)")
+        options = reader.u8(f"subscription options of {pattern[:60]!r}")
+        if options & _RESERVED_OPTION_BITS:
+            raise MalformedPacket(
+                f"SUBSCRIBE: subscription options {options:#04x} of {pattern[:60]!r} set reserved bits 7-6 "
+                "(MQTT-3.8.3-5)"
+            )
+        if options & _NO_LOCAL and pattern.startswith(SHARED_SUBSCRIPTION_PREFIX):
+            raise ProtocolError(f"SUBSCRIBE: No Local on the shared subscription {pattern[:60]!r} (MQTT-3.8.3-4)")
+
+
+def _check_unsubscribe(frame: memoryview, offset: int, first: int) -> None:
+    reader = FieldReader(frame, offset, "UNSUBSCRIBE")
+    if not reader.u16("packet identifier"):
+        raise ProtocolError("UNSUBSCRIBE: packet identifier 0; it must be non-zero (MQTT-2.2.1-3)")
+    _check_properties(reader)
+    if reader.at_end():
+        raise ProtocolError("UNSUBSCRIBE: no topic filter; at least one is required (MQTT-3.10.3-2)")
+    while not reader.at_end():
+        if not reader.text("topic filter"):
+            raise MalformedPacket("UNSUBSCRIBE: empty topic filter (MQTT-4.7.3-1)")
+
+
+def _properties_after(fixed_fields: int) -> Callable[[memoryview, int, int], None]:
+    """A check for packets whose properties, when present, follow `fixed_fields` bytes and end the variable header."""
+
+    def check(frame: memoryview, offset: int, first: int) -> None:
+        if len(frame) - offset > fixed_fields:
+            _check_properties(FieldReader(frame, offset + fixed_fields, packet_type_name(first)))
+
+    return check
+
+
+def _reserved_type(frame: memoryview, offset: int, first: int) -> None:
+    raise MalformedPacket("packet type 0 is reserved (MQTT 5.0 section 2.1.2)")
+
+
+_Check = Callable[[memoryview, int, int], None]
+# Indexed by packet type. Acknowledgements carry packet id and reason code before their properties; SUBACK
+# and UNSUBACK the packet id only, with the reason codes after; CONNACK flags and reason code; DISCONNECT and
+# AUTH the reason code. PINGREQ and PINGRESP have no body.
+_CHECKS: tuple[_Check | None, ...] = (
+    _reserved_type,
+    _check_connect,
+    _properties_after(2),  # CONNACK
+    _check_publish,
+    _properties_after(3),  # PUBACK
+    _properties_after(3),  # PUBREC
+    _properties_after(3),  # PUBREL
+    _properties_after(3),  # PUBCOMP
+    _check_subscribe,
+    _properties_after(2),  # SUBACK
+    _check_unsubscribe,
+    _properties_after(2),  # UNSUBACK
+    None,  # PINGREQ
+    None,  # PINGRESP
+    _properties_after(1),  # DISCONNECT
+    _properties_after(1),  # AUTH
+)
+
+
+class V5Codec:
+    """Decodes MQTT 5.0 frames into `mqtt5` packets and encodes `mqtt5` packets, strictly (see the module doc)."""
+
+    protocol_level = MQTT_5
+
+    def decode(self, frame: memoryview) -> mqtt5.Packet:
+        """Decode one complete packet; raise a ProtocolError subclass naming the packet type if it is bad."""
+        offset = body_offset(frame)
+        first = frame[0]
+        packet_type = first >> 4
+        if packet_type != PUBLISH:
+            check_fixed_header_flags(first)
+        check = _CHECKS[packet_type]
+        if check is not None:
+            check(frame, offset, first)
+        try:
+            packet, consumed = mqtt5.read(frame)
+        except (ValueError, IndexError, OverflowError) as exc:
+            raise MalformedPacket(f"{packet_type_name(first)}: {exc}") from exc
+        except BaseException as exc:
+            if not is_rust_panic(exc):
+                raise
+            raise MalformedPacket(f"{packet_type_name(first)}: the mqtt5 decoder failed: {exc}") from exc
+        if consumed != len(frame):
+            raise MalformedPacket(
+                f"{packet_type_name(first)}: the packet's fields end after {consumed} of its {len(frame)} bytes"
+            )
+        return packet
+
+    def encode(self, packet: mqtt5.Packet) -> bytes:
+        """Encode one packet; raise ValueError if a field is out of range (a packet id of 70000, 300 MB)."""
+        try:
+            return packet.write()
+        except (ValueError, OverflowError) as exc:
+            raise ValueError(f"cannot encode {type(packet).__name__}: {exc}") from exc
+        except BaseException as exc:
+            if not is_rust_panic(exc):
+                raise
+            raise ValueError(f"cannot encode {type(packet).__name__}: the mqtt5 encoder failed: {exc}") from exc

@@ -1,0 +1,41 @@
+"""Settings of the MQTT gateway (the `[mqtt]` section of mqgate's configuration)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Mosquitto's persistent_client_expiration is unset (never) by default and EMQX expires after 2 hours; a week
+# keeps a device that is off over a holiday, and bounds what an abandoned client id holds on disk.
+DEFAULT_SESSION_EXPIRY_MAX_S = 7 * 24 * 3600
+# Mosquitto's max_queued_messages is 1000 (in memory); ours wait on disk, so the bound is about how stale a
+# reconnecting device's backlog may be, not memory.
+DEFAULT_MAX_QUEUED_MESSAGES = 100_000
+
+
+@dataclass(slots=True, frozen=True)
+class MqttConfig:
+    enabled: bool = True
+    host: str = "0.0.0.0"
+    port: int = 1883  # 0: a free port, named in the ready line
+    tls_port: int | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    websocket_port: int | None = None
+    websocket_path: str = "/mqtt"
+    allow_anonymous: bool = True
+    password_file: str | None = None
+    acl_file: str | None = None
+    # First-level topics that may be used (empty: any valid core topic name) and whether missing ones are
+    # created on first use (otherwise a publish to them is refused).
+    topics: tuple[str, ...] = ()
+    auto_create_topics: bool = True
+    queue_nums: int = 4
+    max_packet_size: int = 1024 * 1024
+    max_connections: int = 100_000
+    receive_maximum: int = 1024
+    max_inflight: int = 64
+    max_queued_messages: int = DEFAULT_MAX_QUEUED_MESSAGES
+    topic_alias_maximum: int = 64
+    session_expiry_max_s: int = DEFAULT_SESSION_EXPIRY_MAX_S
+    # A connection must send CONNECT within this long (Mosquitto: the keepalive of a pending socket).
+    connect_timeout_s: float = 10.0

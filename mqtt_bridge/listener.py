@@ -1,0 +1,369 @@
+"""The network side of the MQTT gateway: TCP (and TLS) listeners on asyncio.Protocol, and MQTT over WebSocket.
+
+Thin by design: bytes go into the connection's `MqttConnection`, its events go to the gateway in order (one
+task per connection, not per packet), and whatever the connection queued is written back. A connection whose
+peer breaks the protocol is closed with a log line naming the client and the reason; nothing else is touched.
+Reading pauses while a client has many publishes waiting to be stored, and delivery pauses while the socket's
+write buffer is full: a slow client slows itself down, not the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import ssl
+import typing
+from typing import Any
+
+import mqtt5
+
+from mqtt_bridge.errors import ProtocolError
+from mqtt_bridge.gateway import MqttGateway
+from mqtt_bridge.message_mapping import MqttMessage
+from mqtt_bridge.protocol import (
+    Connected,
+    Delivered,
+    Disconnected,
+    Event,
+    Limits,
+    MqttConnection,
+    Published,
+    Received,
+    Released,
+    State,
+    Subscribed,
+    Unsubscribed,
+)
+from mqtt_bridge.session import Session
+
+log = logging.getLogger(__name__)
+
+# Events waiting for the gateway, per connection, before reading pauses (a pipelining publisher waits for the
+# store instead of filling memory).
+MAX_PENDING_EVENTS = 1024
+# MQTT 3.1.2.10: a client silent for one and a half keepalive periods is disconnected.
+KEEPALIVE_FACTOR = 1.5
+
+
+class ClientLink:
+    """One client connection, whatever the transport: what the gateway talks to."""
+
+    def __init__(self, gateway: MqttGateway, limits: Limits, peer: str) -> None:
+        self.gateway = gateway
+        self.conn = MqttConnection(limits)
+        self.peer = peer
+        self.client_id = ""
+        self.username: str | None = None
+        self.session: Session | None = None
+        self.taken_over = False
+        self.retained: collections.deque[tuple[MqttMessage, int, int | None]] = collections.deque()
+        self.woken = asyncio.Event()
+        self.writable = True
+        self._events: collections.deque[Event] = collections.deque()
+        self._has_events = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._worker = self._loop.create_task(self._work())
+        self._delivery: asyncio.Task[None] | None = None
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._keepalive_s = gateway.config.connect_timeout_s
+        self._last_heard = self._loop.time()
+        self._closed = False
+        self._graceful = False
+        self._arm_keepalive(self._keepalive_s)
+
+    # --- transport hooks (implemented by the subclasses) ---
+
+    def write(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def close_transport(self) -> None:
+        raise NotImplementedError
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    # --- input ---
+
+    def received(self, data: bytes) -> None:
+        self._last_heard = self._loop.time()
+        try:
+            events = self.conn.receive_data(data)
+        except ProtocolError as exc:
+            self._protocol_failure(exc)
+            return
+        except Exception as exc:  # a codec bug must cost one connection, not the server
+            log.exception("client %r (%s): packet handling failed", self.client_id, self.peer)
+            self._protocol_failure(ProtocolError(f"internal error: {exc}", 0x83))
+            return
+        if events:
+            self._events.extend(events)
+            self._has_events.set()
+            if len(self._events) > MAX_PENDING_EVENTS:
+                self.pause_reading()
+        self.flush()
+
+    def _protocol_failure(self, exc: ProtocolError) -> None:
+        log.warning("client %r (%s) disconnected: %s", self.client_id or "?", self.peer, exc)
+        self.flush()
+        self.shutdown(publish_will=True)
+
+    async def _work(self) -> None:
+        gateway = self.gateway
+        events = self._events
+        try:
+            while True:
+                await self._has_events.wait()
+                self._has_events.clear()
+                while events:
+                    event = events.popleft()
+                    await self._handle(gateway, event)
+                    if self._closed:
+                        return
+                self.resume_reading()
+                self.flush()
+        except ProtocolError as exc:
+            self.conn.fail(exc)
+            self._protocol_failure(exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("client %r (%s): dropped after an internal error", self.client_id, self.peer)
+            self.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
+
+    async def _handle(self, gateway: MqttGateway, event: Event) -> None:
+        if isinstance(event, Published):
+            await gateway.publish(self, event.packet, event.topic)
+        elif isinstance(event, Delivered):
+            gateway.acknowledged(self, event.packet_id)
+        elif isinstance(event, Received):
+            gateway.received(self, event.packet_id)
+        elif isinstance(event, Released):
+            gateway.released(self, event.packet_id)
+        elif isinstance(event, Subscribed):
+            await gateway.subscribe(self, event.packet)
+        elif isinstance(event, Unsubscribed):
+            await gateway.unsubscribe(self, event.packet)
+        elif isinstance(event, Connected):
+            gateway.connect(self, event.packet, event.version)
+            if self.conn.state is State.CLOSED:  # refused
+                self.flush()
+                self.shutdown(publish_will=False)
+                return
+            self._keepalive_s = event.packet.keep_alive * KEEPALIVE_FACTOR
+            self._arm_keepalive(self._keepalive_s)
+        elif isinstance(event, Disconnected):
+            packet = event.packet
+            session = self.session
+            if session is not None and packet.session_expiry_interval is not None:
+                if session.expiry_interval == 0 and packet.session_expiry_interval > 0:
+                    raise ProtocolError("DISCONNECT: Session Expiry set after CONNECT said 0")
+                session.expiry_interval = min(packet.session_expiry_interval, gateway.config.session_expiry_max_s)
+            will = packet.reason_code == mqtt5.DisconnectReasonCode.DISCONNECT_WITH_WILL_MESSAGE
+            self._graceful = True
+            self.shutdown(publish_will=will)
+
+    # --- output ---
+
+    def flush(self) -> None:
+        data = self.conn.data_to_send()
+        if data and not self._closed:
+            self.write(data)
+
+    def wake(self) -> None:
+        self.woken.set()
+
+    def start_delivery(self) -> None:
+        self._delivery = self._loop.create_task(self._deliver())
+
+    async def _deliver(self) -> None:
+        try:
+            await self.gateway.deliver(self)
+        except asyncio.CancelledError:
+            raise
+        except ProtocolError as exc:
+            self._protocol_failure(exc)
+        except Exception:
+            log.exception("client %r: delivery failed", self.client_id)
+            self.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
+
+    def stop_delivery(self) -> None:
+        if self._delivery is not None and self._delivery is not asyncio.current_task():
+            self._delivery.cancel()
+        self._delivery = None
+
+    # --- keepalive ---
+
+    def _arm_keepalive(self, seconds: float) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            self._keepalive = None
+        if seconds > 0:
+            self._keepalive = self._loop.call_later(seconds, self._check_keepalive)
+
+    def _check_keepalive(self) -> None:
+        idle = self._loop.time() - self._last_heard
+        if idle >= self._keepalive_s:
+            log.info("client %r (%s): nothing heard for %.1f s; disconnected", self.client_id, self.peer, idle)
+            self.close(mqtt5.DisconnectReasonCode.KEEP_ALIVE_TIMEOUT)
+        else:
+            self._keepalive = self._loop.call_later(self._keepalive_s - idle, self._check_keepalive)
+
+    # --- closing ---
+
+    def close(self, reason: mqtt5.DisconnectReasonCode) -> None:
+        """Server-side close: v5 clients get a DISCONNECT with the reason; the will is published (abnormal end)."""
+        if self._closed:
+            return
+        if self.conn.state is State.CONNECTED:
+            self.conn.disconnect(reason)
+            self.flush()
+        self.shutdown(publish_will=reason != mqtt5.DisconnectReasonCode.SESSION_TAKEN_OVER)
+
+    def shutdown(self, publish_will: bool) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        if self._worker is not asyncio.current_task():
+            self._worker.cancel()
+        self.close_transport()
+        if self.session is not None and not self.taken_over:
+            self.gateway.disconnected(self, publish_will)
+        self.stop_delivery()
+
+    def connection_lost(self) -> None:
+        """The transport is gone (peer closed, network error): an abnormal end unless DISCONNECT came first."""
+        if not self._closed:
+            self.shutdown(publish_will=not self._graceful)
+
+
+class TcpClient(asyncio.Protocol):
+    def __init__(self, gateway: MqttGateway, limits: Limits) -> None:
+        self.gateway = gateway
+        self.limits = limits
+        self.link: _TcpLink | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = typing.cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
+        peer = transport.get_extra_info("peername")
+        if self.gateway.connection_count >= self.gateway.config.max_connections:
+            log.warning("connection from %s refused: max_connections %d", peer, self.gateway.config.max_connections)
+            transport.abort()
+            return
+        self.gateway.connection_count += 1
+        self.link = _TcpLink(self.gateway, self.limits, f"{peer[0]}:{peer[1]}" if peer else "?", transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.link is not None:
+            self.link.received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.link is not None:
+            self.gateway.connection_count -= 1
+            self.link.connection_lost()
+
+    def pause_writing(self) -> None:
+        if self.link is not None:
+            self.link.writable = False
+
+    def resume_writing(self) -> None:
+        if self.link is not None:
+            self.link.writable = True
+            self.link.wake()
+
+
+class _TcpLink(ClientLink):
+    def __init__(self, gateway: MqttGateway, limits: Limits, peer: str, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        super().__init__(gateway, limits, peer)
+
+    def write(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def close_transport(self) -> None:
+        self.transport.close()
+
+    def pause_reading(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            self.transport.resume_reading()
+
+
+class _WebSocketLink(ClientLink):
+    def __init__(self, gateway: MqttGateway, limits: Limits, peer: str, websocket: Any) -> None:
+        self.websocket = websocket
+        self._outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+        super().__init__(gateway, limits, peer)
+        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+
+    def write(self, data: bytes) -> None:
+        self._outgoing.put_nowait(data)
+
+    async def _write_loop(self) -> None:
+        while True:
+            data = await self._outgoing.get()
+            if data is None:
+                await self.websocket.close()
+                return
+            await self.websocket.send(data)
+
+    def close_transport(self) -> None:
+        self._outgoing.put_nowait(None)
+
+
+def limits_of(gateway: MqttGateway) -> Limits:
+    config = gateway.config
+    return Limits(
+        max_packet_size=config.max_packet_size,
+        receive_maximum=config.receive_maximum,
+        topic_alias_maximum=config.topic_alias_maximum,
+        max_inflight=config.max_inflight,
+    )
+
+
+async def start_tcp(gateway: MqttGateway, host: str, port: int, tls: ssl.SSLContext | None = None) -> asyncio.Server:
+    loop = asyncio.get_running_loop()
+    limits = limits_of(gateway)
+    return await loop.create_server(lambda: TcpClient(gateway, limits), host, port, ssl=tls, reuse_address=True)
+
+
+async def start_websocket(
+    gateway: MqttGateway, host: str, port: int, path: str, tls: ssl.SSLContext | None = None
+) -> Any:
+    """MQTT over WebSocket (subprotocol `mqtt`, binary frames carrying any cut of the byte stream)."""
+    from websockets.asyncio.server import serve
+    from websockets.typing import Subprotocol
+
+    limits = limits_of(gateway)
+
+    async def handler(websocket: Any) -> None:
+        if websocket.request.path != path:
+            await websocket.close(1008, f"MQTT is served at {path}")
+            return
+        peer = websocket.remote_address
+        gateway.connection_count += 1
+        link = _WebSocketLink(gateway, limits, f"{peer[0]}:{peer[1]}" if peer else "?", websocket)
+        try:
+            async for frame in websocket:
+                if isinstance(frame, str):
+                    link.close(mqtt5.DisconnectReasonCode.PROTOCOL_ERROR)
+                    break
+                link.received(frame)
+        except Exception as exc:  # the websockets library ends iteration with its own errors on a broken peer
+            log.info("websocket client %r: %s", link.client_id, exc)
+        finally:
+            gateway.connection_count -= 1
+            link.connection_lost()
+
+    return await serve(
+        handler, host, port, subprotocols=[Subprotocol("mqtt")], ssl=tls, max_size=limits.max_packet_size + 8
+    )

@@ -1,0 +1,348 @@
+"""One MQTT connection as a pure object (after h11's Connection): bytes in, events out; actions in, bytes out.
+
+`MqttConnection.receive_data(data)` frames and decodes what the peer sent and returns the events the gateway
+must act on; it answers by itself what needs no decision (PINGREQ, the PUBREL after a PUBREC, the PUBCOMP after
+a PUBREL). The gateway's answers (`accept`, `acknowledge_publish`, `publish`, ...) queue bytes that
+`data_to_send()` hands to the socket. Nothing here reads a clock or a socket, so every rule is testable byte for
+byte. A peer that breaks the protocol gets a `ProtocolError` and, on MQTT 5, a DISCONNECT with its reason code
+queued before the caller closes; other connections are not concerned.
+
+Both protocol levels share the packet classes of the `mqtt5` package: level 4 is decoded and encoded by
+`codec.V311Codec`, which drops what 3.1.1 cannot carry (reason codes, properties).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import mqtt5
+
+from mqtt_bridge.codec import protocol_level
+from mqtt_bridge.codec_v5 import V5Codec
+from mqtt_bridge.codec_v311 import V311Codec
+from mqtt_bridge.errors import ProtocolError, UnsupportedProtocol
+from mqtt_bridge.framing import FrameBuffer
+from mqtt_bridge.topic import TopicError, validate_topic_name
+
+# Before CONNECT we know nothing of the peer: a CONNECT is small (ids, credentials, a will), so a first packet
+# over this size is refused before it is buffered (Mosquitto applies its message size limit the same way).
+MAX_CONNECT_SIZE = 256 * 1024
+# Packet ids are 16-bit and 0 is not one.
+MAX_PACKET_ID = 0xFFFF
+
+
+class State(enum.Enum):
+    AWAITING_CONNECT = "AWAITING_CONNECT"
+    CONNECTED = "CONNECTED"
+    CLOSED = "CLOSED"
+
+
+@dataclass(slots=True, frozen=True)
+class Limits:
+    """What this server accepts from, and promises to, one client."""
+
+    max_packet_size: int = 1024 * 1024
+    # Inbound QoS 1/2 publishes not yet acknowledged (MQTT 5 Receive Maximum, announced in CONNACK).
+    receive_maximum: int = 1024
+    # Inbound topic aliases a v5 client may set (Topic Alias Maximum, announced in CONNACK).
+    topic_alias_maximum: int = 64
+    # Outbound QoS 1/2 publishes in flight per client, whatever the client's Receive Maximum allows
+    # (Mosquitto's max_inflight_messages is 20; a durable queue behind us makes a larger window cheap).
+    max_inflight: int = 64
+
+
+# --- events -----------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Connected:
+    packet: mqtt5.ConnectPacket
+    version: int
+
+
+@dataclass(slots=True)
+class Published:
+    """A PUBLISH from the client; `topic` is its topic with any topic alias resolved (the packet is read-only).
+    QoS 1/2 need `acknowledge_publish` once stored."""
+
+    packet: mqtt5.PublishPacket
+    topic: str
+
+
+@dataclass(slots=True)
+class Released:
+    """The client's PUBREL for an inbound QoS 2 publish; the PUBCOMP is already queued."""
+
+    packet_id: int
+
+
+@dataclass(slots=True)
+class Delivered:
+    """An outbound QoS 1 (PUBACK) or QoS 2 (PUBCOMP) publish is done; its packet id is free again."""
+
+    packet_id: int
+
+
+@dataclass(slots=True)
+class Received:
+    """The client's PUBREC for an outbound QoS 2 publish; the PUBREL is already queued."""
+
+    packet_id: int
+
+
+@dataclass(slots=True)
+class Subscribed:
+    packet: mqtt5.SubscribePacket
+
+
+@dataclass(slots=True)
+class Unsubscribed:
+    packet: mqtt5.UnsubscribePacket
+
+
+@dataclass(slots=True)
+class Disconnected:
+    """The client sent DISCONNECT (v5: with a reason code; 0x04 asks for the will to be published)."""
+
+    packet: mqtt5.DisconnectPacket
+
+
+Event = Connected | Published | Released | Delivered | Received | Subscribed | Unsubscribed | Disconnected
+
+
+class MqttConnection:
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self.state = State.AWAITING_CONNECT
+        self.version = 0
+        self._codec: V311Codec | V5Codec | None = None
+        self._frames = FrameBuffer(min(MAX_CONNECT_SIZE, self.limits.max_packet_size))
+        self._out: list[bytes] = []
+        # Inbound QoS 1/2 publishes handed to the gateway and not yet acknowledged (Receive Maximum).
+        self.inbound_unacked = 0
+        self._aliases: dict[int, str] = {}
+        # Set from the CONNECT: what the client accepts.
+        self.client_receive_maximum = MAX_PACKET_ID
+        self.client_max_packet_size: int | None = None
+        self.request_problem_info = True
+        # Outbound publishes awaiting PUBACK / PUBREC / PUBCOMP, by packet id (True once PUBREC came).
+        self.outbound: dict[int, bool] = {}
+        self._next_id = 1
+
+    # --- input --------------------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        if self.state is State.CLOSED:
+            return []
+        self._frames.feed(data)
+        events: list[Event] = []
+        try:
+            for frame in self._frames.frames():
+                event = self._handle(frame)
+                if event is not None:
+                    events.append(event)
+                if self.state is State.CLOSED:
+                    break
+        except ProtocolError as exc:
+            self.fail(exc)
+            raise
+        return events
+
+    def _handle(self, frame: memoryview) -> Event | None:
+        codec = self._codec
+        if codec is None:
+            return self._handle_connect(frame)
+        packet = codec.decode(frame)
+        if isinstance(packet, mqtt5.PublishPacket):
+            return self._handle_publish(packet)
+        if isinstance(packet, mqtt5.PubAckPacket | mqtt5.PubCompPacket):
+            if self.outbound.pop(packet.packet_id, None) is None:
+                return None  # an ack for an id we do not know (a duplicate after a resend): nothing to do
+            return Delivered(packet.packet_id)
+        if isinstance(packet, mqtt5.PubRecPacket):
+            packet_id = packet.packet_id
+            if packet_id not in self.outbound:
+                # Answer anyway so that the client can free the id (MQTT 5 says: with "Packet Identifier not found").
+                self._send(mqtt5.PubRelPacket(packet_id, reason_code=mqtt5.PubRelReasonCode.PACKET_ID_NOT_FOUND))
+                return None
+            self.outbound[packet_id] = True
+            self._send(mqtt5.PubRelPacket(packet_id))
+            return Received(packet_id)
+        if isinstance(packet, mqtt5.PubRelPacket):
+            self._send(mqtt5.PubCompPacket(packet.packet_id))
+            return Released(packet.packet_id)
+        if isinstance(packet, mqtt5.SubscribePacket):
+            if not packet.topic_filters:
+                raise ProtocolError("SUBSCRIBE without topic filters")
+            return Subscribed(packet)
+        if isinstance(packet, mqtt5.UnsubscribePacket):
+            if not packet.patterns:
+                raise ProtocolError("UNSUBSCRIBE without topic filters")
+            return Unsubscribed(packet)
+        if isinstance(packet, mqtt5.PingReqPacket):
+            self._send(mqtt5.PingRespPacket())
+            return None
+        if isinstance(packet, mqtt5.DisconnectPacket):
+            self.state = State.CLOSED
+            return Disconnected(packet)
+        if isinstance(packet, mqtt5.ConnectPacket):
+            raise ProtocolError("a second CONNECT on one connection")
+        if isinstance(packet, mqtt5.AuthPacket):
+            raise ProtocolError("AUTH: enhanced authentication is not supported", 0x8C)
+        raise ProtocolError(f"{type(packet).__name__[:-6].upper()} is a packet only a server sends")
+
+    def _handle_connect(self, frame: memoryview) -> Event:
+        self.version = protocol_level(frame)
+        self._codec = V5Codec() if self.version == 5 else V311Codec()
+        packet = self._codec.decode(frame)
+        if type(packet) is not mqtt5.ConnectPacket:
+            raise ProtocolError(f"the first packet must be CONNECT, not {type(packet).__name__}")
+        self._frames.max_packet_size = self.limits.max_packet_size
+        if self.version == 5:
+            if packet.receive_max == 0:
+                raise ProtocolError("CONNECT: Receive Maximum 0")
+            self.client_receive_maximum = packet.receive_max
+            self.client_max_packet_size = packet.max_packet_size
+            self.request_problem_info = packet.request_problem_info
+        return Connected(packet, self.version)
+
+    def _handle_publish(self, packet: mqtt5.PublishPacket) -> Event:
+        if self.state is not State.CONNECTED:
+            raise ProtocolError("PUBLISH before the CONNACK accepted the connection")
+        alias = packet.topic_alias
+        topic = packet.topic
+        if alias is not None:
+            if not 0 < alias <= self.limits.topic_alias_maximum:
+                raise ProtocolError(
+                    f"PUBLISH: topic alias {alias} is outside 1..{self.limits.topic_alias_maximum}", 0x94
+                )
+            if topic:
+                self._aliases[alias] = topic
+            else:
+                known = self._aliases.get(alias)
+                if known is None:
+                    raise ProtocolError(f"PUBLISH: topic alias {alias} was never set")
+                topic = known
+        try:
+            validate_topic_name(topic)
+        except TopicError as exc:
+            raise ProtocolError(f"PUBLISH: {exc}", 0x90) from None
+        if packet.qos:
+            if self.inbound_unacked >= self.limits.receive_maximum and self.version == 5:
+                raise ProtocolError(
+                    f"more than Receive Maximum ({self.limits.receive_maximum}) unacknowledged QoS 1/2 publishes",
+                    0x93,
+                )
+            self.inbound_unacked += 1
+        return Published(packet, topic)
+
+    # --- the gateway's answers -------------------------------------------------------------------------------
+
+    def accept(self, session_present: bool, **properties: object) -> None:
+        """CONNACK success. `properties` are MQTT 5 CONNACK properties (assigned_client_id, ...)."""
+        if self.version == 5:
+            ack = mqtt5.ConnAckPacket(
+                session_present=session_present,
+                receive_max=self.limits.receive_maximum,
+                topic_alias_max=self.limits.topic_alias_maximum,
+                max_packet_size=self.limits.max_packet_size,
+                **properties,  # type: ignore[arg-type]
+            )
+        else:
+            ack = mqtt5.ConnAckPacket(session_present=session_present)
+        self._send(ack)
+        self.state = State.CONNECTED
+
+    def refuse(self, reason: mqtt5.ConnAckReasonCode, reason_string: str | None = None) -> None:
+        """CONNACK failure; the caller closes the connection after sending."""
+        self._send(mqtt5.ConnAckPacket(reason_code=reason, reason_str=reason_string if self.version == 5 else None))
+        self.state = State.CLOSED
+
+    def acknowledge_publish(self, packet_id: int, qos: int, reason: int = 0, reason_string: str | None = None) -> None:
+        """PUBACK (QoS 1) or PUBREC (QoS 2) for an inbound publish, once it is stored (or refused: reason >= 0x80)."""
+        if self.inbound_unacked:
+            self.inbound_unacked -= 1
+        text = reason_string if self.request_problem_info else None
+        if qos == 1:
+            self._send(mqtt5.PubAckPacket(packet_id, reason_code=mqtt5.PubAckReasonCode(reason), reason_str=text))
+        else:
+            self._send(mqtt5.PubRecPacket(packet_id, reason_code=mqtt5.PubRecReasonCode(reason), reason_str=text))
+
+    def acknowledge_subscribe(self, packet_id: int, codes: list[mqtt5.SubAckReasonCode]) -> None:
+        self._send(mqtt5.SubAckPacket(packet_id, codes))
+
+    def acknowledge_unsubscribe(self, packet_id: int, codes: list[mqtt5.UnsubAckReasonCode]) -> None:
+        self._send(mqtt5.UnsubAckPacket(packet_id, codes))
+
+    @property
+    def send_window(self) -> int:
+        """How many more QoS 1/2 publishes may be sent before acknowledgements come back."""
+        return min(self.client_receive_maximum, self.limits.max_inflight) - len(self.outbound)
+
+    def next_packet_id(self) -> int:
+        """A packet id not in flight (ids of a persistent session's resends are reserved with `reserve`)."""
+        for _ in range(MAX_PACKET_ID):
+            packet_id = self._next_id
+            self._next_id = packet_id + 1 if packet_id < MAX_PACKET_ID else 1
+            if packet_id not in self.outbound:
+                return packet_id
+        raise ProtocolError("no free packet id: 65,535 publishes in flight")
+
+    def publish(self, packet: mqtt5.PublishPacket) -> bool:
+        """Queue an outbound PUBLISH; QoS 1/2 need `packet.packet_id` set (from next_packet_id or a resend).
+
+        Returns False, sending nothing, when the packet is larger than the client's Maximum Packet Size
+        (MQTT 5 says the server discards it as if delivered).
+        """
+        data = self._encode(packet)
+        limit = self.client_max_packet_size
+        if limit is not None and len(data) > limit:
+            return False
+        if packet.qos:
+            self.outbound[packet.packet_id] = False  # type: ignore[index]
+        self._out.append(data)
+        return True
+
+    def release(self, packet_id: int) -> None:
+        """Resend the PUBREL of an outbound QoS 2 publish whose PUBREC came before a reconnect."""
+        self.outbound[packet_id] = True
+        self._send(mqtt5.PubRelPacket(packet_id))
+
+    def disconnect(self, reason: mqtt5.DisconnectReasonCode, reason_string: str | None = None) -> None:
+        """Server-side DISCONNECT (MQTT 5 only; 3.1.1 has none: the caller just closes)."""
+        if self.state is State.CLOSED:
+            return
+        if self.version == 5:
+            self._send(mqtt5.DisconnectPacket(reason_code=reason, reason_str=reason_string))
+        self.state = State.CLOSED
+
+    def fail(self, error: ProtocolError) -> None:
+        """Queue the DISCONNECT that tells a v5 client why it is being dropped; the connection is over."""
+        if isinstance(error, UnsupportedProtocol) and self._codec is None:
+            # MQTT 3.1.1 3.1.2.2 (and 5.0 for a level it does not know): CONNACK 0x01 in the 3.1.1 layout.
+            self._out.append(b"\x20\x02\x00\x01")
+        if self.state is State.CONNECTED and self.version == 5:
+            reason = error.reason_code
+            if reason not in mqtt5.DisconnectReasonCode._value2member_map_:
+                reason = mqtt5.DisconnectReasonCode.PROTOCOL_ERROR
+            self._send(mqtt5.DisconnectPacket(reason_code=mqtt5.DisconnectReasonCode(reason), reason_str=str(error)))
+        self.state = State.CLOSED
+
+    # --- output -------------------------------------------------------------------------------------------
+
+    def _encode(self, packet: mqtt5.Packet) -> bytes:
+        assert self._codec is not None, "nothing can be sent before the CONNECT"
+        return self._codec.encode(packet)
+
+    def _send(self, packet: mqtt5.Packet) -> None:
+        data = self._encode(packet)
+        if data:
+            self._out.append(data)
+
+    def data_to_send(self) -> bytes:
+        out = self._out
+        if not out:
+            return b""
+        self._out = []
+        return out[0] if len(out) == 1 else b"".join(out)

@@ -1,0 +1,224 @@
+"""The MQTT gateway end to end: `mqgate serve` on a free port, paho and mosquitto clients."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import paho.mqtt.client as paho
+import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from .conftest import Client
+
+
+@pytest.mark.parametrize("version", [paho.MQTTv311, paho.MQTTv5])
+def test_qos_0_1_2_through_wildcards(server, version):
+    sub = Client(server, "sub", version)
+    assert sub.subscribe([("sensors/+/temp", 2), ("sensors/#", 1)])
+    pub = Client(server, "pub", version)
+    for qos in (0, 1, 2):
+        pub.publish(f"sensors/dev{qos}/temp", b"t%d" % qos, qos=qos)
+    got = sub.receive(3)
+    assert [(m.topic, m.payload, m.qos) for m in got] == [
+        ("sensors/dev0/temp", b"t0", 0),
+        ("sensors/dev1/temp", b"t1", 1),
+        ("sensors/dev2/temp", b"t2", 2),  # overlapping filters: once, at the highest granted QoS
+    ]
+    pub.publish("sensors/other", b"o", qos=2)
+    [other] = sub.receive(1)
+    assert (other.topic, other.qos) == ("sensors/other", 1)  # downgraded to the granted QoS
+    assert sub.nothing_more()
+    sub.disconnect()
+    pub.disconnect()
+
+
+def test_order_is_kept_per_topic_under_load(server):
+    sub = Client(server, "sub")
+    sub.subscribe("load/#", 1)
+    pub = Client(server, "pub")
+    for n in range(500):
+        pub.paho.publish(f"load/t{n % 3}", b"%d" % n, qos=1)
+    got = sub.receive(500, timeout=30)
+    for topic in ("load/t0", "load/t1", "load/t2"):
+        numbers = [int(m.payload) for m in got if m.topic == topic]
+        assert numbers == sorted(numbers) and len(numbers) in (166, 167)
+
+
+def test_retained_messages_are_kept_replaced_cleared_and_survive_restart(server_factory):
+    server = server_factory()
+    pub = Client(server, "pub")
+    pub.publish("state/a", b"old", qos=1, retain=True)
+    pub.publish("state/a", b"new", qos=1, retain=True)
+    pub.publish("state/b", b"gone", qos=1, retain=True)
+    pub.publish("state/b", b"", qos=1, retain=True)  # an empty retained payload clears
+    pub.disconnect()
+    sub = Client(server, "sub")
+    sub.subscribe("state/#", 1)
+    [kept] = sub.receive(1)
+    assert (kept.topic, kept.payload, kept.retain) == ("state/a", b"new", True)
+    assert sub.nothing_more()
+    sub.disconnect()
+    server.stop()
+    server = server_factory(data_dir=server.data_dir)
+    late = Client(server, "late")
+    late.subscribe("state/+", 0)
+    [again] = late.receive(1)
+    assert (again.topic, again.payload, again.retain) == ("state/a", b"new", True)
+    late.disconnect()
+    server.stop()
+
+
+def test_live_messages_do_not_carry_the_retain_flag_unless_retain_as_published(server):
+    v3 = Client(server, "v3")
+    v3.subscribe("live/#", 0)
+    v5 = Client(server, "v5", paho.MQTTv5)
+    v5.subscribe("live/#", options=SubscribeOptions(qos=0, retainAsPublished=True))
+    pub = Client(server, "pub")
+    pub.publish("live/x", b"r", qos=1, retain=True)
+    assert v3.receive(1)[0].retain is False
+    assert v5.receive(1)[0].retain is True
+
+
+def test_will_on_abnormal_disconnect_not_on_clean_disconnect(server):
+    watcher = Client(server, "watcher")
+    watcher.subscribe("wills/#", 1)
+    polite = Client(server, "polite", will=("wills/polite", b"bye", 1, False))
+    polite.disconnect()
+    rude = Client(server, "rude", will=("wills/rude", b"gone", 1, False))
+    rude.drop()
+    [will] = watcher.receive(1)
+    assert (will.topic, will.payload) == ("wills/rude", b"gone")
+    assert watcher.nothing_more()
+
+
+def test_persistent_session_gets_what_it_missed_across_a_restart(server_factory):
+    server = server_factory()
+    device = Client(server, "device-1", clean=False)
+    device.subscribe("cmd/device-1/#", 1)
+    device.disconnect()
+    pub = Client(server, "pub")
+    for n in range(20):
+        pub.publish(f"cmd/device-1/n{n}", b"%d" % n, qos=1)
+    pub.disconnect()
+    server.stop()
+    server = server_factory(data_dir=server.data_dir)
+    again = Client(server, "device-1", clean=False)
+    assert again.flags.session_present is True
+    got = again.receive(20)
+    assert [int(m.payload) for m in got] == list(range(20))
+    again.disconnect()
+    # A clean session discards it: nothing is delivered and no session is present.
+    fresh = Client(server, "device-1", clean=True)
+    assert fresh.flags.session_present is False
+    fresh.disconnect()
+    server.stop()
+
+
+def test_v5_properties_travel_end_to_end(server):
+    sub = Client(server, "sub5", paho.MQTTv5)
+    sub_props = Properties(PacketTypes.SUBSCRIBE)
+    sub_props.SubscriptionIdentifier = 7
+    sub.subscribe("rpc/#", options=SubscribeOptions(qos=1), properties=sub_props)
+    pub = Client(server, "pub5", paho.MQTTv5)
+    props = Properties(PacketTypes.PUBLISH)
+    props.UserProperty = [("a", "1"), ("a", "2")]
+    props.ContentType = "application/json"
+    props.ResponseTopic = "rpc/reply"
+    props.CorrelationData = b"\x00\x01"
+    props.MessageExpiryInterval = 60
+    pub.publish("rpc/call", b"{}", qos=1, properties=props)
+    [got] = sub.receive(1)
+    p = got.properties
+    assert p.UserProperty == [("a", "1"), ("a", "2")]
+    assert (p.ContentType, p.ResponseTopic, p.CorrelationData) == ("application/json", "rpc/reply", b"\x00\x01")
+    assert 55 <= p.MessageExpiryInterval <= 60
+    assert p.SubscriptionIdentifier == [7]
+
+
+def test_v5_no_local(server):
+    me = Client(server, "me", paho.MQTTv5)
+    me.subscribe("chat/#", options=SubscribeOptions(qos=1, noLocal=True))
+    other = Client(server, "other", paho.MQTTv5)
+    me.publish("chat/room", b"mine", qos=1)
+    other.publish("chat/room", b"theirs", qos=1)
+    [got] = me.receive(1)
+    assert got.payload == b"theirs"
+    assert me.nothing_more()
+
+
+def test_mosquitto_clients(server):
+    port = str(server.port)
+    sub = subprocess.Popen(
+        ["mosquitto_sub", "-p", port, "-t", "mq/#", "-C", "2", "-q", "1", "-v", "-V", "mqttv311", "-W", "10"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)
+    for payload, version in (("one", "mqttv311"), ("two", "mqttv5")):
+        subprocess.run(["mosquitto_pub", "-p", port, "-t", "mq/x", "-m", payload, "-q", "2", "-V", version], check=True)
+    out, _ = sub.communicate(timeout=15)
+    assert out.splitlines() == ["mq/x one", "mq/x two"]
+
+
+def test_garbage_drops_one_client_and_the_others_carry_on(server):
+    good = Client(server, "good")
+    good.subscribe("ok/#", 1)
+    for garbage in (b"\xff\xff\xff\xff\xff", b"\x10\x02\x00\x04", b"\x30\x03\x00\xff\xff", b"GET / HTTP/1.1\r\n\r\n"):
+        with socket.create_connection((server.host, server.port), timeout=5) as sock:
+            sock.sendall(garbage)
+            sock.settimeout(5)
+            try:
+                while sock.recv(1024):
+                    pass
+            except (ConnectionResetError, TimeoutError):
+                pass
+    good.publish("ok/still", b"alive", qos=1)
+    assert good.receive(1)[0].payload == b"alive"
+
+
+def test_unsupported_protocol_level_gets_connack_1(server):
+    connect = bytes([0x10, 0x0C, 0x00, 0x04]) + b"MQTT" + bytes([0x03, 0x02, 0x00, 0x3C, 0x00, 0x00])
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(connect)
+        assert sock.recv(4) == b"\x20\x02\x00\x01"
+
+
+def test_keepalive_timeout_closes_and_publishes_the_will(server):
+    watcher = Client(server, "watcher")
+    watcher.subscribe("wills/#", 0)
+    will_topic, will_payload = b"wills/silent", b"timeout"
+    body = (
+        b"\x00\x04MQTT\x04"
+        + bytes([0x06])  # clean session + will flag, will QoS 0
+        + (1).to_bytes(2, "big")  # keepalive 1 s
+        + (6).to_bytes(2, "big")
+        + b"silent"
+        + len(will_topic).to_bytes(2, "big")
+        + will_topic
+        + len(will_payload).to_bytes(2, "big")
+        + will_payload
+    )
+    with socket.create_connection((server.host, server.port), timeout=10) as sock:
+        sock.sendall(bytes([0x10, len(body)]) + body)
+        assert sock.recv(4) == b"\x20\x02\x00\x00"
+        started = time.monotonic()
+        assert sock.recv(16) == b""  # closed by the server after 1.5 keepalive periods
+        assert 1.0 <= time.monotonic() - started < 5
+    [will] = watcher.receive(1)
+    assert will.payload == b"timeout"
+
+
+def test_v5_topic_alias_from_the_client(server):
+    sub = Client(server, "sub")
+    sub.subscribe("alias/#", 0)
+    pub = Client(server, "pub", paho.MQTTv5)
+    first = Properties(PacketTypes.PUBLISH)
+    first.TopicAlias = 3
+    pub.publish("alias/long/topic", b"1", qos=1, properties=first)
+    pub.publish("", b"2", qos=1, properties=first)
+    got = sub.receive(2)
+    assert [(m.topic, m.payload) for m in got] == [("alias/long/topic", b"1"), ("alias/long/topic", b"2")]
