@@ -139,10 +139,19 @@ class Broker:
         self._routes: dict[str, Route] = {}
         self._routes_version: object = None
         self._send_hooks: list[Callable[[Message], None]] = []
+        self._arrival_listeners: list[Callable[[set[tuple[str, int]]], None]] = []
 
     async def start(self) -> None:
-        self._long_poll = LongPollWaiters(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        self._long_poll = LongPollWaiters(loop)
         self.store.add_dispatch_listener(self._long_poll.notify_threadsafe)
+
+        def arrived(queues: set[tuple[str, int]]) -> None:
+            if self._arrival_listeners:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens any more
+                    loop.call_soon_threadsafe(self._notify_arrival, queues)
+
+        self.store.add_dispatch_listener(arrived)
         self._offset_persister.start()
         self._scanner = asyncio.get_running_loop().create_task(self._scan_consumers())
 
@@ -220,6 +229,18 @@ class Broker:
         return self.route(topic).read_queues
 
     # --- sending -----------------------------------------------------------------------------------------
+
+    def add_arrival_listener(self, listener: Callable[[set[tuple[str, int]]], None]) -> None:
+        """Call `listener(queues)` on the event loop with the (topic, queue id) pairs that got messages, once
+        per dispatch round: front doors that push messages to their clients wake up on it."""
+        self._arrival_listeners.append(listener)
+
+    def _notify_arrival(self, queues: set[tuple[str, int]]) -> None:
+        for listener in self._arrival_listeners:
+            try:
+                listener(queues)
+            except Exception:
+                log.exception("arrival listener %r failed", listener)
 
     def add_send_hook(self, hook: Callable[[Message], None]) -> None:
         """Call `hook(message)` on every message before it is stored, whoever sends it; a hook may add properties

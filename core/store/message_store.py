@@ -493,6 +493,7 @@ class MessageStore:
         """Read up to `max_count` messages of a queue from `offset` (RocketMQ's getMessage).
 
         `tag_filter` sees each entry's tag code before the log is read; `message_filter` sees the message.
+        Messages read from a light queue carry their offset in that queue as `queue_offset`.
         """
         queue = self.queues.get(topic, queue_id)
         if queue is None:
@@ -550,6 +551,8 @@ class MessageStore:
                     continue
                 if message_filter is not None and not message_filter(message):
                     continue
+                if light:
+                    message.queue_offset = queue_offset  # its position in the light queue read, not its own queue
                 messages.append(message)
                 total_bytes += size
             else:

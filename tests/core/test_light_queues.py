@@ -69,3 +69,18 @@ async def test_offsets_and_deletion_of_a_light_queue(make_broker):
     assert broker.max_offset("%LMQ%q", 0) == 0
     with pytest.raises(BrokerError, match="not a light queue"):
         broker.delete_light_queue("t")
+
+
+async def test_arrival_listeners_hear_which_queues_got_messages(make_broker):
+    broker = await make_broker()
+    heard: list[set[tuple[str, int]]] = []
+    arrived = asyncio.Event()
+
+    def listener(queues: set[tuple[str, int]]) -> None:
+        heard.append(queues)
+        arrived.set()
+
+    broker.add_arrival_listener(listener)
+    await broker.send(Message(topic="t", body=b"x", properties={PROPERTY_MULTI_DISPATCH: "%LMQ%heard"}))
+    await asyncio.wait_for(arrived.wait(), 5)
+    assert {("t", 0), ("%LMQ%heard", 0)} <= set().union(*heard)

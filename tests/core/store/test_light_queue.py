@@ -43,6 +43,8 @@ def test_one_record_many_queue_entries(open_store):
     b = store.get_messages("%LMQ%b", 0, 0).messages[0]
     assert a.commit_log_offset == b.commit_log_offset == first.commit_log_offset
     assert a.topic == "sensors" and a.light_queues == ["%LMQ%a", "%LMQ%b"]
+    # Read through a light queue, a message carries its offset in that queue.
+    assert [m.queue_offset for m in store.get_messages("%LMQ%b", 0, 0).messages] == [0, 1]
 
 
 def test_light_queue_files_are_small(open_store):
