@@ -9,6 +9,7 @@ a malformed packet closes one connection, never the server.
 
 `FieldReader` reads a frame's fields in order and checks each against the end of the frame (or of a property
 block), every string for well-formed UTF-8 without U+0000 (MQTT 3.1.1 section 1.5.3, MQTT 5.0 section 1.5.4).
+`read_publish_header` is the hot path both codecs share: the PUBLISH flags, topic name and packet identifier.
 """
 
 from __future__ import annotations
@@ -171,7 +172,10 @@ def read_publish_header_strictly(frame: memoryview, offset: int, first: int) -> 
     if qos:
         packet_id = reader.u16("packet identifier")
         if not packet_id:
-            raise ProtocolError(f"PUBLISH: packet identifier 0 at QoS {qos}; it must be non-zero (MQTT-2.3.1-1)")
+            raise ProtocolError(
+                f"PUBLISH: packet identifier 0 at QoS {qos}; it must be non-zero "
+                "(3.1.1: MQTT-2.3.1-1, 5.0: MQTT-2.2.1-3)"
+            )
     return qos, topic, packet_id, reader.position
 
 

@@ -10,12 +10,14 @@ it leaves unchecked:
   the next field ("properties length 2: topic alias 0x23 00 | payload 78" decodes as alias 0x0078 and no
   payload), so each block must be tiled exactly by its properties; a Payload Format Indicator other than 0 or 1;
 - PUBLISH: DUP at QoS 0, packet identifier 0, wildcards in the topic name;
-- CONNECT: the reserved flag, will QoS or will retain without the will flag, wildcards in the will topic;
+- CONNECT: the reserved flag, will QoS or will retain without the will flag, an empty will topic or one with
+  wildcards;
 - SUBSCRIBE and UNSUBSCRIBE: packet identifier 0, no topic filter, an empty filter, reserved subscription option
   bits, No Local on a shared subscription.
 
-Topic filter syntax ('a/#/b') and topic aliases are left to the session layer, which answers them with reason
-codes (SUBACK 0x8F, DISCONNECT 0x94).
+Topic filter syntax and topic aliases are left to the session layer, which answers them with reason codes
+(SUBACK 0x8F, DISCONNECT 0x94): mqtt5.read hands over a filter such as 'a/#/b' although its TopicFilter
+constructor refuses it. (3.1.1 has no such answer, so `V311Codec` refuses the SUBSCRIBE itself.)
 """
 
 from __future__ import annotations

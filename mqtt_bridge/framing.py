@@ -118,7 +118,8 @@ class FrameBuffer:
     before the next read; a partial packet stays buffered for later feeds. Each frame is a memoryview of its
     own immutable bytes, so it stays valid and unchanged after later feeds. A malformed fixed header or a packet
     larger than `max_packet_size` (fixed header included) raises MalformedPacket or PacketTooLarge; the
-    connection is then unusable and every later call raises the same error.
+    connection is then unusable and every later call raises the same error. `max_packet_size` may be changed
+    between calls (a listener can hold the CONNECT to a smaller size than the packets that follow it).
     """
 
     __slots__ = ("_buffer", "_start", "max_packet_size")
@@ -152,10 +153,13 @@ class FrameBuffer:
         start = self._start
         if len(buffer) - start < MIN_PACKET_SIZE:
             return None
-        header = decode_variable_byte_integer(buffer, start + 1)
-        if header is None:
-            return None
-        remaining_length, length_size = header
+        if buffer[start + 1] < _CONTINUATION_BIT:  # remaining length below 128: most packets
+            remaining_length, length_size = buffer[start + 1], 1
+        else:
+            header = decode_variable_byte_integer(buffer, start + 1)
+            if header is None:
+                return None
+            remaining_length, length_size = header
         size = 1 + length_size + remaining_length
         if size > self.max_packet_size:
             raise PacketTooLarge(
@@ -165,10 +169,10 @@ class FrameBuffer:
         end = start + size
         if end > len(buffer):
             return None
-        # A view into the bytearray would forbid resizing it while the caller holds the frame; a copy of one
-        # packet costs less than decoding it.
-        with memoryview(buffer) as view:
-            frame = view[start:end].tobytes()
+        # A view into the bytearray would forbid resizing it while the caller holds the frame, so the frame is
+        # copied out; slicing then bytes() copies twice but beats a memoryview's set-up below a few KiB, and a
+        # packet costs more to decode than to copy.
+        frame = bytes(buffer[start:end])
         if end == len(buffer):
             buffer.clear()
             self._start = 0

@@ -101,8 +101,11 @@ class MqttGateway:
             group = session_group(client_id)
             for sub in session.subscriptions.values():
                 self._use_queue(sub, client_id)
-                committed = self.broker.query_offset(group, sub.queue, 0)
-                session.read_offsets[sub.queue] = committed if committed >= 0 else self.broker.max_offset(sub.queue, 0)
+                # The later of the offset in the session record and the consumer offset (written every few s).
+                committed = max(self.broker.query_offset(group, sub.queue, 0), session.read_offsets.get(sub.queue, -1))
+                if committed < 0:
+                    committed = self.broker.max_offset(sub.queue, 0)
+                session.read_offsets[sub.queue] = max(committed, self.broker.min_offset(sub.queue, 0))
             if session.disconnected_at_ms is None:
                 session.disconnected_at_ms = now_ms()
             self._schedule_expiry(session, loop)

@@ -197,10 +197,14 @@ class Session:
                 offsets[queue] = offset + 1
 
     def to_json(self) -> dict[str, object]:
+        # The positions go with the record: consumer offsets are written every few seconds, and a session stored
+        # at SUBSCRIBE must not start at the queue's end after a crash in between.
+        positions = {queue: self.committed(queue) for queue in self.queues() if queue in self.read_offsets}
         return {
             "expiry": self.expiry_interval,
             "subscriptions": [sub.to_json() for sub in self.subscriptions.values()],
             "disconnected_at": self.disconnected_at_ms,
+            "positions": positions,
         }
 
     @classmethod
@@ -210,9 +214,13 @@ class Session:
             raise ValueError("'subscriptions' must be a list")
         subs = [Subscription.from_json(item) for item in items]
         disconnected = data.get("disconnected_at")
+        positions = data.get("positions") or {}
+        if not isinstance(positions, dict):
+            raise ValueError("'positions' must be an object")
         return cls(
             client_id,
             int(data["expiry"]),  # type: ignore[call-overload]
             {sub.key: sub for sub in subs},
+            read_offsets={str(queue): int(offset) for queue, offset in positions.items()},
             disconnected_at_ms=int(disconnected) if isinstance(disconnected, int) else None,
         )

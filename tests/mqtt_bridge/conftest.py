@@ -16,6 +16,8 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
+from tests.core.conftest import make_broker  # noqa: F401  (the in-process broker fixture, shared)
+
 ROOT = Path(__file__).resolve().parents[2]
 MQGATE = [sys.executable, "-m", "mqgate.cli"]
 

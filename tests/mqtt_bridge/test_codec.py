@@ -522,12 +522,6 @@ def test_what_3_1_1_cannot_carry_is_refused():
         V311.encode(mqtt5.ConnectPacket("c", password=b"p"))
 
 
-@pytest.mark.parametrize("codec", [V311, V5], ids=["v311", "v5"])
-def test_out_of_range_fields_raise_value_error(codec):
-    with pytest.raises(ValueError, match="PubAckPacket"):
-        codec.encode(mqtt5.PubAckPacket(70_000))
-
-
 # --- strictness --------------------------------------------------------------------------------------------------
 
 V311_VIOLATIONS = [
@@ -569,7 +563,12 @@ V311_VIOLATIONS = [
     ("subscribe filter nul", frame(0x82, b"\x00\x01", s(b"a\x00"), b"\x00"), MalformedPacket, "U+0000"),
     ("subscribe empty filter", frame(0x82, b"\x00\x01", s(""), b"\x00"), MalformedPacket, "empty topic filter"),
     ("subscribe no qos", frame(0x82, b"\x00\x01", s("a")), MalformedPacket, "requested QoS of 'a' needs 1 bytes"),
-    ("subscribe bad filter", frame(0x82, b"\x00\x01", s("a/#/b"), b"\x00"), ProtocolError, "Invalid topic filter"),
+    (
+        "subscribe bad filter",
+        frame(0x82, b"\x00\x01", s("a/#/b"), b"\x00"),
+        ProtocolError,
+        "filter 'a/#/b' breaks the wildcard",
+    ),
     ("subscribe packet id 0", frame(0x82, b"\x00\x00", s("a"), b"\x00"), ProtocolError, "packet identifier 0"),
     ("unsubscribe nothing", frame(0xA2, b"\x00\x01"), ProtocolError, "no topic filter"),
     ("unsubscribe filter cut", frame(0xA2, b"\x00\x01", b"\x00\x05ab"), MalformedPacket, "topic filter needs 5"),
@@ -697,6 +696,8 @@ def test_wildcard_topic_names_carry_reason_topic_name_invalid():
         assert refused.value.reason_code == 0x90
 
 
+# mqtt5 reports the UnicodeDecodeError behind its panic as unraisable; pytest would warn about it.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_mqtt5_panics_on_ill_formed_utf8_and_the_codec_does_not():
     bad_topic = frame(0x30, s(b"a\xff"), b"\x00")
     # The reason the v5 codec walks strings first: mqtt5 raises a BaseException (and prints a Rust panic).
