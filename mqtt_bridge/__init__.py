@@ -1,0 +1,25 @@
+"""The MQTT gateway: MQTT 3.1.1 and 5.0 clients publish and subscribe on the broker core.
+
+Design (decided for issue 4):
+
+- Codecs. `amqtt` speaks only protocol level 4 and acknowledges a PUBLISH before any plugin could store it, so
+  its broker is not used: our own session layer runs on codecs. Level 5 is decoded and encoded by `mqtt5` (a
+  sans-IO MQTT 5 codec in Rust); level 4 by amqtt's packet classes, driven synchronously on a buffer, with a
+  struct fast path for PUBLISH and the acknowledgements (codec_v311.py). Both hand the session layer `mqtt5`
+  packet objects, so every rule is written once. framing.py cuts the byte stream into packets and refuses an
+  oversize one before buffering it.
+- Sans-IO. protocol.py (`MqttConnection`) turns bytes into events and the gateway's answers into bytes: no
+  socket, no clock. session.py holds what outlives a connection. listener.py is the thin network side (TCP,
+  TLS, WebSocket at `/mqtt`); gateway.py talks to the core.
+- Mapping. The first level of an MQTT topic names the core topic; the full topic and MQTT attributes travel as
+  message properties (message_mapping.py), so core producers and consumers see the same messages.
+- Light queues. Every subscription filter has a light queue in the core (RocketMQ's LMQ). A send hook matches a
+  message's MQTT topic against the subscription trie and names the matching filters' queues: one commit-log
+  record, one 20-byte consume-queue entry per matching filter, however many sessions share the filter.
+- Durability. A QoS 1/2 PUBLISH is acknowledged after `Broker.send` returns: stored, and on disk under
+  SYNC_FLUSH. Persistent sessions, their positions and retained messages are kept in the core (state_table.py:
+  changes are core messages, with a snapshot), and come back after a restart.
+
+Not yet (see the README): shared subscriptions are refused with reason 0x9E; the inbound QoS 2 state of a
+session is in memory, so a QoS 2 publish resent after a broker crash is stored twice.
+"""

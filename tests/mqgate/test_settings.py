@@ -11,6 +11,7 @@ from core.store.config import DEFAULT_SEGMENT_SIZE, FlushMode, StoreConfig
 from mqgate.settings import (
     BROKER_KEY_HELP,
     BROKER_PARSERS,
+    MQTT_KEY_HELP,
     STORE_KEY_HELP,
     STORE_PARSERS,
     ConfigError,
@@ -19,6 +20,7 @@ from mqgate.settings import (
     parse_size,
     render_toml,
 )
+from mqtt_bridge.config import MqttConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mqgate.toml"
@@ -190,8 +192,8 @@ def test_unknown_store_key_names_key_line_and_allowed_keys(tmp_path: Path) -> No
 
 
 def test_unknown_top_level_key_in_yaml_names_line(tmp_path: Path) -> None:
-    config = write(tmp_path / "c.yaml", "log_level: INFO\nmqtt:\n  port: 1883\n")
-    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path / 'c.yaml'))}:2: unknown key mqtt"):
+    config = write(tmp_path / "c.yaml", "log_level: INFO\nhttp:\n  port: 8080\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path / 'c.yaml'))}:2: unknown key http"):
         load_settings(tmp_path, config)
 
 
@@ -299,3 +301,26 @@ def test_bad_broker_settings_name_the_key(tmp_path, text, message):
 
 def test_every_broker_key_is_documented():
     assert set(BROKER_PARSERS) == set(BROKER_KEY_HELP)
+
+
+def test_mqtt_section_file_and_flag(tmp_path):
+    config = tmp_path / "mqgate.toml"
+    config.write_text('[mqtt]\nport = 0\ntopics = ["sensors", "cmd"]\npassword_file = "/etc/passwd-mq"\n')
+    settings = load_settings(tmp_path, config)
+    assert (settings.mqtt.port, settings.mqtt.topics) == (0, ("sensors", "cmd"))
+    assert settings.mqtt.password_file == "/etc/passwd-mq" and settings.mqtt.tls_port is None
+    flagged = load_settings(tmp_path, config, [Override("mqtt.port", 1884, "--mqtt-port")])
+    assert flagged.mqtt.port == 1884
+    rendered = render_toml(flagged)
+    assert 'topics = ["sensors", "cmd"]' in rendered and "# tls_port =  (unset" in rendered
+    again = load_settings(tmp_path, write(tmp_path / "rendered.toml", rendered))
+    assert again.mqtt == flagged.mqtt
+    with pytest.raises(ConfigError, match="tls_port .* needs certfile and keyfile"):
+        load_settings(tmp_path, write(tmp_path / "tls.toml", "[mqtt]\ntls_port = 8883\n"))
+    with pytest.raises(ConfigError, match="topics"):
+        load_settings(tmp_path, write(tmp_path / "bad.toml", "[mqtt]\ntopics = 3\n"))
+
+
+def test_every_mqtt_field_is_documented() -> None:
+    fields = {spec.name for spec in dataclasses.fields(MqttConfig)}
+    assert set(MQTT_KEY_HELP) == fields
