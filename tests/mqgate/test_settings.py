@@ -315,7 +315,7 @@ def test_mqtt_section_file_and_flag(tmp_path):
     assert 'topics = ["sensors", "cmd"]' in rendered and "# tls_port =  (unset" in rendered
     again = load_settings(tmp_path, write(tmp_path / "rendered.toml", rendered))
     assert again.mqtt == flagged.mqtt
-    with pytest.raises(ConfigError, match="tls_port .* needs certfile and keyfile"):
+    with pytest.raises(ConfigError, match=r"tls_port .* needs certfile and keyfile"):
         load_settings(tmp_path, write(tmp_path / "tls.toml", "[mqtt]\ntls_port = 8883\n"))
     with pytest.raises(ConfigError, match="topics"):
         load_settings(tmp_path, write(tmp_path / "bad.toml", "[mqtt]\ntopics = 3\n"))
