@@ -3,15 +3,16 @@
     python bench/mqtt.py [--quick] [--rounds N] [--brokers mqgate,mosquitto,amqtt] [--mqgate-arg=--flush-mode=...]
 
 Scenarios (MQTT 3.1.1, 64-byte payloads, clean sessions):
-  * qos0: fan-in. 8 publishers, each on its own topic `bench/<n>`, write their whole stream of QoS 0 PUBLISHes
-    as fast as TCP takes it; 1 subscriber on `bench/#` at QoS 0. Figure: messages received per second.
+  * qos0: fan-in. 8 publishers, each on its own topic `<run>/bench/<n>`, write their whole stream of QoS 0
+    PUBLISHes as fast as TCP takes it; 1 subscriber on `<run>/bench/#` at QoS 0. Figure: messages received per
+    second. (<run> numbers the runs, so that nothing left from one reaches the next.)
   * qos1: the same fan-in at QoS 1. Each publisher keeps `--window` (64) PUBLISHes unacknowledged and refills
     the window as PUBACKs come back (receive-maximum style pipelining), so a broker that persists before acking
     is measured by its throughput, not by one round trip at a time. The subscriber holds a QoS 1 subscription
     and PUBACKs every delivery. Figure: messages acknowledged to their publisher and delivered, per second;
     each round checks that the subscriber got as many as were sent and every publisher all its PUBACKs.
-  * fanout: 1 publisher writes QoS 0 PUBLISHes to `fan/0/x`; 100 subscribers hold QoS 0 subscriptions to
-    `fan/+/x`. Figure: deliveries (messages times subscribers) received per second.
+  * fanout: 1 publisher writes QoS 0 PUBLISHes to `<run>/fan/0/x`; 100 subscribers hold QoS 0 subscriptions to
+    `<run>/fan/+/x`. Figure: deliveries (messages times subscribers) received per second.
 The clock runs from the first publisher's first send to the last receipt at a subscriber (and, under QoS 1, the
 last PUBACK at a publisher). All clients connect and subscribe, then wait at one start barrier; set-up is not
 timed. A run ends when every message has arrived, or IDLE_TIMEOUT after the last one did: such a round is
@@ -24,20 +25,30 @@ in batches; each figure comes with the broker's CPU and the generator's CPU (in 
 to show which side was saturated. This VM has 2 cores: broker, generator and the kernel's loopback TCP share
 them, so a broker that can use more than one core (mqgate's flush thread) competes with the generator.
 
-Brokers, all on 127.0.0.1 and started by this script:
+Brokers, all on 127.0.0.1 and started by this script, with the same limits where they have them:
   * mosquitto: `/usr/sbin/mosquitto -c <generated conf>`: no persistence, no queue limit (max_queued_messages 0
     means none, mosquitto.conf(5) 2.0.x), `set_tcp_nodelay true` (asyncio servers, amqtt and mqgate, set
-    TCP_NODELAY too), `max_inflight_messages` = --window (QoS 1 deliveries awaiting PUBACK; --mosquitto-inflight);
+    TCP_NODELAY too), max_inflight_messages = --inflight (QoS 1 deliveries awaiting PUBACK per client; default
+    --window, 64, which is also mqgate's default);
   * amqtt: the `amqtt` console script of this venv with its shipped default configuration but for the bind
-    address (anonymous access, default plugins). It is slow, so it gets smaller message counts (AMQTT_COUNTS),
-    with the same clients and window: its figure is still a rate, over a shorter run;
+    address (anonymous access, default plugins; no queue or in-flight limit). It is slow, so it gets smaller
+    message counts (AMQTT_COUNTS), with the same clients and window: its figure is still a rate, over a shorter
+    run;
   * mqgate: `mqgate serve --data-dir <tmp> --mqtt-port 0 [--mqgate-arg ...]`, ready when it prints its
-    `ready ...` line, whose `mqtt=HOST:PORT` part names the listener; its default flush mode (ASYNC_FLUSH)
-    applies unless a --mqgate-arg says otherwise. Stopped with SIGTERM.
+    `ready ...` line, whose `mqtt=HOST:PORT` part names the listener. DATA_DIR/mqgate.toml sets
+    mqtt.max_queued_messages past any run's count (its default, 100,000, drops the backlog a full QoS 1 fan-in
+    builds for its one subscriber, which Mosquitto here keeps) and mqtt.max_inflight = --inflight; a --config
+    passed with --mqgate-arg replaces that file, so it must set both. Its default flush mode (ASYNC_FLUSH)
+    applies unless a --mqgate-arg says otherwise (--mqgate-arg=--flush-mode=SYNC_FLUSH). Stopped with SIGTERM.
 Rounds alternate brokers (round 1: each scenario on every broker; then round 2 ...) because this VM's speed
-drifts; each figure is the median over rounds and each ratio the median of per-round ratios. Ratios are printed
-when mqgate is among --brokers. Prints key=value lines on stdout, progress on stderr; exits 1 if a broker does
-not start or dies.
+drifts; each broker first gets an uncounted warm-up run, and before each run time to go idle. Each figure is
+the median over rounds and each ratio the median of per-round ratios.
+
+Output (stdout, key=value): for each scenario and broker `mqtt.<scenario>.<broker>.msgs_per_s` (fanout:
+`deliveries_per_s`), `.received_fraction`, `.broker_cpu_cores`, `.generator_cpu_cores`, and when not zero
+`.incomplete_rounds`, `.lost_messages`, `.unacked_messages`, `.duplicates`, `.failed_rounds` (a client could not
+connect or subscribe); with mqgate among --brokers, `mqtt.<scenario>.ratio_to_mosquitto` and
+`mqtt.qos1.ratio_to_amqtt`. Progress goes to stderr. Exits 1 if a broker does not start or dies.
 """
 
 from __future__ import annotations
@@ -83,7 +94,7 @@ FANOUT_SUBSCRIBERS = 100
 # 100 subscriber connections are served by this many processes (select loops); more would only compete for the
 # 2 cores with the broker.
 FANOUT_PROCESSES = 2
-# Per-publisher unacknowledged QoS 1 PUBLISHes; also Mosquitto's max_inflight_messages towards the subscriber.
+# Per-publisher unacknowledged QoS 1 PUBLISHes; by default also the brokers' in-flight window towards subscribers.
 DEFAULT_WINDOW = 64
 HOST = "127.0.0.1"
 # Messages per run (fanout: messages published; deliveries are 100 times as many).
@@ -101,6 +112,12 @@ CONNECT_TIMEOUT = 30.0  # connecting 100 subscribers to a slow broker on a loade
 FIRST_MESSAGE_TIMEOUT = 20.0
 IDLE_TIMEOUT = 5.0  # no message for this long after the first: the broker has stalled or dropped the rest
 BROKER_START_TIMEOUT = 30.0
+# The warm-up run sends this fraction of a qos0 run's messages.
+WARM_UP_SHARE = 4
+# Another process may take the free port between free_port() and the broker's bind.
+START_ATTEMPTS = 2
+# mqgate's max_queued_messages must be a positive number: this is more than any run sends.
+MQGATE_NO_QUEUE_LIMIT = 1_000_000_000
 MAX_RUN_SECONDS = 900.0
 # Before each run the broker is given up to SETTLE_LIMIT seconds to go idle (CPU sampled every IDLE_SAMPLE s).
 SETTLE_LIMIT = 30.0
@@ -171,7 +188,7 @@ class RunningBroker:
 
 
 def free_port() -> int:
-    """A port free right now (the broker binds it a moment later; nothing else on this VM races for ports)."""
+    """A port free right now; the broker binds it a moment later (main retries a start that lost that race)."""
     with socket.socket() as probe:
         probe.bind((HOST, 0))
         return int(probe.getsockname()[1])
@@ -197,7 +214,7 @@ def wait_until_serving(broker: RunningBroker, timeout: float) -> None:
         return
 
 
-def start_mosquitto(work: Path, executable: str, window: int) -> RunningBroker:
+def start_mosquitto(work: Path, executable: str, inflight: int) -> RunningBroker:
     if not Path(executable).exists():
         raise BrokerError(f"mosquitto: {executable} not found; install the Debian package mosquitto")
     port = free_port()
@@ -209,7 +226,7 @@ def start_mosquitto(work: Path, executable: str, window: int) -> RunningBroker:
         # 0: no limit on queued QoS 1/2 messages per client (mosquitto.conf(5), 2.0.x); the default of 1000 would
         # drop messages a fast fan-in queues for one subscriber.
         "max_queued_messages 0\n"
-        f"max_inflight_messages {window}\n"
+        f"max_inflight_messages {inflight}\n"
         "set_tcp_nodelay true\n"
         "log_dest stderr\n"
         "log_type error\n"
@@ -263,10 +280,17 @@ def start_amqtt(work: Path, executable: str) -> RunningBroker:
     return broker
 
 
-def start_mqgate(work: Path, executable: str, extra: Sequence[str]) -> RunningBroker:
+def start_mqgate(work: Path, executable: str, inflight: int, extra: Sequence[str]) -> RunningBroker:
     if not Path(executable).exists():
         raise BrokerError(f"mqgate: {executable} not found; install the project (`make run` sets up .venv)")
     data_dir = work / "mqgate-data"
+    data_dir.mkdir()
+    # Read by `mqgate serve` from its data directory (a --config passed with --mqgate-arg replaces it). The same
+    # two limits as Mosquitto's configuration: no queue limit (its default of 100,000 drops what a fan-in at QoS 1
+    # queues for the one subscriber of a full run) and the same in-flight window towards subscribers.
+    (data_dir / "mqgate.toml").write_text(
+        f"[mqtt]\nmax_queued_messages = {MQGATE_NO_QUEUE_LIMIT}\nmax_inflight = {inflight}\n"
+    )
     log_path = work / "mqgate.log"
     command = [executable, "serve", "--data-dir", str(data_dir), "--mqtt-port", "0", *extra]
     log(f"starting {' '.join(command)}")
@@ -515,8 +539,10 @@ def parse_scenarios(text: str) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller counts, 2 rounds (well under a minute)")
-    parser.add_argument("--rounds", type=int, help="runs per figure; the median is printed (default 2, full 5)")
+    parser.add_argument("--quick", action="store_true", help="smaller counts (about 40 s for all three brokers)")
+    parser.add_argument(
+        "--rounds", type=int, help="runs per figure; the median is printed (default 3, or 5 without --quick)"
+    )
     parser.add_argument("--brokers", type=parse_brokers, default=list(BROKERS), help="default: all three")
     parser.add_argument("--scenarios", type=parse_scenarios, default=list(SCENARIOS), help="default: all three")
     parser.add_argument("--publishers", type=int, default=FAN_IN_PUBLISHERS, help="fan-in publishers (default 8)")
@@ -532,37 +558,54 @@ def main() -> int:
     parser.add_argument("--mosquitto", default="/usr/sbin/mosquitto", help="mosquitto executable")
     parser.add_argument("--mqgate", help="mqgate executable (default: the one next to this Python)")
     parser.add_argument(
-        "--mosquitto-inflight",
+        "--inflight",
         type=int,
-        help="mosquitto's max_inflight_messages (QoS 1 deliveries awaiting PUBACK per client; default --window)",
+        help="QoS 1 deliveries awaiting PUBACK per subscriber: Mosquitto's max_inflight_messages and mqgate's"
+        " mqtt.max_inflight (default: --window; amqtt has no such limit)",
     )
     parser.add_argument("--dir", type=Path, default=ROOT / ".bench-tmp")
     args = parser.parse_args()
     mode = "quick" if args.quick else "full"
-    rounds = args.rounds or (2 if args.quick else 5)
+    rounds = args.rounds or (3 if args.quick else 5)
     bin_dir = Path(sys.executable).parent
     args.dir.mkdir(parents=True, exist_ok=True)
     plan = scenarios(args.publishers)
+    inflight = args.window if args.inflight is None else args.inflight
 
     def count_for(broker: str, scenario: str) -> int:
         table = AMQTT_COUNTS if broker == "amqtt" else COUNTS
         return max(plan[scenario].publishers, int(table[mode][scenario] * args.scale))
 
     starters: dict[str, Callable[[Path], RunningBroker]] = {
-        "mosquitto": lambda work: start_mosquitto(
-            work, args.mosquitto, args.window if args.mosquitto_inflight is None else args.mosquitto_inflight
-        ),
+        "mosquitto": lambda work: start_mosquitto(work, args.mosquitto, inflight),
         "amqtt": lambda work: start_amqtt(work, str(bin_dir / "amqtt")),
-        "mqgate": lambda work: start_mqgate(work, args.mqgate or str(bin_dir / "mqgate"), args.mqgate_arg),
+        "mqgate": lambda work: start_mqgate(work, args.mqgate or str(bin_dir / "mqgate"), inflight, args.mqgate_arg),
     }
     work = Path(tempfile.mkdtemp(dir=args.dir, prefix="mqtt-"))
     running: dict[str, RunningBroker] = {}
     results: dict[tuple[str, str], list[RunResult]] = {}
     try:
         for name in args.brokers:
-            running[name] = starters[name](work)
+            attempts = 1 if name == "mqgate" else START_ATTEMPTS  # mqgate picks its own port
+            for attempt in range(1, attempts + 1):
+                broker_dir = work / f"{name}-{attempt}"
+                broker_dir.mkdir()
+                try:
+                    running[name] = starters[name](broker_dir)
+                    break
+                except BrokerError as exc:
+                    if attempt == attempts:
+                        raise
+                    log(f"{exc}\nretrying")
             log(f"{name} serving on {running[name].host}:{running[name].port} (pid {running[name].process.pid})")
         run = 0
+        # The first run after start-up is slow on this VM (first touch of memory, cold paths); warm each broker
+        # up with a short fan-in that is not counted.
+        for name, broker in running.items():
+            run += 1
+            warm = run_once(broker, plan["qos0"], max(1, count_for(name, "qos0") // WARM_UP_SHARE), args.window, run)
+            log(f"warm-up  qos0   {name:9} {warm.rate:11.0f}/s (not counted)")
+            broker.check_alive()
         for round_number in range(rounds):
             for scenario in args.scenarios:
                 for name, broker in running.items():

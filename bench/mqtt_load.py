@@ -6,8 +6,8 @@ it owes. The process bodies (`run_publisher`, `run_subscribers`) are thin loops 
 
 Why it is cheap enough not to be the bottleneck (bench/mqtt.py prints its CPU next to the broker's):
   * a publisher builds its whole stream of PUBLISH packets before the clock starts (one frame repeated, each
-    packet id patched with `struct.pack_into`); sending is then `sendall` of a slice of it: one system call per
-    256 KiB under QoS 0, one per refill under QoS 1;
+    packet id patched with `struct.pack_into`); sending is then `send` of a slice of it: under QoS 0 one system
+    call per socket buffer's worth, under QoS 1 one per refill;
   * a QoS 1 publisher refills its window a quarter at a time, and sets SO_RCVLOWAT so that the kernel wakes it
     when that many PUBACKs are in rather than once per PUBACK;
   * a QoS 0 subscriber sets SO_RCVLOWAT too (32 KiB, or what it still expects), so it reads hundreds of
@@ -49,8 +49,8 @@ MAX_PACKET_ID = 65535
 KEEP_ALIVE = 0
 # recv size: large enough that one call takes whatever a broker wrote since the last one.
 RECV_SIZE = 1 << 18
-# A QoS 0 publisher writes its stream in pieces of about this size.
-SEND_CHUNK = 256 * 1024
+# A publisher stays connected until every subscriber is done (bench/mqtt.py says so), at most this long.
+HOLD_LIMIT = 3600.0
 # A QoS 1 publisher refills its window when a 1/REFILL_FRACTION of it has been acknowledged.
 REFILL_FRACTION = 4
 # A QoS 0 subscriber connection is woken when this many bytes are waiting (SO_RCVLOWAT), or all it still expects,
@@ -294,9 +294,9 @@ class PublisherJob:
     payload: bytes
     qos: int
     count: int
-    window: int  # QoS 1: PUBLISHes in flight; QoS 0: ignored (the whole stream is written at once)
+    window: int  # QoS 1: PUBLISHes in flight; QoS 0: ignored (the stream is written as fast as TCP takes it)
     connect_timeout: float
-    idle_timeout: float  # QoS 1: give up when no PUBACK comes for this long
+    idle_timeout: float  # give up when the socket takes nothing (QoS 0) or no PUBACK comes (QoS 1) for this long
 
 
 @dataclass(slots=True, frozen=True)
@@ -330,18 +330,16 @@ def run_publisher(job: PublisherJob, barrier: Any, done: Any, results: Any) -> N
         cpu = _cpu()
         report["first_send_ns"] = time.perf_counter_ns()
         if job.qos == 0:
-            # In chunks, so that a broker that stops reading is noticed after idle_timeout (a socket timeout
-            # bounds a whole sendall, however much of it went through).
+            # send, not sendall: each call takes what fits in the socket buffer, and its timeout then means "no
+            # progress for idle_timeout" (a sendall's timeout bounds the whole call, however slow but steady).
             sock.settimeout(job.idle_timeout)
-            chunk = max(1, SEND_CHUNK // size) * size
             sent_bytes = 0
             try:
                 while sent_bytes < len(stream):
-                    sock.sendall(view[sent_bytes : sent_bytes + chunk])
-                    sent_bytes += chunk
+                    sent_bytes += sock.send(view[sent_bytes:])
             except TimeoutError:
                 report["stalled"] = True
-            report.update(sent=min(sent_bytes, len(stream)) // size, acked=0, last_ack_ns=0)
+            report.update(sent=sent_bytes // size, acked=0, last_ack_ns=0)
         else:
             sent = min(job.window, job.count)
             sock.sendall(view[: sent * size])
@@ -378,7 +376,7 @@ def run_publisher(job: PublisherJob, barrier: Any, done: Any, results: Any) -> N
         report["traceback"] = traceback.format_exc()
     results.put(report)
     # Stay connected until the subscribers are done, so no broker sees a disconnect mid-measurement.
-    done.wait(job.connect_timeout + job.idle_timeout)
+    done.wait(HOLD_LIMIT)
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.sendall(DISCONNECT_PACKET)
