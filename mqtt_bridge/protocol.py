@@ -208,8 +208,8 @@ class MqttConnection:
         return Connected(packet, self.version)
 
     def _handle_publish(self, packet: mqtt5.PublishPacket) -> Event:
-        if self.state is not State.CONNECTED:
-            raise ProtocolError("PUBLISH before the CONNACK accepted the connection")
+        # A client may publish right after its CONNECT, before the CONNACK (MQTT 3.1.4): the events are handled
+        # in order, so the gateway accepts the connection first, and drops them if it refuses it.
         alias = packet.topic_alias
         topic = packet.topic
         if alias is not None:
@@ -228,7 +228,7 @@ class MqttConnection:
             validate_topic_name(topic)
         except TopicError as exc:
             raise ProtocolError(f"PUBLISH: {exc}", 0x90) from None
-        if packet.qos:
+        if int(packet.qos):  # an mqtt5 QoS is truthy even at QoS 0
             if self.inbound_unacked >= self.limits.receive_maximum and self.version == 5:
                 raise ProtocolError(
                     f"more than Receive Maximum ({self.limits.receive_maximum}) unacknowledged QoS 1/2 publishes",
@@ -299,7 +299,7 @@ class MqttConnection:
         limit = self.client_max_packet_size
         if limit is not None and len(data) > limit:
             return False
-        if packet.qos:
+        if int(packet.qos):
             self.outbound[packet.packet_id] = False  # type: ignore[index]
         self._out.append(data)
         return True
@@ -323,10 +323,11 @@ class MqttConnection:
             # MQTT 3.1.1 3.1.2.2 (and 5.0 for a level it does not know): CONNACK 0x01 in the 3.1.1 layout.
             self._out.append(b"\x20\x02\x00\x01")
         if self.state is State.CONNECTED and self.version == 5:
-            reason = error.reason_code
-            if reason not in mqtt5.DisconnectReasonCode._value2member_map_:
+            try:
+                reason = mqtt5.DisconnectReasonCode(error.reason_code)
+            except ValueError:
                 reason = mqtt5.DisconnectReasonCode.PROTOCOL_ERROR
-            self._send(mqtt5.DisconnectPacket(reason_code=mqtt5.DisconnectReasonCode(reason), reason_str=str(error)))
+            self._send(mqtt5.DisconnectPacket(reason_code=reason, reason_str=str(error)))
         self.state = State.CLOSED
 
     # --- output -------------------------------------------------------------------------------------------

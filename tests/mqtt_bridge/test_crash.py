@@ -20,7 +20,8 @@ def test_sigkill_loses_no_acknowledged_publish(server_factory, qos):
     keeper.subscribe("crash/#", qos)
     keeper.disconnect()
 
-    acked: set[bytes] = set()
+    # paho calls on_publish on its network thread while holding its own lock; never hold ours across publish().
+    acked_mids: set[int] = set()
     by_mid: dict[int, bytes] = {}
     lock = threading.Lock()
     publisher = paho.Client(CallbackAPIVersion.VERSION2, client_id="publisher")
@@ -28,26 +29,28 @@ def test_sigkill_loses_no_acknowledged_publish(server_factory, qos):
 
     def on_publish(client, userdata, mid, reason, properties):
         with lock:
-            if mid in by_mid:
-                acked.add(by_mid.pop(mid))
+            acked_mids.add(mid)
 
     publisher.on_publish = on_publish
     publisher.connect(server.host, server.port)
     publisher.loop_start()
     n = 0
     deadline = time.monotonic() + 20
-    while len(acked) < 300 and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         with lock:
-            payload = b"m%d" % n
-            info = publisher.publish(f"crash/{n % 4}", payload, qos=qos)
-            by_mid[info.mid] = payload
+            if len(acked_mids) >= 300:
+                break
+            outstanding = n - len(acked_mids)
+        payload = b"m%d" % n
+        info = publisher.publish(f"crash/{n % 4}", payload, qos=qos)
+        by_mid[info.mid] = payload
         n += 1
-        if n - len(acked) > 200:
+        if outstanding > 200:
             time.sleep(0.002)
     server.kill()  # SIGKILL, with publishes still in flight
     publisher.loop_stop()
     with lock:
-        acknowledged = set(acked)
+        acknowledged = {by_mid[mid] for mid in acked_mids}
     assert len(acknowledged) >= 300
 
     server = server_factory("--flush-mode", "SYNC_FLUSH", data_dir=server.data_dir)

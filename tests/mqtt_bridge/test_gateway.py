@@ -222,3 +222,35 @@ def test_v5_topic_alias_from_the_client(server):
     pub.publish("", b"2", qos=1, properties=first)
     got = sub.receive(2)
     assert [(m.topic, m.payload) for m in got] == [("alias/long/topic", b"1"), ("alias/long/topic", b"2")]
+
+
+def test_many_qos0_publishes_from_a_v5_client_do_not_count_against_receive_maximum(server):
+    sub = Client(server, "sub", paho.MQTTv5)
+    sub.subscribe("flood/#", 0)
+    pub = Client(server, "pub", paho.MQTTv5)
+    for n in range(1500):  # more than the Receive Maximum (1024) we announce
+        pub.paho.publish("flood/x", b"%d" % n, qos=0)
+    got = sub.receive(1500, timeout=30)
+    assert int(got[-1].payload) == 1499
+    assert pub.disconnects.empty()
+
+
+def test_publish_sent_with_the_connect_before_the_connack_is_stored(server):
+    sub = Client(server, "sub")
+    sub.subscribe("early/#", 1)
+    connect = bytes([0x10, 0x0D, 0x00, 0x04]) + b"MQTT" + bytes([0x04, 0x02, 0x00, 0x3C, 0x00, 0x01]) + b"e"
+    topic = b"early/x"
+    publish = bytes([0x32, 2 + len(topic) + 2 + 3]) + len(topic).to_bytes(2, "big") + topic + b"\x00\x07" + b"hey"
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(connect + publish)  # in one write: the PUBLISH arrives before the CONNACK goes out
+        assert sock.recv(4) == b"\x20\x02\x00\x00"
+        assert sock.recv(4) == b"\x40\x02\x00\x07"  # PUBACK
+    assert sub.receive(1)[0].payload == b"hey"
+
+
+def test_a_v5_protocol_error_gets_a_disconnect_with_its_reason(server):
+    pub = Client(server, "bad5", paho.MQTTv5)
+    props = Properties(PacketTypes.PUBLISH)
+    props.TopicAlias = 1000  # over the Topic Alias Maximum we announce (64)
+    pub.paho.publish("alias/x", b"1", qos=0, properties=props)
+    assert pub.disconnects.get(timeout=10) == 0x94  # Topic Alias invalid
