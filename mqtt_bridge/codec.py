@@ -14,6 +14,7 @@ block), every string for well-formed UTF-8 without U+0000 (MQTT 3.1.1 section 1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import mqtt5
@@ -211,6 +212,38 @@ def check_connect_flags(flags: int, level: int) -> None:
         )
     if level == MQTT_3_1_1 and flags & PASSWORD_FLAG and not flags & USERNAME_FLAG:
         raise MalformedPacket("CONNECT: a password without a user name is not allowed in MQTT 3.1.1 (MQTT-3.1.2-22)")
+
+
+def read_connect_header(frame: memoryview, offset: int, level: int) -> tuple[FieldReader, int]:
+    """Check a CONNECT's protocol name, level, flags and keep alive; return a reader past them and the flags."""
+    found = protocol_level(frame)
+    if found != level:
+        name = "MQTT 3.1.1" if level == MQTT_3_1_1 else "MQTT 5.0"
+        raise UnsupportedProtocol(f"CONNECT: protocol level {found} reached the {name} codec")
+    reader = FieldReader(frame, offset, "CONNECT")
+    reader.skip(len(b"\x00\x04MQTT") + 1, "protocol name and level")
+    flags = reader.u8("connect flags")
+    check_connect_flags(flags, level)
+    reader.skip(2, "keep alive")
+    return reader, flags
+
+
+def read_connect_payload(
+    reader: FieldReader, flags: int, will_properties: Callable[[FieldReader], None] | None = None
+) -> bytes | None:
+    """Check a CONNECT's payload after the client identifier (will, user name, password) to its end; return the
+    password as bytes. `will_properties` reads the MQTT 5 will properties."""
+    if flags & WILL_FLAG:
+        if will_properties is not None:
+            will_properties(reader)
+        check_will_topic(reader.text("will topic"))
+        # The two specifications name the field differently: 3.1.1 "Will Message", 5.0 "Will Payload".
+        reader.binary("will message" if will_properties is None else "will payload")
+    if flags & USERNAME_FLAG:
+        reader.text("user name")
+    password = reader.binary("password") if flags & PASSWORD_FLAG else None
+    reader.expect_end()
+    return password
 
 
 def is_rust_panic(exc: BaseException) -> bool:

@@ -60,13 +60,12 @@ from mqtt_bridge.codec import (
     WILL_RETAIN_FLAG,
     FieldReader,
     body_offset,
-    check_connect_flags,
     check_fixed_header_flags,
-    check_will_topic,
-    protocol_level,
+    read_connect_header,
+    read_connect_payload,
     read_publish_header,
 )
-from mqtt_bridge.errors import MalformedPacket, ProtocolError, UnsupportedProtocol
+from mqtt_bridge.errors import MalformedPacket, ProtocolError
 from mqtt_bridge.framing import encode_remaining_length, packet_type_name
 
 # 3.1.1 keeps a session that is not clean until the client connects again with clean session set; the nearest
@@ -168,23 +167,9 @@ def _decode_publish(frame: memoryview, offset: int, first: int) -> mqtt5.Packet:
 
 def _check_connect(frame: memoryview, offset: int) -> bytes | None:
     """Walk a CONNECT; return its password, as bytes (amqtt decodes it as text)."""
-    level = protocol_level(frame)
-    if level != MQTT_3_1_1:
-        raise UnsupportedProtocol(f"CONNECT: protocol level {level} reached the MQTT 3.1.1 codec")
-    reader = FieldReader(frame, offset, "CONNECT")
-    reader.skip(len(b"\x00\x04MQTT\x04"), "protocol name and level")
-    flags = reader.u8("connect flags")
-    check_connect_flags(flags, MQTT_3_1_1)
-    reader.skip(2, "keep alive")
+    reader, flags = read_connect_header(frame, offset, MQTT_3_1_1)
     reader.text("client identifier")
-    if flags & WILL_FLAG:
-        check_will_topic(reader.text("will topic"))
-        reader.binary("will message")
-    if flags & USERNAME_FLAG:
-        reader.text("user name")
-    password = reader.binary("password") if flags & PASSWORD_FLAG else None
-    reader.expect_end()
-    return password
+    return read_connect_payload(reader, flags)
 
 
 def _decode_connect(frame: memoryview, offset: int) -> mqtt5.Packet:

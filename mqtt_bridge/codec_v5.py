@@ -28,21 +28,17 @@ import mqtt5
 
 from mqtt_bridge.codec import (
     MQTT_5,
-    PASSWORD_FLAG,
     PUBLISH,
     SHARED_SUBSCRIPTION_PREFIX,
-    USERNAME_FLAG,
-    WILL_FLAG,
     FieldReader,
     body_offset,
-    check_connect_flags,
     check_fixed_header_flags,
-    check_will_topic,
     is_rust_panic,
-    protocol_level,
+    read_connect_header,
+    read_connect_payload,
     read_publish_header,
 )
-from mqtt_bridge.errors import MalformedPacket, ProtocolError, UnsupportedProtocol
+from mqtt_bridge.errors import MalformedPacket, ProtocolError
 from mqtt_bridge.framing import packet_type_name
 
 # Value types of properties (MQTT 5.0 section 2.2.2.2).
@@ -123,25 +119,10 @@ def _check_properties(reader: FieldReader, where: str = "") -> None:
 
 
 def _check_connect(frame: memoryview, offset: int, first: int) -> None:
-    level = protocol_level(frame)
-    if level != MQTT_5:
-        raise UnsupportedProtocol(f"CONNECT: protocol level {level} reached the MQTT 5.0 codec")
-    reader = FieldReader(frame, offset, "CONNECT")
-    reader.skip(len(b"\x00\x04MQTT\x05"), "protocol name and level")
-    flags = reader.u8("connect flags")
-    check_connect_flags(flags, MQTT_5)
-    reader.skip(2, "keep alive")
+    reader, flags = read_connect_header(frame, offset, MQTT_5)
     _check_properties(reader)
     reader.text("client identifier")
-    if flags & WILL_FLAG:
-        _check_properties(reader, "will ")
-        check_will_topic(reader.text("will topic"))
-        reader.binary("will payload")
-    if flags & USERNAME_FLAG:
-        reader.text("user name")
-    if flags & PASSWORD_FLAG:
-        reader.binary("password")
-    reader.expect_end()
+    read_connect_payload(reader, flags, lambda will: _check_properties(will, "will "))
 
 
 def _check_publish(frame: memoryview, offset: int, first: int) -> None:

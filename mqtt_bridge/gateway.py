@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import time
 import zlib
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,9 +132,10 @@ class MqttGateway:
             if session.persistent:
                 self._commit(session)
 
-    def _commit(self, session: Session) -> None:
+    def _commit(self, session: Session, queues: Iterable[str] | None = None) -> None:
+        """Commit the session's positions in `queues` (default: all it reads) as core consumer offsets."""
         group = session_group(session.client_id)
-        for queue in session.queues():
+        for queue in session.queues() if queues is None else queues:
             if queue in session.read_offsets:
                 self.broker.commit_offset(group, queue, 0, session.committed(queue))
 
@@ -193,7 +195,7 @@ class MqttGateway:
             if version == 4 and not packet.clean_start:
                 conn.refuse(Reason.CLIENT_ID_NOT_VALID)
                 return
-            client_id = assigned = f"mqgate-{zlib.crc32(str(time.time_ns()).encode()):08x}-{id(link):x}"
+            client_id = assigned = f"mqgate-{secrets.token_hex(8)}"
         reason = self.authenticate(packet)
         if reason is not Reason.SUCCESS:
             log.info("client %r refused: %s", client_id, reason.name)
@@ -461,12 +463,12 @@ class MqttGateway:
                 shared = parse_subscription(option.pattern)
             except TopicError as exc:
                 if conn.version == 4:
-                    raise _protocol_error(f"SUBSCRIBE: {exc}") from None
+                    raise ProtocolError(f"SUBSCRIBE: {exc}") from None
                 log.info("client %r: %s", link.client_id, exc)
                 codes.append(mqtt5.SubAckReasonCode.TOPIC_FILTER_INVALID)
                 continue
             if shared.group is not None and option.no_local and conn.version == 5:
-                raise _protocol_error("SUBSCRIBE: no-local on a shared subscription (MQTT 5 3.8.3.1)")
+                raise ProtocolError("SUBSCRIBE: no-local on a shared subscription (MQTT 5 3.8.3.1)")
             if not self.allowed(link, option.pattern, Access.SUBSCRIBE):
                 log.info("client %r: SUBSCRIBE to %r refused by the ACL", link.client_id, option.pattern)
                 codes.append(mqtt5.SubAckReasonCode.NOT_AUTHORIZED)
@@ -477,7 +479,7 @@ class MqttGateway:
                 continue
             sub = Subscription.from_packet(option, shared.group, shared.filter, packet.subscription_id)
             if sub.qos > 2:
-                raise _protocol_error(f"SUBSCRIBE: QoS {sub.qos}")
+                raise ProtocolError(f"SUBSCRIBE: QoS {sub.qos}")
             existed = sub.key in session.subscriptions
             old = session.subscriptions.get(sub.key)
             if old is not None:
@@ -619,12 +621,13 @@ class MqttGateway:
 
     def acknowledged(self, link: ClientLink, packet_id: int) -> None:
         session = link.session
-        if session is not None and session.acknowledged(packet_id) is not None:
+        if session is None:
+            return
+        outgoing = session.acknowledged(packet_id)
+        if outgoing is not None:
             if session.persistent:
-                group = session_group(session.client_id)
-                for queue in session.queues():
-                    if queue in session.read_offsets:
-                        self.broker.commit_offset(group, queue, 0, session.committed(queue))
+                # Only the queues this publish stood for can have moved (per acknowledgement: keep it small).
+                self._commit(session, {queue for queue, _ in outgoing.positions})
             link.wake()
 
     def received(self, link: ClientLink, packet_id: int) -> None:
@@ -643,10 +646,6 @@ class MqttGateway:
 
 
 _background: set[asyncio.Task[None]] = set()
-
-
-def _protocol_error(message: str) -> Exception:
-    return ProtocolError(message)
 
 
 def _retained_change(message: StoredMessage) -> tuple[str, MqttMessage | None] | None:
