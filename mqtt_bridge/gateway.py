@@ -15,6 +15,7 @@ its window allows and waits for acknowledgements or arrivals (Broker.add_arrival
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import secrets
@@ -35,9 +36,16 @@ from core.topic_config import MessageType
 from mqtt_bridge.acl_file import Access, AclFile
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.errors import ProtocolError
-from mqtt_bridge.message_mapping import PROPERTY_RETAIN, PROPERTY_TOPIC, MqttMessage
+from mqtt_bridge.message_mapping import (
+    PROPERTY_CLIENT,
+    PROPERTY_PACKET_ID,
+    PROPERTY_RETAIN,
+    PROPERTY_TOPIC,
+    MqttMessage,
+)
 from mqtt_bridge.password_file import PasswordFile
 from mqtt_bridge.session import NEVER_EXPIRES, Outgoing, Session, Subscription, session_group
+from mqtt_bridge.shared_group import TAKE_BATCH, SharedGroup
 from mqtt_bridge.state_table import StateTable
 from mqtt_bridge.topic import TopicError, first_level, parse_subscription
 from mqtt_bridge.topic_trie import SubscriptionTrie, TopicTree
@@ -48,6 +56,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RETAINED_QUEUE = f"{LIGHT_QUEUE_PREFIX}MQTT_RETAINED"
+# QoS 2 publishes of persistent sessions, so that a resend after a broker crash is recognised (not stored twice).
+INBOUND_QOS2_QUEUE = f"{LIGHT_QUEUE_PREFIX}MQTT_QOS2_INBOUND"
 SESSIONS_TOPIC = "MQTT_SESSIONS"
 PROPERTY_SESSION = "MQTT_SESSION"
 # Messages read from one light queue per round of a session's delivery loop.
@@ -80,6 +90,12 @@ class MqttGateway:
         self.stored_sessions: StateTable[dict[str, object]] = StateTable(
             broker, SESSIONS_TOPIC, self.state_dir / "sessions.json", _session_change, lambda v: v, _session_value
         )
+        # Inbound QoS 2 publishes stored and not released, by `qos2_key`: a digest of topic and payload.
+        self.inbound_qos2: StateTable[str] = StateTable(
+            broker, INBOUND_QOS2_QUEUE, self.state_dir / "qos2.json", _qos2_change, lambda v: v, _qos2_value
+        )
+        # Shared subscriptions by light queue.
+        self.shared: dict[str, SharedGroup] = {}
         self._expiry: dict[str, asyncio.TimerHandle] = {}
         self._wills: dict[str, asyncio.TimerHandle] = {}
         self._known_topics: set[str] = set()
@@ -95,12 +111,16 @@ class MqttGateway:
         for topic in self.retained.entries:
             self.retained_topics.add(topic)
         await self.stored_sessions.load()
+        await self.inbound_qos2.load()
         loop = asyncio.get_running_loop()
         for client_id, data in self.stored_sessions.entries.items():
             session = Session.from_json(client_id, data)
             self.sessions[client_id] = session
             group = session_group(client_id)
             for sub in session.subscriptions.values():
+                if sub.share_group is not None:
+                    self._use_queue(sub, client_id, session.read_offsets.pop(sub.queue, -1))
+                    continue
                 self._use_queue(sub, client_id)
                 # The later of the offset in the session record and the consumer offset (written every few s).
                 committed = max(self.broker.query_offset(group, sub.queue, 0), session.read_offsets.get(sub.queue, -1))
@@ -114,6 +134,7 @@ class MqttGateway:
         self.broker.add_arrival_listener(self._on_arrival)
         self.retained.start()
         self.stored_sessions.start()
+        self.inbound_qos2.start()
         log.info(
             "MQTT gateway: %d retained messages, %d stored sessions", len(self.retained.entries), len(self.sessions)
         )
@@ -126,16 +147,22 @@ class MqttGateway:
         self._commit_all()
         await self.retained.close()
         await self.stored_sessions.close()
+        await self.inbound_qos2.close()
 
     def _commit_all(self) -> None:
         for session in self.sessions.values():
             if session.persistent:
                 self._commit(session)
+        for group in self.shared.values():
+            self._commit_group(group)
+
+    def _commit_group(self, group: SharedGroup) -> None:
+        self.broker.commit_offset(group.consumer_group, group.queue, 0, group.committed())
 
     def _commit(self, session: Session, queues: Iterable[str] | None = None) -> None:
         """Commit the session's positions in `queues` (default: all it reads) as core consumer offsets."""
         group = session_group(session.client_id)
-        for queue in session.queues() if queues is None else queues:
+        for queue in session.own_queues() if queues is None else queues:
             if queue in session.read_offsets:
                 self.broker.commit_offset(group, queue, 0, session.committed(queue))
 
@@ -147,6 +174,10 @@ class MqttGateway:
         if topic is None or PROPERTY_MULTI_DISPATCH in properties:
             return
         queues = [queue for _, queue, _ in self.trie.match(topic)]
+        packet_id = properties.get(PROPERTY_PACKET_ID)
+        if packet_id is not None:
+            queues.append(INBOUND_QOS2_QUEUE)
+            self.inbound_qos2.changed(qos2_key(properties.get(PROPERTY_CLIENT, ""), packet_id), qos2_digest(message))
         if properties.get(PROPERTY_RETAIN) == "1":
             queues.append(RETAINED_QUEUE)
             retained = MqttMessage.from_core(message)
@@ -163,7 +194,12 @@ class MqttGateway:
     def _on_arrival(self, queues: set[tuple[str, int]]) -> None:
         readers = self.readers
         links = self.links
+        shared = self.shared
         for queue, _ in queues:
+            group = shared.get(queue)
+            if group is not None:
+                self._wake_members(group)
+                continue
             for client_id in readers.get(queue, ()):
                 link = links.get(client_id)
                 if link is not None:
@@ -273,6 +309,7 @@ class MqttGateway:
                 readers.discard(session.client_id)
                 if not readers:
                     del self.readers[queue]
+        self._return_shared(session)
         will = session.will
         session.will = None
         if will is not None and publish_will:
@@ -290,6 +327,37 @@ class MqttGateway:
             self._schedule_expiry(session, asyncio.get_running_loop())
         elif not session.persistent:
             self._end_session(session)
+
+    def _return_shared(self, session: Session) -> None:
+        """The connection went: what it holds of shared subscriptions goes to the other members (MQTT 5 4.8.2).
+
+        A QoS 2 publish the client has PUBREC'd is its own (the session resends only the PUBREL); everything else
+        it took (in flight, or taken and not sent yet) is handed out again, so a member that never comes back
+        holds nothing up."""
+        for packet_id, outgoing in list(session.inflight.items()):
+            for queue, offset in outgoing.positions:
+                group = self.shared.get(queue)
+                if group is None:
+                    continue
+                if outgoing.released:
+                    group.settle(offset)
+                else:
+                    session.acknowledged(packet_id)
+        for sub in session.subscriptions.values():
+            group = self.shared.get(sub.queue) if sub.share_group is not None else None
+            if group is not None and group.give_back_member(session.client_id):
+                self._commit_group(group)
+                self._wake_members(group)
+
+    def _wake_members(self, group: SharedGroup) -> None:
+        """Wake the connected members, a different one first each time: the first to run takes the new messages,
+        so a trickle of single messages goes round the members instead of always to the same one."""
+        links = [link for member in sorted(group.members) if (link := self.links.get(member)) is not None]
+        if not links:
+            return
+        group.rotation = (group.rotation + 1) % len(links)
+        for link in links[group.rotation :] + links[: group.rotation]:
+            link.wake()
 
     def _schedule_expiry(self, session: Session, loop: asyncio.AbstractEventLoop) -> None:
         if session.expiry_interval >= NEVER_EXPIRES:
@@ -315,14 +383,29 @@ class MqttGateway:
             self._release_queue(sub, client_id)
         session.subscriptions.clear()
         self.broker.offsets.delete_group(session_group(client_id))
+        prefix = qos2_key(client_id, "")
+        for key in [key for key in self.inbound_qos2.entries if key.startswith(prefix)]:
+            self.inbound_qos2.changed(key, None)
         if self.sessions.get(client_id) is session:
             del self.sessions[client_id]
         if client_id in self.stored_sessions.entries:
             self.stored_sessions.changed(client_id, None)
             self._spawn(self._append_session_change(client_id, None))
 
-    def _store_session(self, session: Session) -> None:
+    def _session_data(self, session: Session) -> dict[str, object]:
+        """The session record, with the positions of its shared subscriptions' groups as well: a group's consumer
+        offset is written every few seconds, and a group must not start at the queue's end after a crash."""
         data = session.to_json()
+        positions = data["positions"]
+        assert isinstance(positions, dict)
+        for sub in session.subscriptions.values():
+            group = self.shared.get(sub.queue) if sub.share_group is not None else None
+            if group is not None:
+                positions[sub.queue] = group.committed()
+        return data
+
+    def _store_session(self, session: Session) -> None:
+        data = self._session_data(session)
         self.stored_sessions.changed(session.client_id, data)
         self._spawn(self._append_session_change(session.client_id, data))
 
@@ -335,7 +418,7 @@ class MqttGateway:
 
     async def store_session_now(self, session: Session) -> None:
         """Store a persistent session's subscriptions before SUBACK/UNSUBACK (they must survive a crash)."""
-        data = session.to_json()
+        data = self._session_data(session)
         self.stored_sessions.changed(session.client_id, data)
         await self._append_session_change(session.client_id, data)
 
@@ -381,13 +464,37 @@ class MqttGateway:
         self._known_topics.add(name)
         return name
 
-    async def store(self, message: MqttMessage) -> None:
-        """Store an MQTT message in the core (durable under the flush mode when this returns)."""
+    async def store(self, message: MqttMessage, qos2_packet_id: int | None = None) -> None:
+        """Store an MQTT message in the core (durable under the flush mode when this returns).
+
+        `qos2_packet_id`: the packet id of a persistent session's QoS 2 publish, recorded with the message so
+        that a resend after a broker crash is recognised."""
         core_topic = self.core_topic(message.topic)
         queues = self.broker.write_queues(core_topic)
         queue_id = zlib.crc32(message.topic.encode()) % len(queues)
-        await self.broker.send(message.to_core(core_topic, queue_id))
+        core = message.to_core(core_topic, queue_id)
+        if qos2_packet_id is not None:
+            core.properties[PROPERTY_PACKET_ID] = str(qos2_packet_id)
+        try:
+            await self.broker.send(core)
+        except (BrokerError, StoreError):
+            if qos2_packet_id is not None:  # not stored: a resend must be stored, not taken for a duplicate
+                self.inbound_qos2.changed(qos2_key(message.client_id or "", str(qos2_packet_id)), None)
+            raise
         self.stats["published"] += 1
+
+    def _stored_before(self, session: Session, packet: mqtt5.PublishPacket, topic: str) -> bool:
+        """Is this QoS 2 PUBLISH one we stored and acknowledged with PUBREC (a resend)?
+
+        In memory for this run; after a broker restart, from the recorded QoS 2 publishes: a resend carries DUP
+        and the same topic and payload (a new publish reusing a completed packet id has DUP clear, or differs)."""
+        packet_id = packet.packet_id or 0
+        if packet_id in session.awaiting_release:
+            return True
+        if not packet.duplicate:
+            return False
+        recorded = self.inbound_qos2.entries.get(qos2_key(session.client_id, str(packet_id)))
+        return recorded is not None and recorded == payload_digest(topic, packet.payload)
 
     async def publish(self, link: ClientLink, packet: mqtt5.PublishPacket, topic: str) -> None:
         """An inbound PUBLISH: store it (unless refused or a QoS 2 duplicate), then acknowledge."""
@@ -396,7 +503,8 @@ class MqttGateway:
         assert session is not None
         qos = int(packet.qos)
         packet_id = packet.packet_id or 0
-        if qos == 2 and packet_id in session.awaiting_release:
+        if qos == 2 and self._stored_before(session, packet, topic):
+            session.awaiting_release.add(packet_id)
             conn.acknowledge_publish(packet_id, 2)  # a resend of one we stored: PUBREC again, store nothing
             return
         if not self.allowed(link, topic, Access.WRITE):
@@ -407,7 +515,8 @@ class MqttGateway:
                 conn.acknowledge_publish(packet_id, qos, 0x87 if conn.version == 5 else 0, "not authorized")
             return
         try:
-            await self.store(MqttMessage.from_publish(packet, topic, link.client_id, now_ms()))
+            message = MqttMessage.from_publish(packet, topic, link.client_id, now_ms())
+            await self.store(message, packet_id if qos == 2 and session.persistent else None)
         except ValueError as exc:
             self.stats["refused"] += 1
             log.warning("client %r: PUBLISH to %r refused: %s", link.client_id, topic, exc)
@@ -425,17 +534,36 @@ class MqttGateway:
             conn.acknowledge_publish(packet_id, qos)
 
     def released(self, link: ClientLink, packet_id: int) -> None:
-        if link.session is not None:
-            link.session.awaiting_release.discard(packet_id)
+        session = link.session
+        if session is not None:
+            session.awaiting_release.discard(packet_id)
+            key = qos2_key(session.client_id, str(packet_id))
+            if key in self.inbound_qos2.entries:
+                # In memory only: a crash brings the entry back, which a new publish with DUP clear passes.
+                self.inbound_qos2.changed(key, None)
 
     # --- subscribing -----------------------------------------------------------------------------------------
 
-    def _use_queue(self, sub: Subscription, client_id: str) -> None:
+    def _use_queue(self, sub: Subscription, client_id: str, recorded: int = -1) -> None:
+        """`client_id` uses the subscription's light queue. `recorded`: a shared group's position as a session
+        record holds it (at start; never ahead of the truth), in case the group's consumer offset was not
+        written before a crash."""
         users = self.queue_users.get(sub.queue)
         if users is None:
             users = self.queue_users[sub.queue] = set()
             self.trie.add(sub.topic_filter, sub.queue, None)
         users.add(client_id)
+        if sub.share_group is not None:
+            group = self.shared.get(sub.queue)
+            if group is None:
+                group = SharedGroup(sub.queue, sub.share_group, sub.topic_filter, 0)
+                # Resume where the group left off (a restart), or start with the messages published from now.
+                committed = max(self.broker.query_offset(group.consumer_group, sub.queue, 0), recorded)
+                if committed < 0:
+                    committed = self.broker.max_offset(sub.queue, 0)
+                group.next_offset = max(committed, self.broker.min_offset(sub.queue, 0))
+                self.shared[sub.queue] = group
+            group.members.add(client_id)
 
     def _release_queue(self, sub: Subscription, client_id: str) -> None:
         users = self.queue_users.get(sub.queue)
@@ -447,10 +575,18 @@ class MqttGateway:
             readers.discard(client_id)
             if not readers:
                 del self.readers[sub.queue]
+        group = self.shared.get(sub.queue)
+        if group is not None:
+            group.members.discard(client_id)
+            if group.give_back_member(client_id):
+                self._wake_members(group)
         if not users:
             del self.queue_users[sub.queue]
             self.trie.remove(sub.topic_filter, sub.queue)
             self.broker.delete_light_queue(sub.queue)
+            if group is not None:
+                del self.shared[sub.queue]
+                self.broker.offsets.delete_group(group.consumer_group)
 
     async def subscribe(self, link: ClientLink, packet: mqtt5.SubscribePacket) -> None:
         session = link.session
@@ -473,10 +609,6 @@ class MqttGateway:
                 log.info("client %r: SUBSCRIBE to %r refused by the ACL", link.client_id, option.pattern)
                 codes.append(mqtt5.SubAckReasonCode.NOT_AUTHORIZED)
                 continue
-            if shared.group is not None:
-                # Shared subscriptions come with the shared-group reader (not built yet): refuse them clearly.
-                codes.append(mqtt5.SubAckReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
-                continue
             sub = Subscription.from_packet(option, shared.group, shared.filter, packet.subscription_id)
             if sub.qos > 2:
                 raise ProtocolError(f"SUBSCRIBE: QoS {sub.qos}")
@@ -487,7 +619,8 @@ class MqttGateway:
             session.subscriptions[sub.key] = sub
             if not existed:
                 self._use_queue(sub, session.client_id)
-                session.read_offsets[sub.queue] = self.broker.max_offset(sub.queue, 0)
+                if sub.share_group is None:
+                    session.read_offsets[sub.queue] = self.broker.max_offset(sub.queue, 0)
                 self.readers.setdefault(sub.queue, set()).add(session.client_id)
             new_subs.append((sub, existed))
             codes.append(mqtt5.SubAckReasonCode(sub.qos))
@@ -497,6 +630,8 @@ class MqttGateway:
         for sub, existed in new_subs:
             if sub.retain_handling == 2 or (sub.retain_handling == 1 and existed):
                 continue
+            if sub.share_group is not None:
+                continue  # MQTT 5 4.8.2: no retained messages for a shared subscription
             self._queue_retained(link, sub)
         link.wake()
 
@@ -519,7 +654,7 @@ class MqttGateway:
             if sub is None:
                 codes.append(mqtt5.UnsubAckReasonCode.NO_SUBSCRIPTION_EXISTED)
                 continue
-            if session.persistent:
+            if session.persistent and sub.queue in session.read_offsets:
                 self.broker.commit_offset(session_group(session.client_id), sub.queue, 0, session.committed(sub.queue))
             session.read_offsets.pop(sub.queue, None)
             self._release_queue(sub, session.client_id)
@@ -540,7 +675,7 @@ class MqttGateway:
             link.woken.clear()
             progressed = self._send_retained(link)
             batch: dict[int, tuple[StoredMessage, list[tuple[str, int]]]] = {}
-            for queue in list(session.queues()):
+            for queue in list(session.own_queues()):
                 offset = session.read_offsets.get(queue)
                 if offset is None:
                     continue
@@ -595,10 +730,92 @@ class MqttGateway:
                 session.advance(positions)
                 self.stats["delivered"] += 1
                 progressed = True
+            took = False
+            if not stopped:
+                took, stopped = await self._deliver_shared(link)
             link.flush()
-            if progressed and not stopped and batch:
+            if not stopped and ((progressed and batch) or took):
                 continue
             await link.woken.wait()
+
+    async def _deliver_shared(self, link: ClientLink) -> tuple[bool, bool]:
+        """Send what the session's shared subscriptions let it take; returns (took anything, window closed)."""
+        session = link.session
+        assert session is not None
+        conn = link.conn
+        took = False
+        for sub in list(session.subscriptions.values()):
+            group = self.shared.get(sub.queue) if sub.share_group is not None else None
+            if group is None:
+                continue
+            queue = sub.queue
+            high = self.broker.max_offset(queue, 0)
+            skipped = group.skip_to(max(self.broker.min_offset(queue, 0), high - self.config.max_queued_messages))
+            if skipped:
+                group.dropped += skipped
+                self.stats["dropped"] += skipped
+                log.warning("%s: %d queued messages dropped (max_queued_messages)", sub.key, skipped)
+            backlog = group.backlog(high)
+            if not backlog:
+                continue
+            # A fair share of the backlog among the connected members, so one burst is spread over them.
+            ready = sum(1 for member in group.members if member in self.links) or 1
+            count = min(TAKE_BATCH, -(-backlog // ready))
+            if sub.qos:
+                count = min(count, conn.send_window)
+            if count <= 0 or not link.writable:
+                return took, True
+            offsets = group.take(session.client_id, high, count)
+            found = await self._read_light_queue(group.consumer_group, queue, offsets)
+            now = now_ms()
+            for index, offset in enumerate(offsets):
+                stored = found.get(offset)
+                message = MqttMessage.from_core(stored) if stored is not None else None
+                delivery = None
+                if (
+                    message is not None
+                    and (message.expires_at_ms is None or message.expires_at_ms > now)
+                    and self.allowed(link, message.topic, Access.READ)
+                ):
+                    delivery = session.delivery(message, [sub])
+                if delivery is None or message is None:
+                    group.settle(offset)  # gone from the queue, expired or not readable: nobody gets it
+                    continue
+                qos, retain, ids = delivery
+                if (qos and conn.send_window <= 0) or not link.writable or session.client_id not in group.members:
+                    group.give_back(offsets[index:])
+                    self._commit_group(group)
+                    self._wake_members(group)
+                    return True, True
+                packet_id = conn.next_packet_id() if qos else None
+                if conn.publish(message.to_publish(qos, retain, packet_id, now, ids)) and qos:
+                    session.sent(packet_id, Outgoing(message, qos, retain, ids, [(queue, offset)]))  # type: ignore[arg-type]
+                else:
+                    group.settle(offset)
+                self.stats["delivered"] += 1
+            self._commit_group(group)
+            took = True
+        return took, False
+
+    async def _read_light_queue(self, group: str, queue: str, offsets: list[int]) -> dict[int, StoredMessage]:
+        """The messages at `offsets` of a light queue (ascending; missing ones are gone: holes or retention)."""
+        found: dict[int, StoredMessage] = {}
+        index = 0
+        while index < len(offsets):
+            start = end = offsets[index]
+            while index < len(offsets) and offsets[index] == end:  # one contiguous run
+                index += 1
+                end += 1
+            offset = start
+            while offset < end:
+                got = await self.broker.pull(group, queue, 0, offset, end - offset)
+                for read in got.messages:
+                    if offset <= read.queue_offset < end:
+                        found[read.queue_offset] = read
+                if got.next_begin_offset <= offset:
+                    break
+                offset = got.next_begin_offset
+        return found
 
     def _send_retained(self, link: ClientLink) -> bool:
         conn = link.conn
@@ -625,6 +842,11 @@ class MqttGateway:
             return
         outgoing = session.acknowledged(packet_id)
         if outgoing is not None:
+            for queue, offset in outgoing.positions:
+                group = self.shared.get(queue)
+                if group is not None:
+                    group.settle(offset)
+                    self._commit_group(group)
             if session.persistent:
                 # Only the queues this publish stood for can have moved (per acknowledgement: keep it small).
                 self._commit(session, {queue for queue, _ in outgoing.positions})
@@ -675,4 +897,36 @@ def _session_change(message: StoredMessage) -> tuple[str, dict[str, object] | No
 def _session_value(data: object) -> dict[str, object]:
     if not isinstance(data, dict):
         raise ValueError("expected an object")
+    return data
+
+
+def qos2_key(client_id: str, packet_id: str) -> str:
+    """The key of an inbound QoS 2 publish: client id and packet id (a NUL cannot occur in a client id)."""
+    return f"{client_id}\x00{packet_id}"
+
+
+def payload_digest(topic: str, payload: bytes) -> str:
+    digest = hashlib.blake2b(topic.encode(), digest_size=8)
+    digest.update(b"\x00")
+    digest.update(payload)
+    return digest.hexdigest()
+
+
+def qos2_digest(message: Message) -> str:
+    return payload_digest(message.properties.get(PROPERTY_TOPIC, ""), bytes(message.body))
+
+
+def _qos2_change(message: StoredMessage) -> tuple[str, str | None] | None:
+    properties = message.properties
+    packet_id = properties.get(PROPERTY_PACKET_ID)
+    if packet_id is None:
+        return None
+    return qos2_key(properties.get(PROPERTY_CLIENT, ""), packet_id), payload_digest(
+        properties.get(PROPERTY_TOPIC, ""), bytes(message.body)
+    )
+
+
+def _qos2_value(data: object) -> str:
+    if not isinstance(data, str):
+        raise ValueError("expected a string")
     return data

@@ -14,6 +14,7 @@ Properties (values are strings, as in every RocketMQ message):
   MQTT_CONTENT_TYPE, MQTT_RESPONSE_TOPIC       MQTT 5 properties, as given
   MQTT_CORRELATION    MQTT 5 Correlation Data, base64
   MQTT_USER           MQTT 5 User Properties, a JSON list of [name, value] pairs (order and repeats kept)
+  MQTT_PACKET_ID      the packet id of a persistent session's QoS 2 publish (the gateway's duplicate check)
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ PROPERTY_CONTENT_TYPE = "MQTT_CONTENT_TYPE"
 PROPERTY_RESPONSE_TOPIC = "MQTT_RESPONSE_TOPIC"
 PROPERTY_CORRELATION = "MQTT_CORRELATION"
 PROPERTY_USER = "MQTT_USER"
+PROPERTY_PACKET_ID = "MQTT_PACKET_ID"
 
 # Core property values cannot hold the record's separators.
 _RESERVED = ("\x01", "\x02")

@@ -39,10 +39,15 @@ def light_queue_name(topic_filter: str, share_group: str | None = None) -> str:
     return f"{LIGHT_QUEUE_PREFIX}{'S' if share_group else 'F'}%{head}%{digest}"
 
 
+def core_group_name(prefix: str, key: str) -> str:
+    """A core consumer group name for `key`: readable head (sanitized, 40 characters) and a BLAKE2b hash."""
+    digest = hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+    return f"{prefix}_{_UNSAFE.sub('_', key)[:40]}_{digest}"
+
+
 def session_group(client_id: str) -> str:
     """The core consumer group under which a session's read positions are committed."""
-    digest = hashlib.blake2b(client_id.encode(), digest_size=8).hexdigest()
-    return f"MQTT_SESSION_{_UNSAFE.sub('_', client_id)[:40]}_{digest}"
+    return core_group_name("MQTT_SESSION", client_id)
 
 
 @dataclass(slots=True)
@@ -140,6 +145,11 @@ class Session:
         return self.expiry_interval > 0
 
     def queues(self) -> set[str]:
+        """The light queues of all its subscriptions, shared ones included."""
+        return {sub.queue for sub in self.subscriptions.values()}
+
+    def own_queues(self) -> set[str]:
+        """The light queues it reads from its own positions (not the shared subscriptions')."""
         return {sub.queue for sub in self.subscriptions.values() if sub.share_group is None}
 
     def committed(self, queue: str) -> int:
@@ -199,7 +209,7 @@ class Session:
     def to_json(self) -> dict[str, object]:
         # The positions go with the record: consumer offsets are written every few seconds, and a session stored
         # at SUBSCRIBE must not start at the queue's end after a crash in between.
-        positions = {queue: self.committed(queue) for queue in self.queues() if queue in self.read_offsets}
+        positions = {queue: self.committed(queue) for queue in self.own_queues() if queue in self.read_offsets}
         return {
             "expiry": self.expiry_interval,
             "subscriptions": [sub.to_json() for sub in self.subscriptions.values()],
