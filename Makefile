@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DATA_DIR ?= data
 # Debian packages the tests need; installed when missing (after apt-get update), never by hand.
-DEB_PACKAGES ?= procps mosquitto mosquitto-clients
+DEB_PACKAGES ?= procps mosquitto mosquitto-clients openssl
 
 .PHONY: run test lint deb clean
 

@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 
 from core.broker import Broker
 from core.store.message_store import MessageStore, RecoveryReport
-from mqgate.settings import Settings
+from mqgate.settings import ConfigError, Settings
+from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
 
@@ -75,6 +76,8 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
     """Run until SIGTERM or SIGINT, calling `ready` once with the ready line when everything serves."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    # A bad certificate is a configuration error: found before the store opens.
+    tls = tls_context(settings.mqtt) if settings.mqtt.enabled else None
 
     def on_signal(signum: signal.Signals) -> None:
         if stop.is_set():
@@ -101,7 +104,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                 parts = [f"store={settings.store.store_dir}", recovery_part(report)]
                 async with contextlib.AsyncExitStack() as parts_stack:
                     if settings.mqtt.enabled:
-                        parts += await _start_mqtt(settings, broker, parts_stack)
+                        parts += await _start_mqtt(settings, broker, parts_stack, tls)
                     if not stop.is_set():
                         ready(format_ready(parts))
                         await stop.wait()
@@ -122,16 +125,40 @@ def _address(server: asyncio.Server | object) -> str:
     return f"{host}:{port}"
 
 
-async def _start_mqtt(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> list[str]:
+def tls_context(config: MqttConfig) -> ssl.SSLContext | None:
+    """The server-side TLS context of the TLS and secure WebSocket listeners, or None without certfile/keyfile.
+
+    Raises ConfigError naming the key and file when the certificate or key cannot be used, so `serve` stops with
+    exit code 2 before it opens the store.
+    """
+    if not (config.certfile and config.keyfile):
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    for key, path in (("certfile", config.certfile), ("keyfile", config.keyfile)):
+        # OpenSSL's own error does not say which of the two files is missing: open each first.
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"[mqtt] {key} {path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        context.load_cert_chain(config.certfile, config.keyfile)
+    except ssl.SSLError as exc:
+        raise ConfigError(
+            f"[mqtt] certfile {config.certfile} and keyfile {config.keyfile}: cannot be used together ({exc.reason}); "
+            "certfile needs the PEM certificate (chain), keyfile the PEM private key of that certificate"
+        ) from None
+    return context
+
+
+async def _start_mqtt(
+    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, tls: ssl.SSLContext | None
+) -> list[str]:
     """Start the MQTT gateway and its listeners; return their ready-line parts. Closed by `stack`."""
     config = settings.mqtt
     gateway = MqttGateway(broker, config, settings.data_dir / MQTT_SUBDIR)
     await gateway.start()
     stack.push_async_callback(gateway.close)
-    tls = None
-    if config.certfile and config.keyfile:
-        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        tls.load_cert_chain(config.certfile, config.keyfile)
     servers = [("mqtt", await start_tcp(gateway, config.host, config.port))]
     if config.tls_port is not None:
         servers.append(("mqtts", await start_tcp(gateway, config.host, config.tls_port, tls)))

@@ -496,6 +496,10 @@ def load_settings(
     mqtt = values["mqtt"]
     if mqtt["tls_port"] is not None and not (mqtt["certfile"] and mqtt["keyfile"]):
         raise ConfigError(f"[mqtt] tls_port ({origins['mqtt.tls_port']}) needs certfile and keyfile")
+    # One without the other would leave the WebSocket listener silently unencrypted.
+    for given, missing in (("certfile", "keyfile"), ("keyfile", "certfile")):
+        if mqtt[given] and not mqtt[missing]:
+            raise ConfigError(f"[mqtt] {given} ({origins[f'mqtt.{given}']}) needs {missing} as well")
     mqtt_config = MqttConfig(**mqtt)  # type: ignore[arg-type]
     return Settings(
         data_dir=data_dir,

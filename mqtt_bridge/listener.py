@@ -13,9 +13,11 @@ import abc
 import asyncio
 import collections
 import contextlib
+import http
 import logging
 import ssl
 import typing
+import urllib.parse
 from typing import Any
 
 import mqtt5
@@ -46,6 +48,13 @@ log = logging.getLogger(__name__)
 MAX_PENDING_EVENTS = 1024
 # MQTT 3.1.2.10: a client silent for one and a half keepalive periods is disconnected.
 KEEPALIVE_FACTOR = 1.5
+# Bytes queued for a WebSocket client before delivery to it pauses, and the level at which it resumes: asyncio's
+# default write-buffer limits (64 KiB high, a quarter of it low), so a WebSocket client is held back like a TCP one.
+WEBSOCKET_HIGH_WATER = 64 * 1024
+WEBSOCKET_LOW_WATER = WEBSOCKET_HIGH_WATER // 4
+# Queued writes are joined into frames of up to this size (a single larger write still goes as one frame): well
+# under the 1 MiB default message limit of the websockets library, which Python MQTT clients build on.
+WEBSOCKET_FRAME_BYTES = 64 * 1024
 
 
 class ClientLink(abc.ABC):
@@ -302,23 +311,50 @@ class _TcpLink(ClientLink):
 class _WebSocketLink(ClientLink):
     def __init__(self, gateway: MqttGateway, limits: Limits, peer: str, websocket: Any) -> None:
         self.websocket = websocket
-        self._outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._outgoing: collections.deque[bytes] = collections.deque()
+        self._queued_bytes = 0
+        self._has_output = asyncio.Event()
+        self._closing = False
         super().__init__(gateway, limits, peer)
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
 
     def write(self, data: bytes) -> None:
-        self._outgoing.put_nowait(data)
+        self._outgoing.append(data)
+        self._queued_bytes += len(data)
+        self._has_output.set()
+        if self._queued_bytes > WEBSOCKET_HIGH_WATER:
+            self.writable = False  # delivery waits, as for a TCP transport's pause_writing
 
     async def _write_loop(self) -> None:
-        while True:
-            data = await self._outgoing.get()
-            if data is None:
-                await self.websocket.close()
-                return
-            await self.websocket.send(data)
+        from websockets.exceptions import ConnectionClosed
+
+        outgoing = self._outgoing
+        try:
+            while True:
+                await self._has_output.wait()
+                self._has_output.clear()
+                while outgoing:
+                    # What queued up goes out in frames of up to WEBSOCKET_FRAME_BYTES: a frame may carry any cut
+                    # of the byte stream, and a send per packet would cost a frame header and a drain each.
+                    chunks = [outgoing.popleft()]
+                    size = len(chunks[0])
+                    while outgoing and size + len(outgoing[0]) <= WEBSOCKET_FRAME_BYTES:
+                        size += len(outgoing[0])
+                        chunks.append(outgoing.popleft())
+                    await self.websocket.send(b"".join(chunks))  # waits while the socket's write buffer is full
+                    self._queued_bytes -= size
+                    if not self.writable and self._queued_bytes <= WEBSOCKET_LOW_WATER:
+                        self.writable = True
+                        self.wake()
+                if self._closing:
+                    await self.websocket.close()
+                    return
+        except ConnectionClosed:
+            return  # the peer went: the handler's read loop ends too and reports it
 
     def close_transport(self) -> None:
-        self._outgoing.put_nowait(None)
+        self._closing = True
+        self._has_output.set()
 
     # The websockets library reads frames as the handler asks for them; the handler's loop is the only reader,
     # and it waits on received() synchronously, so there is nothing to pause separately.
@@ -342,22 +378,47 @@ def limits_of(gateway: MqttGateway) -> Limits:
 async def start_tcp(gateway: MqttGateway, host: str, port: int, tls: ssl.SSLContext | None = None) -> asyncio.Server:
     loop = asyncio.get_running_loop()
     limits = limits_of(gateway)
-    return await loop.create_server(lambda: TcpClient(gateway, limits), host, port, ssl=tls, reuse_address=True)
+    # The TLS handshake is part of connecting: a peer that never finishes it is dropped after connect_timeout_s,
+    # like one that never sends CONNECT, not after the event loop's default of 60 s.
+    handshake_timeout = gateway.config.connect_timeout_s if tls is not None else None
+    return await loop.create_server(
+        lambda: TcpClient(gateway, limits),
+        host,
+        port,
+        ssl=tls,
+        ssl_handshake_timeout=handshake_timeout,
+        reuse_address=True,
+    )
 
 
 async def start_websocket(
     gateway: MqttGateway, host: str, port: int, path: str, tls: ssl.SSLContext | None = None
 ) -> Any:
-    """MQTT over WebSocket (subprotocol `mqtt`, binary frames carrying any cut of the byte stream)."""
-    from websockets.asyncio.server import serve
+    """MQTT over WebSocket (subprotocol `mqtt`, binary frames carrying any cut of the byte stream) at `path`.
+
+    Another path gets HTTP 404 and a connection past max_connections HTTP 503, before the upgrade; the query
+    string is not part of the path.
+    """
+    from websockets.asyncio.server import ServerConnection, serve
+    from websockets.http11 import Request, Response
     from websockets.typing import Subprotocol
 
     limits = limits_of(gateway)
+    config = gateway.config
+
+    def admit(connection: ServerConnection, request: Request) -> Response | None:
+        if urllib.parse.urlsplit(request.path).path != path:
+            return connection.respond(http.HTTPStatus.NOT_FOUND, f"MQTT is served at {path}\n")
+        if gateway.connection_count >= config.max_connections:
+            log.warning(
+                "websocket connection from %s refused: max_connections %d",
+                connection.remote_address,
+                config.max_connections,
+            )
+            return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, "too many connections\n")
+        return None
 
     async def handler(websocket: Any) -> None:
-        if websocket.request.path != path:
-            await websocket.close(1008, f"MQTT is served at {path}")
-            return
         peer = websocket.remote_address
         gateway.connection_count += 1
         link = _WebSocketLink(gateway, limits, f"{peer[0]}:{peer[1]}" if peer else "?", websocket)
@@ -374,5 +435,13 @@ async def start_websocket(
             link.connection_lost()
 
     return await serve(
-        handler, host, port, subprotocols=[Subprotocol("mqtt")], ssl=tls, max_size=limits.max_packet_size + 8
+        handler,
+        host,
+        port,
+        subprotocols=[Subprotocol("mqtt")],
+        process_request=admit,
+        ssl=tls,
+        ssl_handshake_timeout=config.connect_timeout_s if tls is not None else None,
+        open_timeout=config.connect_timeout_s,
+        max_size=limits.max_packet_size + 8,
     )

@@ -324,3 +324,11 @@ def test_mqtt_section_file_and_flag(tmp_path):
 def test_every_mqtt_field_is_documented() -> None:
     fields = {spec.name for spec in dataclasses.fields(MqttConfig)}
     assert set(MQTT_KEY_HELP) == fields
+
+
+@pytest.mark.parametrize(("given", "missing"), [("certfile", "keyfile"), ("keyfile", "certfile")])
+def test_certfile_and_keyfile_come_together(tmp_path, given, missing):
+    # Without the pair the WebSocket listener would quietly stay unencrypted.
+    config = write(tmp_path / "half.toml", f'[mqtt]\nwebsocket_port = 0\n{given} = "/etc/mqgate/x.pem"\n')
+    with pytest.raises(ConfigError, match=rf"{given} \(.*half.toml:3\) needs {missing}"):
+        load_settings(tmp_path, config)
