@@ -30,6 +30,7 @@ from mqgate.settings import (
     load_settings,
     render_toml,
 )
+from mqtt_bridge.errors import ConfigError as MqttConfigError
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         code: int = args.handler(args)
-    except ConfigError as exc:
+    except (ConfigError, MqttConfigError) as exc:  # the latter: a password or ACL file named in [mqtt]
         return _fail(str(exc), EXIT_USAGE)
     except StoreError as exc:
         return _fail(str(exc), EXIT_STORE)
