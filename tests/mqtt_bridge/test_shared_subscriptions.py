@@ -126,3 +126,29 @@ def test_mosquitto_sub_in_a_shared_group(server):
         out, _ = sub.communicate(timeout=20)
         lines.extend(out.splitlines())
     assert sorted(lines, key=int) == [str(n) for n in range(20)]
+
+
+def test_max_queued_messages_drops_the_oldest(server_factory, tmp_path):
+    config = tmp_path / "mqgate.toml"
+    config.write_text("[mqtt]\nmax_queued_messages = 5\n")
+    server = server_factory("--config", str(config))
+    offline = Client(server, "offline", clean=False)
+    offline.subscribe("burst/#", 1)
+    offline.disconnect()
+    shared = Client(server, "shared-member", clean=False)
+    shared.subscribe("$share/g/burst/#", 1)
+    shared.disconnect()
+    # Another filter's light queue gets its entries in the same dispatch: once the probe has the last message,
+    # every queue holds all 20 (the probe itself may skip some: it is subject to the same limit).
+    probe = Client(server, "probe")
+    probe.subscribe("burst/+", 1)
+    pub = Client(server, "pub")
+    for n in range(20):
+        pub.publish("burst/x", b"%d" % n, qos=1)
+    while probe.receive(1)[0].payload != b"19":
+        pass
+    for client_id in ("offline", "shared-member"):
+        client = Client(server, client_id, clean=False)
+        assert [m.payload for m in client.receive(5)] == [b"%d" % n for n in range(15, 20)]
+        assert client.nothing_more()
+        client.disconnect()
