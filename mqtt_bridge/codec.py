@@ -82,12 +82,8 @@ def protocol_level(connect_frame: memoryview) -> int:
     if len(connect_frame) < 2:
         raise MalformedPacket(f"first packet: {len(connect_frame)} bytes cannot hold a fixed header")
     first = connect_frame[0]
-    if first >> 4 != CONNECT:
-        raise ProtocolError(
-            f"first packet is a {packet_type_name(first)}: a client must send CONNECT first (MQTT-3.1.0-1)"
-        )
+    check_first_byte(first)
     reader = FieldReader(connect_frame, body_offset(connect_frame), "CONNECT")
-    check_fixed_header_flags(first)
     name_bytes = reader.binary("protocol name")
     level = reader.u8("protocol level")
     name = name_bytes.decode("utf-8", "backslashreplace")
@@ -97,6 +93,19 @@ def protocol_level(connect_frame: memoryview) -> int:
             f"('MQTT' level 4) and MQTT 5.0 ('MQTT' level 5)"
         )
     return level
+
+
+def check_first_byte(first: int) -> None:
+    """Raise unless `first`, the first byte a connection sends, starts a CONNECT: type 1 and flags 0.
+
+    One byte is enough to tell that a peer does not speak MQTT (an HTTP request, a TLS hello on the plain port),
+    so a connection can be refused before its first packet is complete.
+    """
+    if first >> 4 != CONNECT:
+        raise ProtocolError(
+            f"first packet is a {packet_type_name(first)}: a client must send CONNECT first (MQTT-3.1.0-1)"
+        )
+    check_fixed_header_flags(first)
 
 
 def body_offset(frame: memoryview) -> int:

@@ -9,7 +9,8 @@ it leaves unchecked:
 - every property block: mqtt5 lets the last property run past the declared property length into the payload or
   the next field ("properties length 2: topic alias 0x23 00 | payload 78" decodes as alias 0x0078 and no
   payload), so each block must be tiled exactly by its properties; a Payload Format Indicator other than 0 or 1;
-- PUBLISH: DUP at QoS 0, packet identifier 0, wildcards in the topic name;
+- PUBLISH: DUP at QoS 0, packet identifier 0, wildcards in the topic name, topic alias 0 (mqtt5 refuses it, but
+  as malformed rather than with reason 0x94 "Topic Alias invalid");
 - CONNECT: the reserved flag, will QoS or will retain without the will flag, an empty will topic or one with
   wildcards;
 - SUBSCRIBE and UNSUBSCRIBE: packet identifier 0, no topic filter, an empty filter, reserved subscription option
@@ -73,6 +74,8 @@ _PROPERTIES: dict[int, tuple[str, int]] = {
     0x2A: ("shared subscription available", _BYTE),
 }
 _PAYLOAD_FORMAT_INDICATOR = 0x01
+_TOPIC_ALIAS = 0x23
+_ALIAS_INVALID = 0x94  # DISCONNECT reason code "Topic Alias invalid"
 _FIXED_SIZES = {_BYTE: 1, _TWO_BYTES: 2, _FOUR_BYTES: 4}
 
 # Subscription options byte (MQTT 5.0 section 3.8.3.1).
@@ -110,6 +113,10 @@ def _check_properties(reader: FieldReader, where: str = "") -> None:
             block.binary(field)
         elif value_type == _VARINT:
             block.varint(field)
+        elif identifier == _TOPIC_ALIAS:
+            if not block.u16(field):
+                # mqtt5 refuses it as malformed; MQTT 5 names the reason (and Mosquitto sends it): Topic Alias invalid.
+                raise ProtocolError(f"{reader.packet}: {field} is 0; aliases start at 1 (MQTT-3.3.2-8)", _ALIAS_INVALID)
         elif identifier == _PAYLOAD_FORMAT_INDICATOR:
             indicator = block.u8(field)
             if indicator > 1:

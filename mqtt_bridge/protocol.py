@@ -14,11 +14,12 @@ Both protocol levels share the packet classes of the `mqtt5` package: level 4 is
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import mqtt5
 
-from mqtt_bridge.codec import protocol_level
+from mqtt_bridge.codec import check_first_byte, protocol_level
 from mqtt_bridge.codec_v5 import V5Codec
 from mqtt_bridge.codec_v311 import V311Codec
 from mqtt_bridge.errors import ProtocolError, UnsupportedProtocol
@@ -135,9 +136,13 @@ class MqttConnection:
     def receive_data(self, data: bytes) -> list[Event]:
         if self.state is State.CLOSED:
             return []
-        self._frames.feed(data)
         events: list[Event] = []
         try:
+            if self._codec is None and data and not self._frames.buffered:
+                # Nothing received yet: the first byte tells a peer that does not speak MQTT at all, refused at once
+                # rather than after the connect timeout (Mosquitto checks the first byte the same way).
+                check_first_byte(data[0])
+            self._frames.feed(data)
             for frame in self._frames.frames():
                 event = self._handle(frame)
                 if event is not None:
@@ -210,6 +215,8 @@ class MqttConnection:
     def _handle_publish(self, packet: mqtt5.PublishPacket) -> Event:
         # A client may publish right after its CONNECT, before the CONNACK (MQTT 3.1.4): the events are handled
         # in order, so the gateway accepts the connection first, and drops them if it refuses it.
+        if packet.subscription_ids:
+            raise ProtocolError("PUBLISH: a client must not send a Subscription Identifier (MQTT-3.3.4-6)")
         alias = packet.topic_alias
         topic = packet.topic
         if alias is not None:
@@ -256,7 +263,10 @@ class MqttConnection:
 
     def refuse(self, reason: mqtt5.ConnAckReasonCode, reason_string: str | None = None) -> None:
         """CONNACK failure; the caller closes the connection after sending."""
-        self._send(mqtt5.ConnAckPacket(reason_code=reason, reason_str=reason_string if self.version == 5 else None))
+        self._send_with_reason(
+            lambda text: mqtt5.ConnAckPacket(reason_code=reason, reason_str=text),
+            reason_string if self.version == 5 else None,
+        )
         self.state = State.CLOSED
 
     def acknowledge_publish(self, packet_id: int, qos: int, reason: int = 0, reason_string: str | None = None) -> None:
@@ -265,9 +275,13 @@ class MqttConnection:
             self.inbound_unacked -= 1
         text = reason_string if self.request_problem_info else None
         if qos == 1:
-            self._send(mqtt5.PubAckPacket(packet_id, reason_code=mqtt5.PubAckReasonCode(reason), reason_str=text))
+            code = mqtt5.PubAckReasonCode(reason)
+            self._send_with_reason(lambda text: mqtt5.PubAckPacket(packet_id, reason_code=code, reason_str=text), text)
         else:
-            self._send(mqtt5.PubRecPacket(packet_id, reason_code=mqtt5.PubRecReasonCode(reason), reason_str=text))
+            rec_code = mqtt5.PubRecReasonCode(reason)
+            self._send_with_reason(
+                lambda text: mqtt5.PubRecPacket(packet_id, reason_code=rec_code, reason_str=text), text
+            )
 
     def acknowledge_subscribe(self, packet_id: int, codes: list[mqtt5.SubAckReasonCode]) -> None:
         self._send(mqtt5.SubAckPacket(packet_id, codes))
@@ -314,7 +328,9 @@ class MqttConnection:
         if self.state is State.CLOSED:
             return
         if self.version == 5:
-            self._send(mqtt5.DisconnectPacket(reason_code=reason, reason_str=reason_string))
+            self._send_with_reason(
+                lambda text: mqtt5.DisconnectPacket(reason_code=reason, reason_str=text), reason_string
+            )
         self.state = State.CLOSED
 
     def fail(self, error: ProtocolError) -> None:
@@ -327,7 +343,7 @@ class MqttConnection:
                 reason = mqtt5.DisconnectReasonCode(error.reason_code)
             except ValueError:
                 reason = mqtt5.DisconnectReasonCode.PROTOCOL_ERROR
-            self._send(mqtt5.DisconnectPacket(reason_code=reason, reason_str=str(error)))
+            self._send_with_reason(lambda text: mqtt5.DisconnectPacket(reason_code=reason, reason_str=text), str(error))
         self.state = State.CLOSED
 
     # --- output -------------------------------------------------------------------------------------------
@@ -338,6 +354,17 @@ class MqttConnection:
 
     def _send(self, packet: mqtt5.Packet) -> None:
         data = self._encode(packet)
+        if data:
+            self._out.append(data)
+
+    def _send_with_reason(self, make: Callable[[str | None], mqtt5.Packet], reason_string: str | None) -> None:
+        """Queue `make(reason_string)`, or `make(None)` if the reason string would take the packet past the client's
+        Maximum Packet Size: MQTT 5 forbids the property then (MQTT-3.2.2-19 CONNACK, -3.4.2-2 PUBACK, -3.5.2-2
+        PUBREC, -3.14.2-3 DISCONNECT) and the packet still has to go, with its reason code."""
+        data = self._encode(make(reason_string))
+        limit = self.client_max_packet_size
+        if reason_string is not None and limit is not None and len(data) > limit:
+            data = self._encode(make(None))
         if data:
             self._out.append(data)
 

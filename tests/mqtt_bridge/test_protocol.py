@@ -1,0 +1,75 @@
+"""`MqttConnection` byte for byte, without a socket: the rules the end-to-end robustness tests found missing."""
+
+from __future__ import annotations
+
+import mqtt5
+import pytest
+
+from mqtt_bridge.errors import MalformedPacket, ProtocolError
+from mqtt_bridge.protocol import MqttConnection, State
+
+
+def connected_v5(**connect: object) -> MqttConnection:
+    conn = MqttConnection()
+    conn.receive_data(mqtt5.ConnectPacket("c", **connect).write())  # type: ignore[arg-type]
+    conn.accept(False)
+    conn.data_to_send()
+    return conn
+
+
+@pytest.mark.parametrize("first", [b"G", b"\x16", b"\x30", b"\x11", b"\xc0"])
+def test_a_first_byte_that_cannot_start_a_connect_is_refused_at_once(first):
+    conn = MqttConnection()
+    with pytest.raises(ProtocolError, match=r"CONNECT first|fixed header flags"):
+        conn.receive_data(first)  # one byte: no frame is complete yet
+    assert conn.state is State.CLOSED
+
+
+def test_a_connect_arriving_byte_by_byte_is_not_refused_early():
+    conn = MqttConnection()
+    data = mqtt5.ConnectPacket("c").write()
+    events = [event for byte in data for event in conn.receive_data(bytes([byte]))]
+    assert len(events) == 1
+
+
+def test_a_disconnect_reason_string_is_left_out_past_the_clients_maximum_packet_size():
+    conn = connected_v5(max_packet_size=20)
+    with pytest.raises(MalformedPacket):
+        conn.receive_data(b"\x30\x03\x00\x01\xff")  # a topic that is not UTF-8
+    out = conn.data_to_send()
+    packet, size = mqtt5.read(out)
+    assert size == len(out) <= 20
+    assert packet.reason_code == mqtt5.DisconnectReasonCode.MALFORMED_PACKET and packet.reason_str is None
+
+
+def test_a_disconnect_reason_string_is_sent_when_it_fits():
+    conn = connected_v5()
+    with pytest.raises(MalformedPacket):
+        conn.receive_data(b"\x30\x03\x00\x01\xff")
+    packet, _ = mqtt5.read(conn.data_to_send())
+    assert "UTF-8" in packet.reason_str
+
+
+def test_a_puback_reason_string_is_left_out_past_the_clients_maximum_packet_size():
+    conn = connected_v5(max_packet_size=16)
+    conn.acknowledge_publish(7, 1, 0x97, "quota exceeded for this client, try again later")
+    packet, size = mqtt5.read(conn.data_to_send())
+    assert size <= 16 and packet.reason_str is None and int(packet.reason_code) == 0x97
+
+
+def test_a_client_publish_with_a_subscription_identifier_is_a_protocol_error():
+    conn = connected_v5()
+    publish = mqtt5.PublishPacket("a", b"x", subscription_ids=[5]).write()
+    with pytest.raises(ProtocolError, match="Subscription Identifier") as raised:
+        conn.receive_data(publish)
+    assert raised.value.reason_code == 0x82
+
+
+def test_topic_alias_0_is_topic_alias_invalid():
+    conn = connected_v5()
+    body = b"\x00\x01a" + b"\x03\x23\x00\x00" + b"x"
+    with pytest.raises(ProtocolError, match="aliases start at 1") as raised:
+        conn.receive_data(bytes([0x30, len(body)]) + body)
+    assert raised.value.reason_code == 0x94
+    packet, _ = mqtt5.read(conn.data_to_send())
+    assert packet.reason_code == mqtt5.DisconnectReasonCode.TOPIC_ALIAS_INVALID
