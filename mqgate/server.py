@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
 import ssl
 from collections.abc import Callable, Coroutine, Sequence
@@ -72,10 +73,31 @@ def _log_recovery(store: MessageStore, report: RecoveryReport) -> None:
         log.warning("corrupt region in %s at file offset %d: %d bytes skipped", path, file_offset, skipped)
 
 
+def raise_open_file_limit() -> tuple[int, int]:
+    """Raise the soft limit on open files (RLIMIT_NOFILE) to the hard limit; return the soft limit before and after.
+
+    Every MQTT connection holds a file descriptor, and the usual soft limit of 1024 would make `accept` fail with
+    EMFILE at the 1,000th client on a machine whose hard limit allows far more (systemd's default hard limit is
+    524,288). The JVM raises its soft limit to the hard one in the same way at start (HotSpot's MaxFDLimit, on by
+    default); a lower soft limit is for the administrator to set as the hard one.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return soft, soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:  # macOS refuses RLIM_INFINITY (OPEN_MAX caps the soft limit)
+        log.warning("open file limit stays at %d: raising it to the hard limit %d failed (%s)", soft, hard, exc)
+        return soft, soft
+    log.info("open file limit raised from %d to %d (the hard limit)", soft, hard)
+    return soft, hard
+
+
 async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
     """Run until SIGTERM or SIGINT, calling `ready` once with the ready line when everything serves."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    raise_open_file_limit()
     # A bad certificate is a configuration error: found before the store opens.
     tls = tls_context(settings.mqtt) if settings.mqtt.enabled else None
 
