@@ -95,6 +95,7 @@ class Client:
         properties: object = None,
         username: str | None = None,
         password: str | None = None,
+        will_properties: object = None,
     ) -> None:
         kwargs: dict[str, object] = {"client_id": client_id, "protocol": version}
         if version != paho.MQTTv5:
@@ -111,7 +112,7 @@ class Client:
         if username is not None:
             self.paho.username_pw_set(username, password)
         if will is not None:
-            self.paho.will_set(*will)
+            self.paho.will_set(*will, properties=will_properties)  # type: ignore[arg-type]
         connect_kwargs: dict[str, object] = {"keepalive": keepalive}
         if version == paho.MQTTv5:
             connect_kwargs["clean_start"] = clean

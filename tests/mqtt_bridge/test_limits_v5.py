@@ -1,0 +1,117 @@
+"""MQTT 5 flow control and limits against `mqgate serve`: receive maximum, maximum packet size both ways, message
+expiry, retain handling, and the server's connection limit."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import paho.mqtt.client as paho
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from .conftest import Client
+
+
+def connect_properties(**values: int) -> Properties:
+    properties = Properties(PacketTypes.CONNECT)
+    for name, value in values.items():
+        setattr(properties, name, value)
+    return properties
+
+
+def test_the_client_receive_maximum_bounds_unacknowledged_sends(server):
+    sub = Client(server, "narrow", paho.MQTTv5, properties=connect_properties(ReceiveMaximum=2))
+    sub.paho.manual_ack_set(True)
+    sub.subscribe("rm/#", 1)
+    pub = Client(server, "pub")
+    for n in range(6):
+        pub.publish("rm/x", b"%d" % n, qos=1)
+    first = sub.receive(2)
+    assert sub.nothing_more(1.0)  # two in flight: no third until one is acknowledged
+    sub.paho.ack(first[0].mid, first[0].qos)
+    assert sub.receive(1)[0].payload == b"2"
+    assert sub.nothing_more(0.5)
+    sub.paho.ack(first[1].mid, first[1].qos)
+    assert sub.receive(1)[0].payload == b"3"
+
+
+def test_the_client_maximum_packet_size_is_respected(server):
+    sub = Client(server, "small", paho.MQTTv5, properties=connect_properties(MaximumPacketSize=200))
+    sub.subscribe("mps/#", 1)
+    pub = Client(server, "pub")
+    pub.publish("mps/x", b"x" * 500, qos=1)  # would not fit: not sent to this client (MQTT 5 3.1.2.25)
+    pub.publish("mps/x", b"fits", qos=1)
+    [got] = sub.receive(1)
+    assert got.payload == b"fits"
+    assert sub.nothing_more()
+    assert sub.disconnects.empty()
+
+
+def test_a_packet_over_the_server_maximum_disconnects_that_client(server_factory, tmp_path):
+    config = tmp_path / "mqgate.toml"
+    config.write_text("[mqtt]\nmax_packet_size = 1024\n")
+    server = server_factory("--config", str(config))
+    other = Client(server, "other", paho.MQTTv5)
+    other.subscribe("big/#", 1)
+    big = Client(server, "big", paho.MQTTv5)
+    assert big.connack_properties.MaximumPacketSize == 1024  # type: ignore[attr-defined]
+    big.paho.publish("big/x", b"x" * 2000, qos=1)
+    assert big.disconnects.get(timeout=10) == 0x95  # Packet too large
+    pub = Client(server, "pub", paho.MQTTv5)
+    pub.publish("big/y", b"small", qos=1)
+    assert other.receive(1)[0].payload == b"small"  # the others carry on
+
+
+def test_expired_messages_are_not_delivered(server):
+    sub = Client(server, "late", paho.MQTTv5, clean=False, properties=connect_properties(SessionExpiryInterval=60))
+    sub.subscribe("exp/#", 1)
+    sub.disconnect()
+    pub = Client(server, "pub", paho.MQTTv5)
+    short, long = Properties(PacketTypes.PUBLISH), Properties(PacketTypes.PUBLISH)
+    short.MessageExpiryInterval = 1
+    long.MessageExpiryInterval = 100
+    pub.publish("exp/x", b"short-lived", qos=1, properties=short)
+    pub.publish("exp/x", b"long-lived", qos=1, properties=long)
+    time.sleep(2.2)
+    again = Client(server, "late", paho.MQTTv5, clean=False)
+    [got] = again.receive(1)
+    assert got.payload == b"long-lived"
+    assert got.properties.MessageExpiryInterval <= 98  # type: ignore[attr-defined]  # the time it waited is taken off
+    assert again.nothing_more()
+
+
+def test_retain_handling_options(server):
+    pub = Client(server, "pub", paho.MQTTv5)
+    pub.publish("rh/x", b"kept", qos=1, retain=True)
+    sub = Client(server, "sub", paho.MQTTv5)
+    sub.subscribe("rh/#", options=SubscribeOptions(qos=1, retainHandling=1))
+    assert sub.receive(1)[0].payload == b"kept"  # a new subscription: sent
+    sub.subscribe("rh/#", options=SubscribeOptions(qos=1, retainHandling=1))
+    assert sub.nothing_more()  # it existed: not sent again
+    sub.subscribe("rh/#", options=SubscribeOptions(qos=1, retainHandling=0))
+    assert sub.receive(1)[0].payload == b"kept"  # 0: sent on every subscribe
+    other = Client(server, "other", paho.MQTTv5)
+    other.subscribe("rh/#", options=SubscribeOptions(qos=1, retainHandling=2))
+    assert other.nothing_more()  # 2: never
+
+
+def test_connections_past_max_connections_are_refused(server_factory, tmp_path):
+    config = tmp_path / "mqgate.toml"
+    config.write_text("[mqtt]\nmax_connections = 2\n")
+    server = server_factory("--config", str(config))
+    first = Client(server, "one")
+    second = Client(server, "two")
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.settimeout(5)
+        try:
+            refused = sock.recv(16) == b""
+        except ConnectionResetError:
+            refused = True
+    assert refused
+    second.disconnect()
+    time.sleep(0.3)  # the server sees the close
+    third = Client(server, "three")  # room again
+    assert third.reason == 0
+    first.publish("limit/x", b"still works", qos=1)
