@@ -1,12 +1,14 @@
-"""The `mqgate` command: `serve`, `config` and `store stats`.
+"""The `mqgate` command: `serve`, `config`, `store stats` and `passwd`.
 
 Exit codes: 0 on success (and after a clean stop on SIGTERM/SIGINT), 1 when the store cannot be used (locked by
-another process, missing, unreadable), 2 for a bad command line or configuration.
+another process, missing, unreadable) or `passwd` cannot change the password file, 2 for a bad command line or
+configuration.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import logging
 import sys
 from collections.abc import Sequence
@@ -31,6 +33,7 @@ from mqgate.settings import (
     render_toml,
 )
 from mqtt_bridge.errors import ConfigError as MqttConfigError
+from mqtt_bridge.password_file import DEFAULT_ITERATIONS, delete_user, hash_plain_passwords, set_password
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,8 @@ PROG = "mqgate"
 EXIT_OK = 0
 EXIT_STORE = 1
 EXIT_USAGE = 2
+# `passwd`: the password file was left as it was (mosquitto_passwd exits 1 for these too).
+EXIT_NOT_CHANGED = 1
 # What a shell reports for a process ended by SIGINT (128 + 2); used when Ctrl-C comes before the loop runs.
 EXIT_INTERRUPTED = 130
 
@@ -51,6 +56,7 @@ subcommands in detail:
                 "ready store=... recovery=clean|scan" on stdout, run until SIGTERM or SIGINT, close cleanly
   config        print the effective configuration (defaults, then the file, then flags) as TOML
   store stats   open the store, print its statistics and the recovery report, close it
+  passwd        add, change or delete users of a Mosquitto password file (as mosquitto_passwd)
 
 configuration:
   Values come from built-in defaults, then a file (--config PATH, or DATA_DIR/{CONFIG_FILE_NAME} when it
@@ -61,6 +67,7 @@ examples:
   mqgate serve --data-dir /srv/mqgate --flush-mode SYNC_FLUSH --segment-size 256MiB
   mqgate config --data-dir ./data --config examples/mqgate.toml
   mqgate store stats --data-dir ./data
+  mqgate passwd -c /etc/mqgate/passwd alice
 
 exit codes: 0 success or clean stop, 1 store unusable (e.g. open in another process), 2 bad usage or config"""
 
@@ -121,7 +128,7 @@ def _settings_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter)
-    commands = parser.add_subparsers(dest="command", metavar="{serve,config,store}", title="commands")
+    commands = parser.add_subparsers(dest="command", metavar="{serve,config,store,passwd}", title="commands")
     options = _settings_options()
 
     serve_parser = commands.add_parser(
@@ -173,7 +180,114 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stats_parser.set_defaults(handler=cmd_store_stats)
     store_parser.set_defaults(handler=lambda _args: _usage_error(store_parser, "choose a store subcommand: stats"))
+    _add_passwd_parser(commands, formatter)
     return parser
+
+
+PASSWD_DESCRIPTION = """\
+Add a user to a Mosquitto password file or change its password, delete a user, or hash a file of plain-text
+passwords, as mosquitto_passwd does. Passwords are hashed as $7$ (PBKDF2-SHA512), which Mosquitto 2 and
+`mqgate serve` ([mqtt] password_file) read. The file is replaced atomically and keeps its mode (0600 when new)."""
+
+PASSWD_EPILOG = """\
+examples:
+  mqgate passwd -c passwd alice            create the file with alice (asks for the password twice)
+  mqgate passwd passwd bob                 add bob or change his password
+  echo "$PW" | mqgate passwd --password-stdin passwd carol
+  mqgate passwd -b passwd dave 'pa55'      batch mode: the password on the command line (visible in ps)
+  mqgate passwd -D passwd bob              delete bob
+  mqgate passwd -U plain.txt               hash every username:password line in place
+
+Unlike mosquitto_passwd: a file that does not exist is an error without -c; -U leaves lines that are already
+hashed alone (mosquitto_passwd would hash the hash); a malformed file is refused, naming its line.
+
+Exit codes: 0 success, 1 the file was not changed (missing, unreadable or malformed file, user not found for -D,
+passwords that differ, an unusable username or password), 2 bad command line."""
+
+
+def _add_passwd_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
+) -> None:
+    passwd = commands.add_parser(
+        "passwd",
+        formatter_class=formatter,
+        help="manage a Mosquitto password file (as mosquitto_passwd)",
+        description=PASSWD_DESCRIPTION,
+        epilog=PASSWD_EPILOG,
+        usage="%(prog)s [-c | -D | -U] [-b | --password-stdin] [--iterations N] FILE [USER [PASSWORD]]",
+    )
+    mode = passwd.add_mutually_exclusive_group()
+    mode.add_argument("-c", dest="create", action="store_true", help="create the file, overwriting an existing one")
+    mode.add_argument("-D", dest="delete", action="store_true", help="delete USER instead of setting a password")
+    mode.add_argument("-U", dest="update", action="store_true", help="hash the plain-text passwords of FILE in place")
+    source = passwd.add_mutually_exclusive_group()
+    source.add_argument("-b", dest="batch", action="store_true", help="batch mode: PASSWORD is the third argument")
+    source.add_argument(
+        "--password-stdin", action="store_true", help="read the password from the first line of standard input"
+    )
+    passwd.add_argument(
+        "--iterations",
+        type=int,
+        default=DEFAULT_ITERATIONS,
+        metavar="N",
+        help=f"PBKDF2 rounds (default {DEFAULT_ITERATIONS}, as mosquitto_passwd)",
+    )
+    passwd.add_argument("file", type=Path, metavar="FILE", help="the password file")
+    passwd.add_argument("user", nargs="?", metavar="USER", help="the username")
+    passwd.add_argument("password", nargs="?", metavar="PASSWORD", help="the password, with -b only")
+    passwd.set_defaults(handler=cmd_passwd, parser=passwd)
+
+
+class _PasswdRefused(Exception):
+    """The password file was not changed; the message says why (exit code 1)."""
+
+
+def cmd_passwd(args: argparse.Namespace) -> int:
+    parser: argparse.ArgumentParser = args.parser
+    if args.iterations < 1:
+        return _usage_error(parser, f"--iterations {args.iterations}: must be a positive integer")
+    try:
+        if args.update:
+            if args.user is not None or args.batch or args.password_stdin:
+                return _usage_error(parser, "-U takes only FILE")
+            count = hash_plain_passwords(args.file, iterations=args.iterations)
+            print(f"{args.file}: hashed {count} password(s)", file=sys.stderr)
+            return EXIT_OK
+        if args.user is None:
+            return _usage_error(parser, "USER is missing")
+        if args.delete:
+            if args.password is not None or args.batch or args.password_stdin:
+                return _usage_error(parser, "-D takes FILE and USER, no password")
+            if not delete_user(args.file, args.user):
+                raise _PasswdRefused(f"user {args.user!r} is not in {args.file}; nothing deleted")
+            return EXIT_OK
+        if args.batch != (args.password is not None):
+            return _usage_error(parser, "-b needs PASSWORD after USER" if args.batch else "PASSWORD needs -b")
+        if not args.create and not args.file.exists():
+            raise _PasswdRefused(f"password file {args.file}: does not exist; use -c to create it")
+        set_password(args.file, args.user, _read_password(args), iterations=args.iterations, create=args.create)
+    except (_PasswdRefused, ValueError) as exc:  # ValueError: an unusable username or password, or the file's
+        return _fail(str(exc), EXIT_NOT_CHANGED)  # ConfigError (missing, unreadable, malformed: with its line)
+    return EXIT_OK
+
+
+def _read_password(args: argparse.Namespace) -> str:
+    if args.batch:
+        password: str = args.password
+        return password
+    if args.password_stdin:
+        line = sys.stdin.readline()
+        if not line:
+            raise _PasswdRefused("--password-stdin: standard input is empty; give the password on its first line")
+        return line.removesuffix("\n").removesuffix("\r")
+    try:
+        first = getpass.getpass("Password: ")
+        second = getpass.getpass("Reenter password: ")
+    except EOFError:
+        raise _PasswdRefused("no password entered; use --password-stdin or -b to pass one without a prompt") from None
+    if first != second:
+        raise _PasswdRefused("the passwords do not match; nothing changed")
+    return first
 
 
 def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:

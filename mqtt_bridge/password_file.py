@@ -253,11 +253,17 @@ def _validate_username(username: str) -> None:
 
 
 def set_password(
-    path: str | os.PathLike[str], username: str, password: str, *, iterations: int = DEFAULT_ITERATIONS
+    path: str | os.PathLike[str],
+    username: str,
+    password: str,
+    *,
+    iterations: int = DEFAULT_ITERATIONS,
+    create: bool = False,
 ) -> None:
     """Give `username` the password `password` in the password file `path`, adding the user if new.
 
-    Creates the file (mode 0600) when missing. The other lines, comments included, are kept byte for byte. The new
+    Creates the file (mode 0600) when missing; with `create` (mosquitto_passwd -c) the file holds only this user
+    afterwards, whatever it held before. The other lines, comments included, are kept byte for byte. The new
     content goes to a temporary file in the same directory which is fsynced and renamed over `path`, so a reader
     (or a crash) sees the old file or the new one, never a mix. Concurrent writers are not serialised: the last
     rename wins. Raises ValueError for an unusable username or password and ConfigError when the existing file
@@ -265,18 +271,14 @@ def set_password(
     """
     _validate_username(username)
     new_line = f"{username}:{hash_password(password, iterations=iterations)}\n".encode()
-    target = Path(os.path.realpath(path))  # through a symlink, so the link keeps pointing at the file
-    try:
-        old = target.read_bytes()
-        mode = target.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        old, mode = b"", 0o600
+    target, old, mode = _read_for_update(path)
+    if create:
+        old = b""
     _parse(target, old)  # refuse to rewrite a file we cannot read back
     lines = old.splitlines(keepends=True)
     replaced = False
     for index, line in enumerate(lines):
-        name, colon, _ = line.decode("utf-8").partition(":")
-        if colon and name.strip() == username:
+        if _line_user(line) == username:
             lines[index] = new_line
             replaced = True
     if not replaced:
@@ -285,6 +287,92 @@ def set_password(
         lines.append(new_line)
     _replace_atomically(target, b"".join(lines), mode)
     log.info("%s the password of user %r in %s", "changed" if replaced else "added", username, target)
+
+
+def delete_user(path: str | os.PathLike[str], username: str) -> bool:
+    """Remove `username` from the password file `path` (mosquitto_passwd -D); False when it was not there.
+
+    The other lines are kept byte for byte and the file is replaced atomically, as by `set_password`. Raises
+    ConfigError when the file is missing, unreadable or malformed (it is left untouched).
+    """
+    target, old, mode = _read_for_update(path, must_exist=True)
+    _parse(target, old)
+    lines = old.splitlines(keepends=True)
+    kept = [line for line in lines if _line_user(line) != username]
+    if len(kept) == len(lines):
+        return False
+    _replace_atomically(target, b"".join(kept), mode)
+    log.info("deleted user %r from %s", username, target)
+    return True
+
+
+def hash_plain_passwords(path: str | os.PathLike[str], *, iterations: int = DEFAULT_ITERATIONS) -> int:
+    """Hash, in place, the plain-text passwords of a file of `username:password` lines (mosquitto_passwd -U).
+
+    Returns how many lines were hashed. As mosquitto_passwd 2.0 reads them, username and password are trimmed of
+    white space. Comments and blank lines are kept. Stricter than mosquitto_passwd, never different from it:
+    - a password containing ':' is refused, because mosquitto_passwd would silently hash only the part before it;
+    - a line whose password is already a `$7$`/`$6$` hash is left alone (mosquitto_passwd would hash the hash), so
+      running this twice changes nothing.
+    Raises ConfigError naming the file and line of a line without ':' or with an unusable username or password,
+    and of a username given twice; the file is then left untouched.
+    """
+    target, old, mode = _read_for_update(path, must_exist=True)
+    lines = old.splitlines(keepends=True)
+    hashed = 0
+    for number, raw_line in enumerate(lines, start=1):
+        where = f"password file {target}, line {number}"
+        try:
+            text = raw_line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{where}: not UTF-8 text ({exc.reason})") from exc
+        body = text.rstrip("\r\n")
+        if not body.strip() or body.lstrip().startswith("#"):
+            continue
+        username, colon, password = body.partition(":")
+        username, password = username.strip(), password.strip()
+        if not colon:
+            raise ConfigError(f"{where}: expected 'username:password', found {_shorten(body)!r}")
+        try:
+            PasswordHash.parse(password)
+            continue  # already hashed
+        except ValueError:
+            pass
+        if ":" in password:
+            raise ConfigError(
+                f"{where} (user {username!r}): the password contains ':', which mosquitto_passwd -U would cut off; "
+                "set this user's password with `mqgate passwd -b` instead"
+            )
+        try:
+            _validate_username(username)
+            lines[number - 1] = f"{username}:{hash_password(password, iterations=iterations)}\n".encode()
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        hashed += 1
+    data = b"".join(lines)
+    _parse(target, data)  # duplicate users, and a last check that the result reads back
+    _replace_atomically(target, data, mode)
+    log.info("hashed %d plain-text password(s) in %s", hashed, target)
+    return hashed
+
+
+def _line_user(line: bytes) -> str | None:
+    name, colon, _ = line.decode("utf-8").partition(":")
+    stripped = name.strip()
+    return stripped if colon and stripped and not stripped.startswith("#") else None
+
+
+def _read_for_update(path: str | os.PathLike[str], *, must_exist: bool = False) -> tuple[Path, bytes, int]:
+    """The real path (through a symlink, so the link keeps pointing at the file), content and mode of `path`."""
+    target = Path(os.path.realpath(path))
+    try:
+        return target, target.read_bytes(), target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        if must_exist:
+            raise ConfigError(f"password file {path}: does not exist") from None
+        return target, b"", 0o600
+    except OSError as exc:
+        raise ConfigError(f"password file {path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def _replace_atomically(target: Path, data: bytes, mode: int) -> None:
