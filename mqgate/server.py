@@ -186,7 +186,7 @@ async def _start_mqtt(
         servers.append(("mqtts", await start_tcp(gateway, config.host, config.tls_port, tls)))
     if config.websocket_port is not None:
         ws = await start_websocket(gateway, config.host, config.websocket_port, config.websocket_path, tls)
-        servers.append(("mqtt_ws", ws))
+        servers.append(("mqtt_wss" if tls is not None else "mqtt_ws", ws))  # the scheme a client must use
     parts = []
     for name, server in servers:
         parts.append(f"{name}={_address(server)}")

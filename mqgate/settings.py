@@ -112,7 +112,7 @@ MQTT_KEY_HELP = {
     "tls_port": "MQTT over TLS (unset: no TLS listener); needs certfile and keyfile",
     "certfile": "PEM certificate (chain) of the TLS and secure WebSocket listeners",
     "keyfile": "PEM private key of certfile",
-    "websocket_port": "MQTT over WebSocket (unset: none; 0: a free port, named as mqtt_ws=HOST:PORT)",
+    "websocket_port": "MQTT over WebSocket (unset: none; 0: a free port, named mqtt_ws=HOST:PORT, mqtt_wss= with TLS)",
     "websocket_path": "the WebSocket path clients connect to",
     "allow_anonymous": "clients without a username may connect (Mosquitto allow_anonymous)",
     "password_file": "Mosquitto password file (mosquitto_passwd / mqgate passwd) checked at CONNECT",

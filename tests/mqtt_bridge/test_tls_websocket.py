@@ -257,10 +257,10 @@ def receive_at_least(ws: ClientConnection, size: int) -> bytes:
 
 def test_tcp_publish_reaches_websocket_and_tls_subscribers_of_one_gateway(tmp_path, servers, certificates):
     ports = serve(tmp_path, servers, websocket_port=0, **tls_settings(certificates))
-    assert set(ports) == {"mqtt", "mqtts", "mqtt_ws"}
+    assert set(ports) == {"mqtt", "mqtts", "mqtt_wss"}
     assert len(set(ports.values())) == 3
-    # With certfile set the WebSocket listener speaks TLS as well (wss://).
-    web = Peer(ports["mqtt_ws"], "web", version=paho.MQTTv5, ca=certificates.ca, websocket_path="/mqtt")
+    # With certfile set the WebSocket listener speaks TLS as well (wss://), and the ready line says so.
+    web = Peer(ports["mqtt_wss"], "web", version=paho.MQTTv5, ca=certificates.ca, websocket_path="/mqtt")
     web.subscribe("fan/#", 1)
     secure = Peer(ports["mqtts"], "secure", ca=certificates.ca)
     secure.subscribe("fan/#", 1)
@@ -289,8 +289,8 @@ def test_ready_line_names_the_tls_and_websocket_listeners(tmp_path, servers, cer
     ports = serve(tmp_path, servers, websocket_port=0, **tls_settings(certificates))
     line = servers[0].ready.split()
     assert line[0] == "ready"
-    assert [part.split("=", 1)[0] for part in line[1:]] == ["store", "recovery", "mqtt", "mqtts", "mqtt_ws"]
-    for key in ("mqtt", "mqtts", "mqtt_ws"):
+    assert [part.split("=", 1)[0] for part in line[1:]] == ["store", "recovery", "mqtt", "mqtts", "mqtt_wss"]
+    for key in ("mqtt", "mqtts", "mqtt_wss"):
         socket.create_connection(("127.0.0.1", ports[key]), timeout=5).close()
 
 
