@@ -1,7 +1,8 @@
 """A keyed table kept in the core: every change is a core message in one queue, and a snapshot file says where
 to start reading (Kafka's compacted topic, with the compaction done as a snapshot).
 
-The gateway keeps retained messages and persistent sessions this way. A change is applied in memory and
+The MQTT gateway keeps retained messages and persistent sessions this way; the connector runtime its connector
+configs and source positions. A change is applied in memory and
 appended to the queue before the client is answered, so it is as durable as any message; the snapshot only
 saves reading the whole queue at start and outlives the log's retention (72 hours by default). It is written
 every `SNAPSHOT_INTERVAL_S` when something changed and at close.
@@ -21,9 +22,9 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from core.broker import Broker, PullStatus
+from core.errors import ConfigFileError
 from core.json_file import read_json, write_json
 from core.store.message import StoredMessage
-from mqtt_bridge.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ V = TypeVar("V")
 SNAPSHOT_INTERVAL_S = 60.0
 REPLAY_BATCH = 256
 # Offsets of replay reads are nobody's consumer group: this name only labels the reads.
-REPLAY_GROUP = "MQTT_STATE_REPLAY"
+REPLAY_GROUP = "STATE_TABLE_REPLAY"
 
 
 class StateTable(Generic[V]):
@@ -61,13 +62,13 @@ class StateTable(Generic[V]):
         offset = 0
         if data is not None:
             if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
-                raise ConfigError(f"{self.snapshot}: expected an object with 'offset' and 'entries'")
+                raise ConfigFileError(self.snapshot, "expected an object with 'offset' and 'entries'")
             offset = int(data.get("offset", 0))
             for key, value in data["entries"].items():
                 try:
                     self.entries[key] = self._from_json(value)
                 except (ValueError, KeyError, TypeError) as exc:
-                    raise ConfigError(f"{self.snapshot}: entry {key!r}: {exc}") from exc
+                    raise ConfigFileError(self.snapshot, f"entry {key!r}: {exc}") from exc
         low = self.broker.min_offset(self.topic, 0)
         if offset < low:
             log.error(

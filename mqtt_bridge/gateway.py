@@ -29,6 +29,7 @@ import mqtt5
 
 from core.broker import Broker, PullStatus
 from core.errors import BrokerError
+from core.state_table import StateTable
 from core.store.errors import StoreError
 from core.store.message import LIGHT_QUEUE_PREFIX, PROPERTY_MULTI_DISPATCH, Message, StoredMessage
 from core.store.topic_name import validate_topic
@@ -46,7 +47,6 @@ from mqtt_bridge.message_mapping import (
 from mqtt_bridge.password_file import PasswordFile
 from mqtt_bridge.session import NEVER_EXPIRES, Outgoing, Session, Subscription, session_group
 from mqtt_bridge.shared_group import TAKE_BATCH, SharedGroup
-from mqtt_bridge.state_table import StateTable
 from mqtt_bridge.topic import TopicError, first_level, parse_subscription
 from mqtt_bridge.topic_trie import SubscriptionTrie, TopicTree
 
