@@ -228,6 +228,22 @@ class SourceRecord:
     properties: dict[str, str] = field(default_factory=dict)
 
 
+class RecordsFailed(Exception):
+    """Raised by `SinkTask.put` when some of its records can never be written, however often they are retried (a
+    poison record: a body the sink cannot parse). Every record of the call that is not listed was accepted, as if
+    `put` had returned; putting an accepted record again is harmless (exactly-once sinks skip offsets they hold).
+    The runtime handles each listed record as a failed record (retries, the dead-letter topic or a failed task,
+    per `errors.tolerance`); `failures` pairs each record with its error, in queue order."""
+
+    def __init__(self, failures: Sequence[tuple[SinkRecord, BaseException]]) -> None:
+        self.failures = list(failures)
+        record, error = self.failures[0]
+        super().__init__(
+            f"{len(self.failures)} record(s) cannot be written; the first, "
+            f"{record.topic}/{record.queue_id}/{record.queue_offset}: {error}"
+        )
+
+
 class TaskContext:
     """What the runtime gives a task at start."""
 
@@ -265,7 +281,8 @@ class SourceTask(Task):
 class SinkTask(Task):
     @abc.abstractmethod
     async def put(self, records: list[SinkRecord]) -> None:
-        """Write the records (in queue order per queue); raise to have the runtime retry or dead-letter them."""
+        """Write the records (in queue order per queue); raise to have the runtime retry or dead-letter them, or raise
+        `RecordsFailed` naming the records that failed when the others were accepted."""
 
     async def flush(self, offsets: dict[QueueRef, int]) -> None:
         """Make everything `put` so far durable; `offsets` (next offset to read, per queue) are committed to the core
