@@ -21,7 +21,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from connectors.api import ConfigDef, Connector
+from connectors.api import COMMON_CONFIG, ConfigDef, Connector
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,10 @@ def check_plugin(cls: object) -> type[Connector]:
         raise ValueError(f"{class_path(cls)}.kind is {kind!r}; expected 'source' or 'sink'")
     if not isinstance(getattr(cls, "config_def", None), ConfigDef):
         raise ValueError(f"{class_path(cls)}.config_def is not a connectors.api.ConfigDef")
+    try:
+        COMMON_CONFIG.merged(cls.config_def)
+    except ValueError as exc:
+        raise ValueError(f"{class_path(cls)}.config_def: {exc}; the common keys need not be declared") from None
     if getattr(cls, "__abstractmethods__", None):
         raise ValueError(f"{class_path(cls)} does not implement {', '.join(sorted(cls.__abstractmethods__))}")
     return cls
