@@ -1,0 +1,103 @@
+"""The process's one Spark session, shared by the Spark sinks running in it.
+
+PySpark allows one SparkContext (one JVM) per Python process, so every sink task in mqgate uses the same session;
+they must agree on `spark.master`. The session is started by the first task that needs it and stopped when the
+last one releases it. Starting takes seconds (a JVM is launched): call `acquire` and `release` from a thread,
+never from the event loop. Started outside the main thread, PySpark leaves mqgate's SIGINT handler alone.
+
+A JVM that died (killed, out of memory) is noticed at the next `acquire`, and a new one is started.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from spark_sink.errors import SparkSessionError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "mqgate-spark-sink"
+# Our defaults, each overridable by a spark.* key of the connector config: no web UI (port 4040 would be taken
+# by surprise), no progress bar on mqgate's stderr, timestamps shown in UTC as the dt partitions are.
+DEFAULT_SETTINGS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+_master: str | None = None
+_users = 0
+
+
+def _alive(session: SparkSession) -> bool:
+    try:
+        return not session.sparkContext._jsc.sc().isStopped()
+    except Exception:  # py4j: the JVM is gone
+        return False
+
+
+def _forget_dead_jvm() -> None:
+    # PySpark keeps the dead gateway in class attributes and would hand it out again.
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    SparkContext._active_spark_context = None
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+
+
+def acquire(master: str, settings: Mapping[str, str] | None = None) -> SparkSession:
+    """The shared session on `master`, started if needed (blocking: seconds)."""
+    global _session, _master, _users
+    with _lock:
+        if _session is not None and not _alive(_session):
+            log.warning("the Spark JVM on %s is gone; starting a new one", _master)
+            _forget_dead_jvm()
+            _session = None
+        if _session is not None and master != _master:
+            raise SparkSessionError(
+                f"spark.master {master!r}: this process already runs Spark on {_master!r}, and PySpark allows one "
+                "Spark per process; give every Spark sink the same spark.master"
+            )
+        if _session is None:
+            from pyspark.sql import SparkSession
+
+            builder = SparkSession.builder.master(master).appName(APP_NAME)
+            for key, value in {**DEFAULT_SETTINGS, **(settings or {})}.items():
+                builder = builder.config(key, value)
+            log.info("starting Spark on %s", master)
+            try:
+                _session = builder.getOrCreate()
+            except Exception as exc:
+                _forget_dead_jvm()
+                raise SparkSessionError(
+                    f"cannot start Spark on {master!r}: {exc}; is Java 17 or later installed (java -version)?"
+                ) from exc
+            _master = master
+        _users += 1
+        return _session
+
+
+def release() -> None:
+    """Give the session back; the last user stops it (blocking)."""
+    global _session, _master, _users
+    with _lock:
+        _users -= 1
+        if _users > 0 or _session is None:
+            return
+        session, _session, _master = _session, None, None
+        if _alive(session):
+            log.info("stopping Spark")
+            session.stop()
+        else:
+            _forget_dead_jvm()
