@@ -1,0 +1,86 @@
+"""Source positions kept in the core: the keyed table `connect-offsets` (core/state_table.py).
+
+Key: JSON `[connector, partition key]` (api.partition_key). Value: `{"position": {...} | null, "topic": t,
+"queue_id": q, "offset": o}`: the position reached and the queue offset it covers, i.e. every record of the
+partition at or past `offset` in that queue is newer than `position`. A partition gets its entry (position null,
+offset the queue's end) before its first record is sent, so after a crash every partition that has records in
+the core has an entry to start the scan of its queue from. A change is one message in queue 0 with property
+`CONNECT_OFFSET_KEY` and the value as JSON in the body.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.broker import Broker
+from core.state_table import StateTable
+from core.store.message import Message, StoredMessage
+
+TOPIC = "connect-offsets"
+PROPERTY_KEY = "CONNECT_OFFSET_KEY"
+
+
+@dataclass(slots=True, frozen=True)
+class CommittedPosition:
+    position: dict[str, Any] | None
+    topic: str
+    queue_id: int
+    offset: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"position": self.position, "topic": self.topic, "queue_id": self.queue_id, "offset": self.offset}
+
+    @classmethod
+    def from_json(cls, value: object) -> CommittedPosition:
+        if not isinstance(value, dict):
+            raise ValueError("expected an object")
+        position = value.get("position")
+        if position is not None and not isinstance(position, dict):
+            raise ValueError("position must be an object or null")
+        return cls(position, str(value["topic"]), int(value["queue_id"]), int(value["offset"]))
+
+
+def table_key(connector: str, partition_key: str) -> str:
+    return json.dumps([connector, partition_key], separators=(",", ":"))
+
+
+def _decode(message: StoredMessage) -> tuple[str, CommittedPosition | None] | None:
+    key = message.properties.get(PROPERTY_KEY)
+    if key is None:
+        return None
+    return key, CommittedPosition.from_json(json.loads(message.body))
+
+
+class PositionTable:
+    def __init__(self, broker: Broker, snapshot: Path) -> None:
+        self.broker = broker
+        self.table: StateTable[CommittedPosition] = StateTable(
+            broker, TOPIC, snapshot, _decode, CommittedPosition.to_json, CommittedPosition.from_json
+        )
+
+    async def load(self) -> None:
+        if self.broker.topics.get(TOPIC) is None:
+            self.broker.create_topic(TOPIC, 1)
+        await self.table.load()
+        self.table.start()
+
+    async def close(self) -> None:
+        await self.table.close()
+
+    def of_connector(self, connector: str) -> dict[str, CommittedPosition]:
+        """The committed positions of a connector's partitions, by partition key."""
+        found = {}
+        for key, value in self.table.entries.items():
+            name, partition = json.loads(key)
+            if name == connector:
+                found[partition] = value
+        return found
+
+    async def commit(self, connector: str, partition_key: str, committed: CommittedPosition) -> None:
+        key = table_key(connector, partition_key)
+        body = json.dumps(committed.to_json(), sort_keys=True).encode()
+        await self.broker.send(Message(TOPIC, body, 0, {PROPERTY_KEY: key}))
+        self.table.changed(key, committed)

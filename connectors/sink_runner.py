@@ -1,0 +1,225 @@
+"""The sink runner: reads a sink task's queues as the consumer group `connect-<name>`, hands the records to the
+task in batches (`put`), has it make them durable (`flush`), then commits the offsets to the core.
+
+- Offsets: at start a queue is read from the task's `stored_offsets` when it gives one (exactly-once sinks),
+  else from the group's committed offset, else from the queue's first message (Kafka Connect's `earliest`).
+  An offset is committed only after `flush` returned, so a crash delivers again rather than loses.
+- Memory: at most `batch.size` records (default `DEFAULT_BATCH_SIZE`) and one pull's 4 MiB per queue are held.
+- Errors: a failing `put` is retried with backoff for `errors.retry.timeout` ms. Then, with `errors.tolerance`
+  none, the task fails (its status carries the trace); with all, the records of the batch are put one by one
+  (each retried the same way) and those that still fail go to the dead-letter topic, with the error in
+  properties (api.PROPERTY_ERROR*), and the task goes on. A `put` that raises must not have written any record
+  of its batch, or raise api.RecordsFailed naming the records it could not write (the others count as written).
+  A failing `flush` fails the task after its retries whatever the tolerance: records already
+  given to `put` cannot be skipped one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import traceback
+from typing import Any
+
+from connectors.api import (
+    PROPERTY_ERROR,
+    PROPERTY_ERROR_CONNECTOR,
+    PROPERTY_ERROR_ORIGIN,
+    QueueRef,
+    RecordsFailed,
+    SinkRecord,
+    SinkTask,
+    TaskContext,
+)
+from connectors.task_runner import Arrivals, ErrorPolicy, TaskRunner
+from core.broker import Broker, PullStatus
+from core.client import Producer, PullConsumer
+from core.message_queue import MessageQueue
+from core.store.message import MAX_PROPERTIES_LENGTH, PROPERTY_MULTI_DISPATCH, StoredMessage
+
+log = logging.getLogger(__name__)
+
+# Records handed to one put (Kafka Connect's consumer max.poll.records is 500).
+DEFAULT_BATCH_SIZE = 500
+# How long an idle runner waits for an arrival before it reads again anyway.
+IDLE_WAIT_S = 1.0
+# An error text in a dead-letter record's properties is cut to this (the properties' 64 KiB holds them all).
+MAX_ERROR_TEXT = 4000
+
+
+def sink_group(connector: str) -> str:
+    return f"connect-{connector}"
+
+
+def sink_record(message: StoredMessage) -> SinkRecord:
+    return SinkRecord(
+        topic=message.topic,
+        queue_id=message.queue_id,
+        queue_offset=message.queue_offset,
+        body=message.body,
+        keys=message.keys,
+        tags=message.tags,
+        properties=dict(message.properties),
+        born_timestamp_ms=message.born_timestamp,
+        store_timestamp_ms=message.store_timestamp,
+        msg_id=message.unique_id or message.offset_msg_id,
+    )
+
+
+def error_text(exc: BaseException) -> str:
+    """The exception as one property value: its type and message, without the store's separators."""
+    text = "".join(traceback.format_exception_only(exc)).strip()
+    return text.replace("\x01", " ").replace("\x02", " ")[:MAX_ERROR_TEXT]
+
+
+class SinkRunner(TaskRunner):
+    task: SinkTask
+
+    def __init__(
+        self,
+        broker: Broker,
+        arrivals: Arrivals,
+        connector: str,
+        task_id: int,
+        task: SinkTask,
+        config: dict[str, Any],
+        queues: list[MessageQueue],
+        paused: bool = False,
+    ) -> None:
+        super().__init__(connector, task_id, task, config, paused)
+        self.broker = broker
+        self.arrivals = arrivals
+        self.queues = queues
+        self.policy = ErrorPolicy.of(config)
+        self.batch_size = max(1, int(config.get("batch.size") or DEFAULT_BATCH_SIZE))
+        self.consumer = PullConsumer(broker, sink_group(connector))
+        self.producer = Producer(broker, sink_group(connector))
+        # Next offset to read per queue, as committed (after flush).
+        self.offsets: dict[MessageQueue, int] = {}
+        self.dead_lettered = 0
+
+    async def _run(self) -> None:
+        await self.task.start(self.config, TaskContext(self.connector, self.task_id))
+        self._task_started = True
+        refs = {QueueRef(queue.topic, queue.queue_id): queue for queue in self.queues}
+        stored = await self.task.stored_offsets(list(refs))
+        for ref, queue in refs.items():
+            if ref in stored:
+                offset = stored[ref]
+            else:
+                offset = self.consumer.committed(queue)
+                if offset < 0:
+                    offset = self.broker.min_offset(queue.topic, queue.queue_id)
+            self.offsets[queue] = offset
+            self.consumer.commit(queue, offset)
+        log.info("%s reads %s", self.label, {f"{q.topic}/{q.queue_id}": o for q, o in self.offsets.items()})
+        waiting_on = [(queue.topic, queue.queue_id) for queue in self.queues]
+        while True:
+            await self._gate()
+            async with self._busy:
+                if self.paused:
+                    continue
+                records, next_offsets = await self._fetch()
+                if records:
+                    await self._deliver(records)
+                    flushed = {QueueRef(q.topic, q.queue_id): o for q, o in next_offsets.items()}
+                    await self.policy.retry(f"{self.label}: flush", functools.partial(self.task.flush, flushed))
+                    for queue, offset in next_offsets.items():
+                        if offset != self.offsets[queue]:
+                            self.consumer.commit(queue, offset)
+                    self.offsets = next_offsets
+                    continue
+            await self.arrivals.wait(waiting_on, IDLE_WAIT_S)
+
+    async def _fetch(self) -> tuple[list[SinkRecord], dict[MessageQueue, int]]:
+        """Up to batch_size records from the queues, in queue order per queue, and the offsets past them."""
+        records: list[SinkRecord] = []
+        offsets = dict(self.offsets)
+        for queue in self.queues:
+            room = self.batch_size - len(records)
+            if room <= 0:
+                break
+            got = await self.consumer.pull(queue, offsets[queue], room)
+            if got.status is PullStatus.FOUND:
+                records.extend(sink_record(message) for message in got.messages)
+                offsets[queue] = got.next_begin_offset
+            elif got.status is PullStatus.OFFSET_ILLEGAL and got.next_begin_offset != offsets[queue]:
+                log.warning(
+                    "%s: %s/%d offset %d is out of range (retention?); going on from %d",
+                    self.label,
+                    queue.topic,
+                    queue.queue_id,
+                    offsets[queue],
+                    got.next_begin_offset,
+                )
+                offsets[queue] = got.next_begin_offset
+        # Queues read first get a turn last next time, so one busy queue does not starve the others.
+        if len(self.queues) > 1:
+            self.queues = self.queues[1:] + self.queues[:1]
+        return records, offsets
+
+    async def _deliver(self, records: list[SinkRecord]) -> None:
+        failed, named = await self._put(records)
+        if not failed:
+            return
+        if not self.policy.tolerate_all:
+            raise failed[0][1]
+        if not named and len(failed) > 1:
+            # The whole batch failed: find the records that fail alone.
+            isolated = []
+            for record in records:
+                isolated += (await self._put([record]))[0]
+            failed = isolated
+        for record, exc in failed:
+            await self._dead_letter(record, exc)
+
+    async def _put(self, records: list[SinkRecord]) -> tuple[list[tuple[SinkRecord, BaseException]], bool]:
+        """Put with retries; the records that still fail with their errors, and whether the task named them
+        (api.RecordsFailed) rather than failing the whole call."""
+        backoff = self.policy.backoff()
+        remaining = records
+        while True:
+            try:
+                await self.task.put(remaining)
+                return [], False
+            except RecordsFailed as exc:
+                failed, named = exc.failures, True
+            except Exception as exc:
+                failed, named = [(record, exc) for record in remaining], False
+            wait = backoff.next_wait()
+            if wait is None:
+                return failed, named
+            remaining = [record for record, _ in failed]
+            log.warning(
+                "%s: put of %d records failed (attempt %d; again in %.2f s): %s",
+                self.label,
+                len(remaining),
+                backoff.attempts,
+                wait,
+                failed[0][1],
+            )
+            await asyncio.sleep(wait)
+
+    async def _dead_letter(self, record: SinkRecord, exc: BaseException) -> None:
+        self.dead_lettered += 1
+        topic = self.policy.dead_letter_topic
+        if not topic:
+            log.error(
+                "%s: record %s skipped (errors.tolerance=all, no dead-letter topic): %s",
+                self.label,
+                _origin(record),
+                exc,
+            )
+            return
+        properties = {key: value for key, value in record.properties.items() if key != PROPERTY_MULTI_DISPATCH}
+        properties[PROPERTY_ERROR_CONNECTOR] = self.connector
+        properties[PROPERTY_ERROR_ORIGIN] = _origin(record)
+        room = MAX_PROPERTIES_LENGTH - sum(len(k) + len(v) + 2 for k, v in properties.items()) - 64
+        properties[PROPERTY_ERROR] = error_text(exc)[: max(0, room)]
+        await self.producer.send(topic, record.body, properties=properties)
+        log.warning("%s: record %s sent to dead-letter topic %r: %s", self.label, _origin(record), topic, exc)
+
+
+def _origin(record: SinkRecord) -> str:
+    return f"{record.topic}/{record.queue_id}/{record.queue_offset}"

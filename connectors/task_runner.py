@@ -1,0 +1,196 @@
+"""What sink and source runners share: a task's state (RUNNING, PAUSED, FAILED), its asyncio task, the pause gate,
+retries with exponential backoff, and the wake-up when messages arrive in a queue."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import enum
+import logging
+import traceback
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from connectors.api import Task
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# The first wait after a failure; it doubles up to errors.retry.delay.max.ms (Kafka Connect starts at 300 ms).
+INITIAL_RETRY_DELAY_S = 0.1
+
+
+class State(enum.Enum):
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    FAILED = "FAILED"
+    UNASSIGNED = "UNASSIGNED"
+
+
+@dataclass(slots=True, frozen=True)
+class ErrorPolicy:
+    """The errors.* keys of a connector config (api.COMMON_CONFIG)."""
+
+    tolerate_all: bool = False
+    retry_timeout_ms: int = 0
+    retry_delay_max_ms: int = 60_000
+    dead_letter_topic: str = ""
+
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> ErrorPolicy:
+        return cls(
+            values.get("errors.tolerance", "none") == "all",
+            int(values.get("errors.retry.timeout", 0)),
+            int(values.get("errors.retry.delay.max.ms", 60_000)),
+            str(values.get("errors.deadletterqueue.topic.name", "") or ""),
+        )
+
+    def backoff(self) -> Backoff:
+        return Backoff(self, asyncio.get_running_loop().time())
+
+    async def retry(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """`call()`, again after a failure with exponential backoff until `retry_timeout_ms` has passed; the last
+        failure is raised."""
+        backoff = self.backoff()
+        while True:
+            try:
+                return await call()
+            except Exception as exc:
+                wait = backoff.next_wait()
+                if wait is None:
+                    raise
+                log.warning("%s failed (attempt %d; again in %.2f s): %s", what, backoff.attempts, wait, exc)
+                await asyncio.sleep(wait)
+
+
+class Backoff:
+    """The waits between attempts: doubling from INITIAL_RETRY_DELAY_S, capped by errors.retry.delay.max.ms, until
+    errors.retry.timeout ms after the first attempt."""
+
+    def __init__(self, policy: ErrorPolicy, start: float) -> None:
+        self.deadline = start + policy.retry_timeout_ms / 1000
+        self.cap = policy.retry_delay_max_ms / 1000
+        self.delay = INITIAL_RETRY_DELAY_S
+        self.attempts = 0
+
+    def next_wait(self) -> float | None:
+        """The wait before the next attempt, or None when no attempt is left."""
+        self.attempts += 1
+        remaining = self.deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            return None
+        wait = min(self.delay, remaining, self.cap)
+        self.delay *= 2
+        return wait
+
+
+class Arrivals:
+    """Wakes runners waiting for messages in given queues (one broker arrival listener for the whole worker)."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
+
+    def notify(self, queues: set[tuple[str, int]]) -> None:
+        for queue in queues:
+            for event in self._waiters.get(queue, ()):
+                event.set()
+
+    async def wait(self, queues: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        event = asyncio.Event()
+        keys = list(queues)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(event)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await event.wait()
+        finally:
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del self._waiters[key]
+
+
+class TaskRunner(abc.ABC):
+    """Runs one task in its own asyncio task until stopped or failed."""
+
+    def __init__(self, connector: str, task_id: int, task: Task, config: dict[str, Any], paused: bool) -> None:
+        self.connector = connector
+        self.task_id = task_id
+        self.task = task
+        self.config = config
+        self.state = State.PAUSED if paused else State.RUNNING
+        self.trace: str | None = None
+        self._unpaused = asyncio.Event()
+        if not paused:
+            self._unpaused.set()
+        # Held while a batch is read, delivered and committed: pause() waits for it, so nothing is consumed after.
+        self._busy = asyncio.Lock()
+        self._main_task: asyncio.Task[None] | None = None
+        self._task_started = False
+
+    @property
+    def label(self) -> str:
+        return f"connector {self.connector!r} task {self.task_id}"
+
+    def start(self) -> None:
+        self._main_task = asyncio.get_running_loop().create_task(self._main(), name=self.label)
+
+    async def _main(self) -> None:
+        try:
+            await self._run()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.state = State.FAILED
+            self.trace = traceback.format_exc()
+            log.error("%s failed; it stays FAILED until restarted:\n%s", self.label, self.trace)
+        finally:
+            await self._finish()
+
+    async def _finish(self) -> None:
+        """After the loop ended (stop, failure): release the task."""
+        if self._task_started:
+            self._task_started = False
+            try:
+                await self.task.stop()
+            except Exception:
+                log.exception("%s: stop failed", self.label)
+
+    @abc.abstractmethod
+    async def _run(self) -> None:
+        """The task's loop; returns only by raising."""
+
+    async def _gate(self) -> None:
+        """Wait while paused."""
+        await self._unpaused.wait()
+
+    @property
+    def paused(self) -> bool:
+        return not self._unpaused.is_set()
+
+    async def pause(self) -> None:
+        """Stop consuming or polling; returns once a batch in flight is done."""
+        if self.state is not State.FAILED:
+            self.state = State.PAUSED
+        self._unpaused.clear()
+        async with self._busy:
+            pass
+
+    def resume(self) -> None:
+        if self.state is not State.FAILED:
+            self.state = State.RUNNING
+        self._unpaused.set()
+
+    async def stop(self) -> None:
+        if self._main_task is None:
+            return
+        self._main_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._main_task
+        self._main_task = None
