@@ -20,6 +20,8 @@ import ssl
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+from connectors.plugins import PluginRegistry
+from connectors.worker import Worker
 from core.broker import Broker
 from core.store.message_store import MessageStore, RecoveryReport
 from mqgate.settings import ConfigError, Settings
@@ -33,6 +35,8 @@ log = logging.getLogger(__name__)
 CONFIG_SUBDIR = "config"
 # Snapshots of the MQTT gateway's retained messages and sessions.
 MQTT_SUBDIR = "mqtt"
+# The connector runtime's tables' snapshots; connector config files are read from DATA_DIR/connectors.
+CONNECT_SUBDIR = "connect"
 
 T = TypeVar("T")
 
@@ -127,6 +131,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                 async with contextlib.AsyncExitStack() as parts_stack:
                     if settings.mqtt.enabled:
                         parts += await _start_mqtt(settings, broker, parts_stack, tls)
+                    await _start_connectors(settings, broker, parts_stack)
                     if not stop.is_set():
                         ready(format_ready(parts))
                         await stop.wait()
@@ -199,6 +204,15 @@ async def _start_mqtt(
 
         stack.push_async_callback(close_server)
     return parts
+
+
+async def _start_connectors(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> Worker:
+    """Start the connector runtime (data in DATA_DIR/connect, connector files in DATA_DIR/connectors). Closed by
+    `stack`."""
+    worker = Worker(broker, settings.data_dir / CONNECT_SUBDIR, PluginRegistry.load())
+    await worker.start()
+    stack.push_async_callback(worker.close)
+    return worker
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
