@@ -74,7 +74,18 @@ def free_port() -> int:
 def start_mqgate(work: Path) -> tuple[subprocess.Popen[str], int]:
     data_dir = work / "mqgate"
     process = subprocess.Popen(
-        [*MQGATE, "serve", "--data-dir", str(data_dir), "--mqtt-port", "0", "--log-level", "WARNING"],
+        [
+            *MQGATE,
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--mqtt-port",
+            "0",
+            "--http-port",
+            "0",
+            "--log-level",
+            "WARNING",
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=open(work / "mqgate.log", "w"),  # noqa: SIM115

@@ -116,6 +116,12 @@ def _settings_options() -> argparse.ArgumentParser:
         help="MQTT listener port; 0 picks a free one, named in the ready line (mqtt.port; default 1883)",
     )
     group.add_argument(
+        "--http-port",
+        type=int,
+        metavar="N",
+        help="HTTP port of the REST APIs; 0 picks a free one, named in the ready line (http.port; default 8082)",
+    )
+    group.add_argument(
         "--log-level",
         type=str.upper,
         choices=LOG_LEVELS,
@@ -312,6 +318,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         overrides.append(Override("broker.auto_create_topic", args.auto_create_topic, flag))
     if args.mqtt_port is not None:
         overrides.append(Override("mqtt.port", args.mqtt_port, "--mqtt-port"))
+    if args.http_port is not None:
+        overrides.append(Override("http.port", args.http_port, "--http-port"))
     if args.log_level is not None:
         overrides.append(Override("log_level", args.log_level, "--log-level"))
     return load_settings(args.data_dir, args.config, overrides)

@@ -21,9 +21,11 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from connectors.plugins import PluginRegistry
+from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
 from core.broker import Broker
 from core.store.message_store import MessageStore, RecoveryReport
+from mqgate.http_api import HttpServer, build_app
 from mqgate.settings import ConfigError, Settings
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
@@ -131,7 +133,9 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                 async with contextlib.AsyncExitStack() as parts_stack:
                     if settings.mqtt.enabled:
                         parts += await _start_mqtt(settings, broker, parts_stack, tls)
-                    await _start_connectors(settings, broker, parts_stack)
+                    worker = await _start_connectors(settings, broker, parts_stack)
+                    if settings.http.enabled:
+                        parts += await _start_http(settings, parts_stack, worker)
                     if not stop.is_set():
                         ready(format_ready(parts))
                         await stop.wait()
@@ -213,6 +217,24 @@ async def _start_connectors(settings: Settings, broker: Broker, stack: contextli
     await worker.start()
     stack.push_async_callback(worker.close)
     return worker
+
+
+async def _start_http(settings: Settings, stack: contextlib.AsyncExitStack, worker: Worker) -> list[str]:
+    """Start the HTTP port with the routes of every HTTP API; return its ready-line part. Closed by `stack`."""
+    config = settings.http
+    app = build_app(config)
+    add_connector_routes(app, worker)
+    server = HttpServer(app, config)
+    try:
+        address = await server.start()
+    except OSError as exc:
+        raise ConfigError(
+            f"[http] cannot listen on {config.host}:{config.port}: {exc.strerror or exc}; "
+            "choose another port with --http-port or [http] port (0: a free one)"
+        ) from None
+    stack.push_async_callback(server.close)
+    log.info("HTTP port on %s%s", address, " (bearer token required)" if config.token else "")
+    return [f"http={address}"]
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

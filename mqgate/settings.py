@@ -18,6 +18,10 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
     port = 1883                     # 0: a free port, named in the ready line
     password_file = "/etc/mqgate/passwd"
 
+    [http]                          # every field of mqgate.http_api.HttpConfig (the REST APIs' one port)
+    port = 8082                     # 0: a free port, named in the ready line
+    token = "s3cret"                # bearer token every request must carry
+
 The store lives in `DATA_DIR/store`; `store_dir` cannot be set. Unknown keys, wrong types and bad values raise
 `ConfigError`, whose message names the file (with the line when it can be found) or the flag, the key, and
 what is allowed.
@@ -40,6 +44,7 @@ import yaml
 
 from core.broker import BrokerConfig
 from core.store.config import FlushMode, StoreConfig
+from mqgate.http_api import HttpConfig
 from mqtt_bridge.config import MqttConfig
 
 log = logging.getLogger(__name__)
@@ -131,6 +136,18 @@ MQTT_KEY_HELP = {
 }
 
 
+# Keys whose values `mqgate config` does not print.
+SECRET_KEYS = {"http": ("token",)}
+
+# One line per [http] key. Defaults come from HttpConfig itself.
+HTTP_KEY_HELP = {
+    "enabled": "open the HTTP port (the connector REST API and later HTTP APIs)",
+    "host": "address the HTTP port binds to (loopback by default: the API can make mqgate write files)",
+    "port": "HTTP port (RocketMQ Connect's 8082; 0: a free port, named in the ready line as http=HOST:PORT)",
+    "token": "bearer token every request must carry (Authorization: Bearer TOKEN); unset: no authentication",
+}
+
+
 class ConfigError(Exception):
     """A configuration file or flag is wrong. The message names where, which key, and what is allowed."""
 
@@ -150,6 +167,7 @@ class Settings:
     store: StoreConfig
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     mqtt: MqttConfig = field(default_factory=MqttConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
     log_level: str = DEFAULT_LOG_LEVEL
     config_file: Path | None = None
     # Where each value came from, keyed "log_level" / "<section>.<field>": "default", "<file>:<line>" or a flag.
@@ -326,10 +344,12 @@ MQTT_PARSERS = _parsers(
         "topics": parse_string_list,
     },
 )
+HTTP_PARSERS = _parsers(HttpConfig, {}, {"port": parse_port_or_zero, "token": parse_optional_string})
 SECTIONS = {
     "store": Section("store", StoreConfig, STORE_PARSERS, STORE_KEY_HELP, DERIVED_STORE_FIELDS),
     "broker": Section("broker", BrokerConfig, BROKER_PARSERS, BROKER_KEY_HELP, {}),
     "mqtt": Section("mqtt", MqttConfig, MQTT_PARSERS, MQTT_KEY_HELP, {}),
+    "http": Section("http", HttpConfig, HTTP_PARSERS, HTTP_KEY_HELP, {}),
 }
 TOP_LEVEL_PARSERS: dict[str, Parser] = {"log_level": parse_log_level}
 
@@ -501,11 +521,17 @@ def load_settings(
         if mqtt[given] and not mqtt[missing]:
             raise ConfigError(f"[mqtt] {given} ({origins[f'mqtt.{given}']}) needs {missing} as well")
     mqtt_config = MqttConfig(**mqtt)  # type: ignore[arg-type]
+    try:
+        http_config = HttpConfig(**values["http"])  # type: ignore[arg-type]
+    except ValueError as exc:
+        name = next((name for name in values["http"] if re.search(rf"\b{name}\b", str(exc))), "port")
+        raise ConfigError(f"invalid [http] settings: {exc} ({name} from {origins[f'http.{name}']})") from None
     return Settings(
         data_dir=data_dir,
         store=store_config,
         broker=broker_config,
         mqtt=mqtt_config,
+        http=http_config,
         log_level=str(top["log_level"]),
         config_file=config_file,
         origins=MappingProxyType(origins),
@@ -594,7 +620,13 @@ def render_toml(settings: Settings) -> str:
         "[store]",
         f"# store_dir = {_toml_value(settings.store.store_dir)}  (always DATA_DIR/{STORE_SUBDIR}; not settable)",
     ]
-    for section_name, config in (("store", settings.store), ("broker", settings.broker), ("mqtt", settings.mqtt)):
+    sections = (
+        ("store", settings.store),
+        ("broker", settings.broker),
+        ("mqtt", settings.mqtt),
+        ("http", settings.http),
+    )
+    for section_name, config in sections:
         section = SECTIONS[section_name]
         if section_name != "store":
             lines += ["", f"[{section_name}]"]
@@ -605,6 +637,8 @@ def render_toml(settings: Settings) -> str:
             lines.append(f"# {section.help.get(name, 'see the dataclass ' + section.config_class.__name__)}")
             if value is None:  # TOML has no null: an unset key is shown commented out
                 lines.append(f"# {name} =  (unset, {shown})")
+            elif name in SECRET_KEYS.get(section_name, ()):  # the output may be pasted into an issue
+                lines.append(f"# {name} =  (set, hidden; {shown})")
             else:
                 lines.append(f"{name} = {_toml_value(value)}  # {shown}")
     return "\n".join(lines) + "\n"

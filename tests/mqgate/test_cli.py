@@ -36,7 +36,8 @@ class Server:
 
     def __init__(self, *args: str | Path) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mqgate.cli", "serve", *map(str, args)],
+            # A free HTTP port: 8082 may be taken by another server of the suite (a later flag still wins).
+            [sys.executable, "-m", "mqgate.cli", "serve", "--http-port", "0", *map(str, args)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -28,7 +28,18 @@ def test_serve_raises_the_soft_open_file_limit_to_the_hard_limit(tmp_path: Path)
         resource.setrlimit(resource.RLIMIT_NOFILE, (LOW_SOFT_LIMIT, hard))
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "mqgate.cli", "serve", "--data-dir", str(tmp_path / "data"), "--mqtt-port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "mqgate.cli",
+            "serve",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--mqtt-port",
+            "0",
+            "--http-port",
+            "0",
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -42,7 +42,19 @@ class Server:
 
 def start_server(data_dir: Path, *args: str) -> Server:
     process = subprocess.Popen(
-        [*MQGATE, "serve", "--data-dir", str(data_dir), "--mqtt-port", "0", "--log-level", "WARNING", *args],
+        [
+            *MQGATE,
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--mqtt-port",
+            "0",
+            "--http-port",
+            "0",
+            "--log-level",
+            "WARNING",
+            *args,
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=open(data_dir.parent / f"{data_dir.name}.stderr", "a"),  # noqa: SIM115

@@ -1,0 +1,143 @@
+"""mqgate's one HTTP port: an aiohttp application that the HTTP APIs (the connector REST API today) add their
+routes to before it starts, served by `mqgate serve` and named in the ready line as `http=HOST:PORT`.
+
+Every error is answered as Kafka Connect answers, `{"error_code": 404, "message": "..."}`, whatever raised it:
+a handler raises an aiohttp HTTP exception whose text is the message (or whose body is already such JSON, with
+more fields), and the middleware here shapes the rest, including unknown routes and unexpected exceptions.
+With `[http] token` set, every request needs `Authorization: Bearer <token>` (401 otherwise).
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib.metadata
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+log = logging.getLogger(__name__)
+
+# RocketMQ Connect's REST port (Kafka Connect's is 8083).
+DEFAULT_PORT = 8082
+# The connector API can make this process write files (the file sink) and send requests (the HTTP sink):
+# loopback until someone chooses to expose it, preferably with a token.
+DEFAULT_HOST = "127.0.0.1"
+# Request bodies are connector configs: small. aiohttp's default is 1 MiB too; named here as a decision.
+MAX_BODY_BYTES = 1024 * 1024
+JSON_CONTENT_TYPE = "application/json"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(slots=True, frozen=True)
+class HttpConfig:
+    enabled: bool = True
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT  # 0: a free port, named in the ready line
+    token: str | None = None  # bearer token every request must carry (None: no authentication)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"http port {self.port}: must be 0 (a free port) to 65535")
+        if self.token is not None and (not self.token or any(char.isspace() for char in self.token)):
+            raise ValueError("http token: must be non-empty without spaces (it travels in an Authorization header)")
+
+
+def error_body(status: int, message: str) -> dict[str, object]:
+    return {"error_code": status, "message": message}
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(error_body(status, message), status=status, headers=headers)
+
+
+def _message(request: web.Request, exc: web.HTTPException) -> str:
+    if request.match_info.http_exception is exc or isinstance(exc, web.HTTPMethodNotAllowed):
+        # No route matched: aiohttp's own text ("404: Not Found") says less than this.
+        if isinstance(exc, web.HTTPMethodNotAllowed):
+            allowed = ", ".join(sorted(exc.allowed_methods))
+            return f"{request.method} is not allowed on {request.path}; allowed: {allowed}"
+        return f"no resource {request.path} (see the README for the API)"
+    text = exc.text or exc.reason
+    prefix = f"{exc.status}: "
+    return text.removeprefix(prefix) if text else exc.reason
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == JSON_CONTENT_TYPE:
+            raise
+        # Allow (405) and WWW-Authenticate (401) stay; the body and its type are ours.
+        headers = {key: value for key, value in exc.headers.items() if key.lower() in ("allow", "www-authenticate")}
+        return error_response(exc.status, _message(request, exc), headers)
+    except Exception as exc:  # a bug: logged with its traceback, answered as JSON, the server goes on
+        log.exception("%s %s failed", request.method, request.path)
+        return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def bearer_auth(token: str) -> Middleware:
+    expected = token.encode()
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given:
+            message = "authentication required: send the header 'Authorization: Bearer <token>' ([http] token)"
+        elif not hmac.compare_digest(given.strip().encode(), expected):
+            message = "invalid bearer token"
+        else:
+            return await handler(request)
+        return error_response(401, message, {"WWW-Authenticate": 'Bearer realm="mqgate"'})
+
+    return check
+
+
+def build_app(config: HttpConfig) -> web.Application:
+    """The application, with error shaping and (with a token) authentication; HTTP APIs add their routes."""
+    middlewares: list[Middleware] = [json_errors]
+    if config.token is not None:
+        middlewares.append(bearer_auth(config.token))
+    app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
+    app.router.add_get("/", _root)
+    return app
+
+
+async def _root(request: web.Request) -> web.Response:
+    """What Kafka Connect's `GET /` answers: the server's version (a cheap check that the port serves)."""
+    try:
+        version = importlib.metadata.version("mqgate")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was not installed
+        version = "unknown"
+    return web.json_response({"name": "mqgate", "version": version})
+
+
+class HttpServer:
+    """`app` served on config.host:config.port until `close`."""
+
+    def __init__(self, app: web.Application, config: HttpConfig) -> None:
+        self.app = app
+        self.config = config
+        self._runner = web.AppRunner(app, access_log=logging.getLogger("mqgate.http.access"))
+        self.address = ""
+
+    async def start(self) -> str:
+        """Listen; return HOST:PORT as bound (the port chosen when config.port is 0)."""
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.host, self.config.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            raise
+        host, port = self._runner.addresses[0][:2]
+        self.address = f"{host}:{port}"
+        return self.address
+
+    async def close(self) -> None:
+        await self._runner.cleanup()

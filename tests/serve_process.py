@@ -1,0 +1,92 @@
+"""`mqgate serve` as a real child process on free ports, for tests that talk to it over the network.
+
+The ready line is read with a deadline; `ready` holds its `key=value` parts (`http`, `mqtt`, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Generous: a loaded machine can take seconds to start Python and import everything.
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+
+
+class ServeProcess:
+    def __init__(self, data_dir: Path, *args: str | Path, env: dict[str, str] | None = None) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = data_dir
+        self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
+        with open(self.stderr_path, "ab") as stderr:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "mqgate.cli",
+                    "serve",
+                    "--data-dir",
+                    str(data_dir),
+                    "--mqtt-port",
+                    "0",
+                    "--http-port",
+                    "0",
+                    *map(str, args),
+                ],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            )
+        self.line = self._read_line()
+        self.ready = dict(part.split("=", 1) for part in self.line.split()[1:])
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.ready['http']}"
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def _read_line(self) -> str:
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        data = b""
+        while not data.endswith(b"\n"):
+            readable, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+            if not readable:
+                self.kill()
+                raise AssertionError(f"no ready line within {START_TIMEOUT_S} s; stderr: {self.stderr()}")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                code = self.process.wait()
+                raise AssertionError(f"serve exited ({code}) before ready; stderr: {self.stderr()}")
+            data += chunk
+        line = data.decode().strip()
+        assert line.startswith("ready "), line
+        return line
+
+    def stop(self) -> int:
+        """SIGTERM and wait: the exit code (0 after a clean stop)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=STOP_TIMEOUT_S)
+        self._close()
+        return code
+
+    def _close(self) -> None:
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+        self._close()
