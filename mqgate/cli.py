@@ -20,6 +20,7 @@ from rich.table import Table
 from core.store.config import FlushMode
 from core.store.errors import StoreError
 from core.store.message_store import MessageStore, RecoveryReport
+from mqgate.connect_cli import add_connect_parser
 from mqgate.server import run, serve
 from mqgate.settings import (
     CONFIG_FILE_NAME,
@@ -57,6 +58,7 @@ subcommands in detail:
   config        print the effective configuration (defaults, then the file, then flags) as TOML
   store stats   open the store, print its statistics and the recovery report, close it
   passwd        add, change or delete users of a Mosquitto password file (as mosquitto_passwd)
+  connect       list, create, pause, resume, restart and delete connectors through the REST API
 
 configuration:
   Values come from built-in defaults, then a file (--config PATH, or DATA_DIR/{CONFIG_FILE_NAME} when it
@@ -68,6 +70,7 @@ examples:
   mqgate config --data-dir ./data --config examples/mqgate.toml
   mqgate store stats --data-dir ./data
   mqgate passwd -c /etc/mqgate/passwd alice
+  mqgate connect list --url http://127.0.0.1:8082
 
 exit codes: 0 success or clean stop, 1 store unusable (e.g. open in another process), 2 bad usage or config"""
 
@@ -134,7 +137,7 @@ def _settings_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter)
-    commands = parser.add_subparsers(dest="command", metavar="{serve,config,store,passwd}", title="commands")
+    commands = parser.add_subparsers(dest="command", metavar="{serve,config,store,passwd,connect}", title="commands")
     options = _settings_options()
 
     serve_parser = commands.add_parser(
@@ -187,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     stats_parser.set_defaults(handler=cmd_store_stats)
     store_parser.set_defaults(handler=lambda _args: _usage_error(store_parser, "choose a store subcommand: stats"))
     _add_passwd_parser(commands, formatter)
+    add_connect_parser(commands, formatter)
     return parser
 
 
