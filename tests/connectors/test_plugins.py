@@ -106,9 +106,15 @@ def test_the_built_in_plugins_are_declared_as_entry_points():
     declared = {point.name: point.value for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
     assert {name: declared.get(name) for name in BUILT_IN} == BUILT_IN
     registry = PluginRegistry.load()
-    for name in BUILT_IN:
-        # Loaded, or left out with the reason while its module is being written.
-        assert name in registry.names() or name in registry.failures
+    assert registry.failures == {}
+    assert set(BUILT_IN) <= set(registry.names())
+    kinds = {info.name: info.type for info in registry.infos()}
+    assert {name: kinds[name] for name in BUILT_IN} == {
+        "file-source": "source",
+        "file-sink": "sink",
+        "http-sink": "sink",
+        "spark-sink": "sink",
+    }
 
 
 def test_a_plugin_installed_with_pip_is_found(acme: Path):
