@@ -304,6 +304,19 @@ class MqttConnection:
         self._out.append(data)
         return True
 
+    def publish_encoded(self, data: bytes) -> bool:
+        """Queue a QoS 0 PUBLISH already encoded with `encode` at this protocol level (the gateway encodes a
+        message once for all its QoS 0 receivers); False, sending nothing, as `publish` for an oversize one."""
+        limit = self.client_max_packet_size
+        if limit is not None and len(data) > limit:
+            return False
+        self._out.append(data)
+        return True
+
+    def encode(self, packet: mqtt5.Packet) -> bytes:
+        """The bytes of `packet` at this connection's protocol level, queued nowhere."""
+        return self._encode(packet)
+
     def release(self, packet_id: int) -> None:
         """Resend the PUBREL of an outbound QoS 2 publish whose PUBREC came before a reconnect."""
         self.outbound[packet_id] = True
