@@ -10,8 +10,9 @@ first entry it does not hold. A commit-log offset names one record for the life 
 never be stale: the cache only decides how often the log is read, never what is delivered.
 
 It also keeps each message's QoS 0 PUBLISH bytes, per protocol level and retain flag: every receiver of a
-message at QoS 0 without subscription identifiers gets the same bytes, encoded once. Messages with a Message
-Expiry are not shared that way, their remaining interval is written at sending time.
+message at QoS 0 gets the same bytes, encoded once, but for MQTT 5 receivers of a message with subscription
+identifiers or a Message Expiry (its remaining interval is written at sending time). MQTT 3.1.1 PUBLISHes,
+which carry no properties, are encoded from the message's fields without a packet object.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import collections
 from dataclasses import dataclass, field
 
 from core.broker import Broker, PullStatus
+from mqtt_bridge.codec import MQTT_3_1_1
+from mqtt_bridge.codec_v311 import encode_publish
 from mqtt_bridge.message_mapping import MqttMessage
 from mqtt_bridge.protocol import MqttConnection
 
@@ -124,10 +127,20 @@ class MessageCache:
     ) -> bool:
         """Queue the message on `conn` as `MqttConnection.publish` does, with QoS 0 bytes encoded once."""
         message = cached.message
-        if qos or subscription_ids or message.expires_at_ms is not None:
+        if conn.version == MQTT_3_1_1:
+            # 3.1.1 carries no properties (expiry, subscription ids): topic, payload and flags are the packet.
+            if qos:
+                return conn.publish_encoded(
+                    encode_publish(message.topic, message.payload, qos, retain, packet_id), packet_id
+                )
+        elif qos or subscription_ids or message.expires_at_ms is not None:
             return conn.publish(message.to_publish(qos, retain, packet_id, now_ms, subscription_ids))
         key = (conn.version, retain)
         data = cached.qos0.get(key)
         if data is None:
-            data = cached.qos0[key] = conn.encode(message.to_publish(0, retain, None, now_ms))
+            if conn.version == MQTT_3_1_1:
+                data = encode_publish(message.topic, message.payload, 0, retain, None)
+            else:
+                data = conn.encode(message.to_publish(0, retain, None, now_ms))
+            cached.qos0[key] = data
         return conn.publish_encoded(data)

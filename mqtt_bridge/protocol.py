@@ -304,12 +304,15 @@ class MqttConnection:
         self._out.append(data)
         return True
 
-    def publish_encoded(self, data: bytes) -> bool:
-        """Queue a QoS 0 PUBLISH already encoded with `encode` at this protocol level (the gateway encodes a
-        message once for all its QoS 0 receivers); False, sending nothing, as `publish` for an oversize one."""
+    def publish_encoded(self, data: bytes, packet_id: int | None = None) -> bool:
+        """Queue a PUBLISH already encoded at this protocol level (by `encode`, or `codec_v311.encode_publish`),
+        with its `packet_id` at QoS 1/2: the gateway encodes a message once for all its QoS 0 receivers. False,
+        sending nothing, as `publish` for one larger than the client takes."""
         limit = self.client_max_packet_size
         if limit is not None and len(data) > limit:
             return False
+        if packet_id is not None:
+            self.outbound[packet_id] = False
         self._out.append(data)
         return True
 

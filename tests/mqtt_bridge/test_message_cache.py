@@ -188,3 +188,28 @@ async def test_an_oversize_qos0_publish_is_dropped_for_a_client_with_a_small_max
     assert cache.publish(large, cached, 0, False, None, 0, [])
     assert small.data_to_send() == b""
     assert len(large.data_to_send()) > 500
+
+
+async def test_mqtt_3_1_1_receivers_share_qos0_bytes_whatever_the_properties(make_broker):
+    # 3.1.1 carries no expiry and no subscription ids, so a message that has them is still encoded once.
+    cache = MessageCache(await make_broker())
+    cached = cache.put(0, mqtt(0, expires_at_ms=10_000, user_properties=[("k", "v")]))
+    first, second = connection(4), connection(4)
+    cache.publish(first, cached, 0, False, None, 4_000, [3])
+    cache.publish(second, cached, 0, False, None, 9_000, [])
+    sent = first.data_to_send()
+    assert sent == second.data_to_send() == V311Codec().encode(cached.message.to_publish(0, False, None, 0))
+    assert list(cached.qos0) == [(4, False)]
+
+
+@pytest.mark.parametrize("qos", [1, 2])
+async def test_mqtt_3_1_1_qos1_and_2_are_encoded_per_receiver_and_tracked(make_broker, qos):
+    cache = MessageCache(await make_broker())
+    cached = cache.put(0, mqtt(0))
+    conn = connection(4)
+    packet_id = conn.next_packet_id()
+    assert cache.publish(conn, cached, qos, True, packet_id, 0, [])
+    expected = V311Codec().encode(cached.message.to_publish(qos, True, packet_id, 0))
+    assert conn.data_to_send() == expected
+    assert conn.outbound == {packet_id: False}
+    assert not cached.qos0
