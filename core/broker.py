@@ -379,6 +379,12 @@ class Broker:
     def max_offset(self, topic: str, queue_id: int) -> int:
         return self.store.max_offset(topic, queue_id)
 
+    def queue_entries(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[tuple[int, int, int]]:
+        """Where the messages of a queue are, from `offset`: (commit-log offset, size, tag code) per entry, size 0
+        for a hole; none when `offset` is outside the queue. Reads no record and checks no permission: a front
+        door that keeps recent messages decoded (the MQTT gateway) asks this first and `pull`s what it lacks."""
+        return self.store.queue_entries(topic, queue_id, offset, max_count)
+
     def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return self.store.offset_by_time(topic, queue_id, timestamp_ms)
 

@@ -289,6 +289,27 @@ def _check_packet_id(reader: FieldReader) -> None:
         raise ProtocolError(f"{reader.packet}: packet identifier 0; it must be non-zero (MQTT-2.3.1-1)")
 
 
+def encode_publish(
+    topic: str, payload: bytes, qos: int, retain: bool, packet_id: int | None, duplicate: bool = False
+) -> bytes:
+    """A 3.1.1 PUBLISH from its fields, without building a packet object: the gateway's delivery path (3.1.1
+    carries no properties, so nothing else of a message goes on the wire). Raises ValueError for an empty topic
+    or a field out of range."""
+    name = topic.encode()
+    if not name:
+        raise ValueError("PUBLISH with a topic alias and no topic name: MQTT 3.1.1 has no topic aliases")
+    first = 0x30 | qos << QOS_SHIFT | (DUP_FLAG if duplicate else 0) | (RETAIN_FLAG if retain else 0)
+    try:
+        if qos and packet_id is not None:
+            variable_header = _U16.pack(len(name)) + name + _U16.pack(packet_id)
+        else:
+            variable_header = _U16.pack(len(name)) + name
+        remaining_length = encode_remaining_length(len(variable_header) + len(payload))
+    except struct.error as exc:
+        raise ValueError(f"cannot encode PUBLISH as MQTT 3.1.1: {exc}") from exc
+    return b"".join((bytes((first,)), remaining_length, variable_header, payload))
+
+
 _DECODERS: dict[int, Callable[[memoryview, int], mqtt5.Packet]] = {
     CONNECT: _decode_connect,
     2: _decode_connack,
@@ -356,19 +377,10 @@ class V311Codec:
             raise ValueError(f"cannot encode {type(packet).__name__} as MQTT 3.1.1: {exc}") from exc
 
     def _encode_publish(self, packet: mqtt5.PublishPacket) -> bytes:
-        topic = packet.topic.encode()
-        if not topic:
-            raise ValueError("PUBLISH with a topic alias and no topic name: MQTT 3.1.1 has no topic aliases")
-        qos = int(packet.qos)  # an mqtt5 QoS is truthy even at QoS 0
-        first = 0x30 | qos << QOS_SHIFT | (DUP_FLAG if packet.duplicate else 0) | (RETAIN_FLAG if packet.retain else 0)
-        payload = packet.payload
-        packet_id = packet.packet_id
-        if qos and packet_id is not None:  # mqtt5's constructor requires an id at QoS 1 and 2, none at QoS 0
-            variable_header = _U16.pack(len(topic)) + topic + _U16.pack(packet_id)
-        else:
-            variable_header = _U16.pack(len(topic)) + topic
-        remaining_length = encode_remaining_length(len(variable_header) + len(payload))
-        return b"".join((bytes((first,)), remaining_length, variable_header, payload))
+        # mqtt5's constructor requires a packet id at QoS 1 and 2 and none at QoS 0.
+        return encode_publish(
+            packet.topic, packet.payload, int(packet.qos), packet.retain, packet.packet_id, packet.duplicate
+        )
 
     def _encode_ack(
         self, packet: mqtt5.PubAckPacket | mqtt5.PubRecPacket | mqtt5.PubRelPacket | mqtt5.PubCompPacket

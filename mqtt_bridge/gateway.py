@@ -37,6 +37,7 @@ from core.topic_config import MessageType
 from mqtt_bridge.acl_file import Access, AclFile
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.errors import ProtocolError
+from mqtt_bridge.message_cache import CachedMessage, MessageCache
 from mqtt_bridge.message_mapping import (
     PROPERTY_CLIENT,
     PROPERTY_PACKET_ID,
@@ -99,6 +100,8 @@ class MqttGateway:
         self._expiry: dict[str, asyncio.TimerHandle] = {}
         self._wills: dict[str, asyncio.TimerHandle] = {}
         self._known_topics: set[str] = set()
+        # Recent messages decoded, by commit-log offset: what the gateway stores, its sessions read without the log.
+        self.messages = MessageCache(broker)
         self.connection_count = 0
         self.stats = {"published": 0, "delivered": 0, "dropped": 0, "refused": 0}
 
@@ -476,11 +479,12 @@ class MqttGateway:
         if qos2_packet_id is not None:
             core.properties[PROPERTY_PACKET_ID] = str(qos2_packet_id)
         try:
-            await self.broker.send(core)
+            sent = await self.broker.send(core)
         except (BrokerError, StoreError):
             if qos2_packet_id is not None:  # not stored: a resend must be stored, not taken for a duplicate
                 self.inbound_qos2.changed(qos2_key(message.client_id or "", str(qos2_packet_id)), None)
             raise
+        self.messages.put(sent.commit_log_offset, message)
         self.stats["published"] += 1
 
     def _stored_before(self, session: Session, packet: mqtt5.PublishPacket, topic: str) -> bool:
@@ -674,7 +678,7 @@ class MqttGateway:
         while True:
             link.woken.clear()
             progressed = self._send_retained(link)
-            batch: dict[int, tuple[StoredMessage, list[tuple[str, int]]]] = {}
+            batch: dict[int, tuple[CachedMessage | None, list[tuple[str, int]]]] = {}
             for queue in list(session.own_queues()):
                 offset = session.read_offsets.get(queue)
                 if offset is None:
@@ -690,24 +694,24 @@ class MqttGateway:
                     offset = session.read_offsets[queue] = high - limit
                 if offset >= high:
                     continue
-                got = await self.broker.pull(session_group(session.client_id), queue, 0, offset, READ_BATCH)
+                got = await self.messages.pull(session_group(session.client_id), queue, offset, READ_BATCH)
                 if got.status is PullStatus.OFFSET_ILLEGAL:
                     session.read_offsets[queue] = got.next_begin_offset
                     progressed = True
                     continue
-                for read in got.messages:
-                    entry = batch.get(read.commit_log_offset)
+                for commit_log_offset, queue_offset, read in got.messages:
+                    entry = batch.get(commit_log_offset)
                     if entry is None:
-                        batch[read.commit_log_offset] = (read, [(queue, read.queue_offset)])
+                        batch[commit_log_offset] = (read, [(queue, queue_offset)])
                     else:
-                        entry[1].append((queue, read.queue_offset))
+                        entry[1].append((queue, queue_offset))
                 if not got.messages and got.next_begin_offset > offset:  # only holes or corrupt entries: skip them
                     session.read_offsets[queue] = got.next_begin_offset
             stopped = False
             now = now_ms()
             for commit_offset in sorted(batch):
-                stored, positions = batch[commit_offset]
-                message = MqttMessage.from_core(stored)
+                cached, positions = batch[commit_offset]
+                message = cached.message if cached is not None else None
                 delivery = None
                 if message is not None and (message.expires_at_ms is None or message.expires_at_ms > now):
                     delivery = session.delivery(message, session.matching(positions))
@@ -715,7 +719,7 @@ class MqttGateway:
                     session.advance(positions)
                     progressed = True
                     continue
-                assert message is not None
+                assert cached is not None and message is not None
                 qos, retain, ids = delivery
                 if qos and conn.send_window <= 0:
                     stopped = True
@@ -724,8 +728,7 @@ class MqttGateway:
                     stopped = True
                     break
                 packet_id = conn.next_packet_id() if qos else None
-                packet = message.to_publish(qos, retain, packet_id, now, ids)
-                if conn.publish(packet) and qos:
+                if self.messages.publish(conn, cached, qos, retain, packet_id, now, ids) and qos:
                     session.sent(packet_id, Outgoing(message, qos, retain, ids, positions))  # type: ignore[arg-type]
                 session.advance(positions)
                 self.stats["delivered"] += 1

@@ -173,7 +173,7 @@ class MqttMessage:
             1 if props.get(PROPERTY_FORMAT) == "1" else 0,
             props.get(PROPERTY_CONTENT_TYPE),
             props.get(PROPERTY_RESPONSE_TOPIC),
-            base64.b64decode(correlation) if correlation else None,
+            base64.b64decode(correlation) if correlation is not None else None,
             [(str(k), str(v)) for k, v in json.loads(user)] if user else None,
         )
 

@@ -318,6 +318,22 @@ class MqttConnection:
         self._out.append(data)
         return True
 
+    def publish_encoded(self, data: bytes, packet_id: int | None = None) -> bool:
+        """Queue a PUBLISH already encoded at this protocol level (by `encode`, or `codec_v311.encode_publish`),
+        with its `packet_id` at QoS 1/2: the gateway encodes a message once for all its QoS 0 receivers. False,
+        sending nothing, as `publish` for one larger than the client takes."""
+        limit = self.client_max_packet_size
+        if limit is not None and len(data) > limit:
+            return False
+        if packet_id is not None:
+            self.outbound[packet_id] = False
+        self._out.append(data)
+        return True
+
+    def encode(self, packet: mqtt5.Packet) -> bytes:
+        """The bytes of `packet` at this connection's protocol level, queued nowhere."""
+        return self._encode(packet)
+
     def release(self, packet_id: int) -> None:
         """Resend the PUBREL of an outbound QoS 2 publish whose PUBREC came before a reconnect."""
         self.outbound[packet_id] = True

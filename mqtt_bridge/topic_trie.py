@@ -25,6 +25,10 @@ V = TypeVar("V")
 
 # Tells "no such key" from a stored value of None.
 _MISSING = object()
+# Topic names whose matches SubscriptionTrie remembers. A publisher usually sends on a few topics over and over,
+# so most lookups repeat; any change to the subscriptions forgets them all, and so does reaching this many
+# (a fleet where every device has its own topic would otherwise grow the memo without bound).
+MAX_REMEMBERED_MATCHES = 10_000
 
 
 class _FilterNode(Generic[K, V]):
@@ -50,13 +54,15 @@ class SubscriptionTrie(Generic[K, V]):
     """Subscriptions keyed by (topic filter, key), each with a value (a client id and its QoS, say).
 
     A key holds at most one subscription per filter; the caller keeps the set of filters per key if it needs it.
+    `match` remembers its answers per topic name until the subscriptions change.
     """
 
-    __slots__ = ("_count", "_root")
+    __slots__ = ("_count", "_matches", "_root")
 
     def __init__(self) -> None:
         self._root: _FilterNode[K, V] = _FilterNode()
         self._count = 0
+        self._matches: dict[str, tuple[tuple[str, K, V], ...]] = {}
 
     def __len__(self) -> int:
         """The number of (filter, key) subscriptions."""
@@ -82,6 +88,7 @@ class SubscriptionTrie(Generic[K, V]):
                 if child is None:
                     child = node.children[level] = _FilterNode()
                 node = child
+        self._matches.clear()
         is_new = key not in node.subscribers
         if is_new:
             self._count += 1
@@ -107,6 +114,7 @@ class SubscriptionTrie(Generic[K, V]):
         assert node is not None
         if node.subscribers.pop(key, _MISSING) is _MISSING:
             return False
+        self._matches.clear()
         self._count -= 1
         # Drop the emptied tail of the path so that unsubscribed filters cost no memory.
         for parent, level in reversed(path):
@@ -126,6 +134,14 @@ class SubscriptionTrie(Generic[K, V]):
 
         `topic_name` is assumed valid (the PUBLISH decoder checks it). Each subscription appears once.
         """
+        remembered = self._matches.get(topic_name)
+        if remembered is None:
+            if len(self._matches) >= MAX_REMEMBERED_MATCHES:
+                self._matches.clear()
+            remembered = self._matches[topic_name] = tuple(self._walk(topic_name))
+        return list(remembered)
+
+    def _walk(self, topic_name: str) -> list[tuple[str, K, V]]:
         levels = topic_name.split(LEVEL_SEPARATOR)
         found: list[tuple[str, K, V]] = []
         # [MQTT-4.7.2-1]: a '$' name skips the root's wildcard children; the literal '$SYS' child still matches.

@@ -561,6 +561,14 @@ class MessageStore:
         status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, messages, next_offset, low, high, corrupt)
 
+    def queue_entries(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[tuple[int, int, int]]:
+        """The consume-queue entries (commit-log offset, size, tag code) of a queue from `offset`, without
+        reading the log: for readers that keep recent records decoded. Size 0 marks a hole. Returns at most
+        `max_count`, possibly fewer than there are (entries of one queue file), and none when `offset` is
+        outside the queue: `get_messages` says why."""
+        queue = self.queues.get(topic, queue_id)
+        return queue.entries(offset, max_count) if queue is not None else []
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         queue = self.queues.get(topic, queue_id)
         return queue.min_offset if queue else 0

@@ -84,3 +84,18 @@ async def test_arrival_listeners_hear_which_queues_got_messages(make_broker):
     await broker.send(Message(topic="t", body=b"x", properties={PROPERTY_MULTI_DISPATCH: "%LMQ%heard"}))
     await asyncio.wait_for(arrived.wait(), 5)
     assert {("t", 0), ("%LMQ%heard", 0)} <= set().union(*heard)
+
+
+async def test_queue_entries_say_where_a_light_queue_s_messages_are_without_reading_them(make_broker):
+    broker = await make_broker()
+    results = [
+        await broker.send(Message(topic="t", body=body, properties={PROPERTY_MULTI_DISPATCH: "%LMQ%where"}))
+        for body in (b"a", b"b", b"c")
+    ]
+    assert broker.store.wait_dispatched()
+    entries = broker.queue_entries("%LMQ%where", 0, 1, 10)
+    assert [offset for offset, _, _ in entries] == [r.commit_log_offset for r in results[1:]]
+    assert all(size > 0 for _, size, _ in entries)
+    assert [offset for offset, _, _ in broker.queue_entries("%LMQ%where", 0, 0, 1)] == [results[0].commit_log_offset]
+    assert broker.queue_entries("%LMQ%where", 0, 3, 10) == []  # past the end
+    assert broker.queue_entries("%LMQ%nowhere", 0, 0, 10) == []  # no such queue

@@ -26,7 +26,7 @@ from mqtt_bridge.codec import (
     read_publish_header_strictly,
 )
 from mqtt_bridge.codec_v5 import V5Codec
-from mqtt_bridge.codec_v311 import SESSION_NEVER_EXPIRES, V311Codec, _run_amqtt
+from mqtt_bridge.codec_v311 import SESSION_NEVER_EXPIRES, V311Codec, _run_amqtt, encode_publish
 from mqtt_bridge.errors import MalformedPacket, ProtocolError, UnsupportedProtocol
 from mqtt_bridge.framing import FrameBuffer, encode_remaining_length
 
@@ -964,3 +964,33 @@ def test_a_paho_client_session(protocol):
             server.send(mqtt5.PingRespPacket())
         client.disconnect()
         assert isinstance(server.expect(mqtt5.DisconnectPacket), mqtt5.DisconnectPacket)
+
+
+@given(
+    topic=st.text(st.characters(blacklist_characters="\x00+#", blacklist_categories=("Cs",)), min_size=1, max_size=40),
+    payload=st.binary(max_size=300),
+    qos=st.integers(0, 2),
+    retain=st.booleans(),
+    duplicate=st.booleans(),
+    packet_id=st.integers(1, 0xFFFF),
+)
+def test_encode_publish_from_fields_decodes_back(topic, payload, qos, retain, duplicate, packet_id):
+    duplicate = duplicate and qos > 0  # DUP at QoS 0 is malformed (MQTT-3.3.1-2)
+    data = encode_publish(topic, payload, qos, retain, packet_id if qos else None, duplicate)
+    packet = V311Codec().decode(memoryview(data))
+    assert isinstance(packet, mqtt5.PublishPacket)
+    assert (packet.topic, packet.payload, int(packet.qos), packet.retain, packet.duplicate) == (
+        topic,
+        payload,
+        qos,
+        retain,
+        duplicate,
+    )
+    assert packet.packet_id == (packet_id if qos else None)
+
+
+def test_encode_publish_refuses_what_3_1_1_cannot_carry():
+    with pytest.raises(ValueError, match="no topic aliases"):
+        encode_publish("", b"", 0, False, None)
+    with pytest.raises(ValueError, match="cannot encode"):
+        encode_publish("t" * 70_000, b"", 0, False, None)

@@ -78,6 +78,35 @@ def test_add_remove_sequences_follow_a_model(ops: list[tuple[bool, str, object, 
     assert list(trie.items()) == []
 
 
+@given(operations, st.lists(topic_names(), min_size=1, max_size=5))
+def test_remembered_matches_follow_every_change(ops: list[tuple[bool, str, object, int]], names: list[str]) -> None:
+    # The same names are matched after every add and remove: an answer remembered from before a change is wrong.
+    trie: SubscriptionTrie[object, int] = SubscriptionTrie()
+    model: dict[tuple[str, object], int] = {}
+    for is_add, topic_filter, key, value in ops:
+        if is_add:
+            trie.add(topic_filter, key, value)
+            model[topic_filter, key] = value
+        else:
+            trie.remove(topic_filter, key)
+            model.pop((topic_filter, key), None)
+        for name in names:
+            expected = {(f, k, v) for (f, k), v in model.items() if matches(f, name)}
+            assert set(trie.match(name)) == expected, name
+
+
+def test_the_memo_of_matches_is_bounded_and_answers_are_the_caller_s_to_keep(monkeypatch) -> None:
+    monkeypatch.setattr("mqtt_bridge.topic_trie.MAX_REMEMBERED_MATCHES", 3)
+    trie: SubscriptionTrie[str, int] = SubscriptionTrie()
+    trie.add("a/+", "c1", 0)
+    for n in range(10):
+        assert trie.match(f"a/{n}") == [("a/+", "c1", 0)]
+        assert len(trie._matches) <= 3
+    found = trie.match("a/x")
+    found.clear()
+    assert trie.match("a/x") == [("a/+", "c1", 0)]
+
+
 def test_add_replaces_the_value_of_the_same_key() -> None:
     trie: SubscriptionTrie[str, int] = SubscriptionTrie()
     assert trie.add("a/+", "c1", 0) is True

@@ -1,0 +1,146 @@
+"""Recent MQTT messages kept decoded, by commit-log offset, so that delivery reads the log once per message.
+
+Every session reads its light queues on its own. Through `Broker.pull` alone, a message that reaches N sessions
+is read from the commit log, checked and decoded N times, turned into an `MqttMessage` N times and encoded as
+a PUBLISH N times, and one that the gateway has just stored is read back although it was in hand a moment ago.
+`MessageCache` keeps the `MqttMessage` of recent commit-log offsets: the gateway adds each message it stores
+(with the offset `Broker.send` returned) and each one a pull had to decode, and `pull` serves a queue's
+entries from it (`Broker.queue_entries` reads the consume queue only), falling back to `Broker.pull` from the
+first entry it does not hold. A commit-log offset names one record for the life of the log, so an entry can
+never be stale: the cache only decides how often the log is read, never what is delivered.
+
+It also keeps each message's QoS 0 PUBLISH bytes, per protocol level and retain flag: every receiver of a
+message at QoS 0 gets the same bytes, encoded once, but for MQTT 5 receivers of a message with subscription
+identifiers or a Message Expiry (its remaining interval is written at sending time). MQTT 3.1.1 PUBLISHes,
+which carry no properties, are encoded from the message's fields without a packet object.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+from core.broker import Broker, PullStatus
+from mqtt_bridge.codec import MQTT_3_1_1
+from mqtt_bridge.codec_v311 import encode_publish
+from mqtt_bridge.message_mapping import MqttMessage
+from mqtt_bridge.protocol import MqttConnection
+
+# Messages kept. The cache only helps a reader that reaches a message before it is evicted, and a reader behind
+# by more than the cache holds misses every time (it reads the oldest entries, which go first): a subscriber of
+# a QoS 0 fan-in falls tens of thousands of messages behind eight publishers during a burst. So the bound is
+# generous, and set by memory: DEFAULT_MAX_BYTES holds about 80,000 messages of 64 bytes.
+DEFAULT_CAPACITY = 100_000
+# Bytes kept, as counted below, whatever the count: 1 MiB packets would otherwise pin 100 GB.
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+# What an entry costs besides its payload (message object, strings, dictionary slots: about 680 bytes measured
+# with tracemalloc for a 64-byte payload), counted so that many tiny messages are bounded by memory too. The
+# payload counts twice, once more for the QoS 0 encoding most messages get.
+_ENTRY_OVERHEAD = 700
+
+
+@dataclass(slots=True)
+class CachedMessage:
+    """A decoded message and its QoS 0 PUBLISH encodings, keyed by (protocol level, retain flag)."""
+
+    message: MqttMessage
+    size: int
+    qos0: dict[tuple[int, bool], bytes] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Pulled:
+    """What `MessageCache.pull` read: (commit-log offset, queue offset, message or None when the core message
+    carries no MQTT topic) per entry, in queue order, and where to read next."""
+
+    status: PullStatus
+    messages: list[tuple[int, int, CachedMessage | None]]
+    next_begin_offset: int
+
+
+class MessageCache:
+    def __init__(self, broker: Broker, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.broker = broker
+        self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self._entries: collections.OrderedDict[int, CachedMessage] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, commit_log_offset: int) -> CachedMessage | None:
+        return self._entries.get(commit_log_offset)
+
+    def put(self, commit_log_offset: int, message: MqttMessage) -> CachedMessage:
+        """Keep the message stored at `commit_log_offset` (as `MqttMessage.from_core` reads it back)."""
+        entries = self._entries
+        old = entries.pop(commit_log_offset, None)
+        if old is not None:
+            self.bytes -= old.size
+        cached = CachedMessage(message, 2 * len(message.payload) + _ENTRY_OVERHEAD)
+        entries[commit_log_offset] = cached
+        self.bytes += cached.size
+        self._trim()
+        return cached
+
+    def _trim(self) -> None:
+        entries = self._entries
+        while len(entries) > self.capacity or (self.bytes > self.max_bytes and len(entries) > 1):
+            _, evicted = entries.popitem(last=False)
+            self.bytes -= evicted.size
+
+    async def pull(self, group: str, queue: str, offset: int, max_count: int) -> Pulled:
+        """Read up to `max_count` messages of light queue `queue` from `offset`: from the cache while it holds
+        them, else through `Broker.pull` (as `group`), keeping what that decodes."""
+        entries = self.broker.queue_entries(queue, 0, offset, max_count)
+        found: list[tuple[int, int, CachedMessage | None]] = []
+        cache = self._entries
+        for commit_log_offset, size, _ in entries:
+            cached = cache.get(commit_log_offset) if size else None  # size 0: a hole, which `pull` skips
+            if cached is None:
+                break
+            cache.move_to_end(commit_log_offset)
+            found.append((commit_log_offset, offset + len(found), cached))
+        if found:
+            self.hits += len(found)
+            return Pulled(PullStatus.FOUND, found, offset + len(found))
+        got = await self.broker.pull(group, queue, 0, offset, max_count)
+        for stored in got.messages:
+            message = MqttMessage.from_core(stored)
+            cached = self.put(stored.commit_log_offset, message) if message is not None else None
+            found.append((stored.commit_log_offset, stored.queue_offset, cached))
+        self.misses += len(found)
+        return Pulled(got.status, found, got.next_begin_offset)
+
+    def publish(
+        self,
+        conn: MqttConnection,
+        cached: CachedMessage,
+        qos: int,
+        retain: bool,
+        packet_id: int | None,
+        now_ms: int,
+        subscription_ids: list[int],
+    ) -> bool:
+        """Queue the message on `conn` as `MqttConnection.publish` does, with QoS 0 bytes encoded once."""
+        message = cached.message
+        if conn.version == MQTT_3_1_1:
+            # 3.1.1 carries no properties (expiry, subscription ids): topic, payload and flags are the packet.
+            if qos:
+                return conn.publish_encoded(
+                    encode_publish(message.topic, message.payload, qos, retain, packet_id), packet_id
+                )
+        elif qos or subscription_ids or message.expires_at_ms is not None:
+            return conn.publish(message.to_publish(qos, retain, packet_id, now_ms, subscription_ids))
+        key = (conn.version, retain)
+        data = cached.qos0.get(key)
+        if data is None:
+            if conn.version == MQTT_3_1_1:
+                data = encode_publish(message.topic, message.payload, 0, retain, None)
+            else:
+                data = conn.encode(message.to_publish(0, retain, None, now_ms))
+            cached.qos0[key] = data
+        return conn.publish_encoded(data)
