@@ -16,9 +16,12 @@ How a record travels:
    `_mqgate/manifest.json`, which names the batch and records every queue's next offset, is replaced atomically
    (tmp file, fsync, rename, fsync of the directory), and then the staged files are renamed into their partition
    directories. table_commit.py documents the layout and the steps.
-3. `stored_offsets` answers from the manifest, so after any restart the runtime resumes exactly after the last
-   committed batch, whatever offsets the core holds; `flush(offsets)` commits everything put so far and records
-   the runtime's offsets too (they pass records it dead-lettered).
+3. `stored_offsets` answers from the manifest for every queue (0, the earliest message kept, for a queue never
+   written), so after any restart the runtime resumes exactly after the last committed batch, whatever offsets
+   the core holds. `flush(offsets)` does not wait for Spark (mqgate's runtime flushes after every put, which
+   would make every put a Spark job): it queues the runtime's offsets, which pass records it dead-lettered, to
+   be committed with the next batch. The core's committed offsets can therefore run up to one batch ahead of the
+   table; they are not what this sink resumes from. `stop` commits what was put before it returns.
 
 Why each message lands once: the manifest rename is the single commit point of a batch, and it carries the data
 (the file names) and the offsets together. A crash before it leaves only staged files, deleted when the table is

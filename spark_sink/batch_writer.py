@@ -8,10 +8,10 @@ into the table's staging directory and commits them (table_commit.py). Spark cal
 stall every client of mqgate; in this thread they only hold the GIL while Python builds the job.
 
 A chunk without rows carries offsets only (records the runtime dead-lettered): it is committed after every row
-before it, like any chunk. `flush` resolves when every chunk appended before it is committed. A batch Spark fails
-to write is tried again `WRITE_ATTEMPTS` times (its staging directory emptied first); after that the writer
-stops and every `put` and `flush` raises the error, so the runtime restarts the task, which resumes from the
-table's manifest.
+before it, like any chunk. `flush` has the waiting chunks written at once and resolves when they are committed.
+A batch Spark fails to write is tried again `WRITE_ATTEMPTS` times (its staging directory emptied first); after
+that the writer stops and every `put` and `flush` raises the error: the task fails, and once restarted resumes
+from the table's manifest.
 """
 
 from __future__ import annotations
@@ -99,11 +99,9 @@ class BatchWriter:
             if self._pending_rows >= self.batch_size:
                 self._condition.notify()
 
-    async def flush(self, offsets: dict[QueueRef, int] | None = None) -> None:
-        """Commit every row handed over so far, then `offsets` (if any); returns once it is in the table."""
+    async def flush(self) -> None:
+        """Commit every chunk handed over so far now; returns once they are in the table."""
         self._check()
-        if offsets:
-            await self.put([], offsets)
         target = self._appended
         if self._committed >= target:
             return

@@ -194,10 +194,12 @@ class SparkSinkTask(SinkTask):
         )
 
     async def stored_offsets(self, queues: Sequence[QueueRef]) -> dict[QueueRef, int]:
+        """Every queue's next offset as the table's manifest has it; 0 (the first message still kept) for a queue
+        never written, so the runtime never resumes at an offset the core holds but the table does not."""
         if self._table is None:
             return {}
         stored = self._table.offsets()
-        return {queue: stored[queue] for queue in queues if queue in stored}
+        return {queue: stored.get(queue, 0) for queue in queues}
 
     async def put(self, records: list[SinkRecord]) -> None:
         assert self._writer is not None, "put before start"
@@ -233,17 +235,31 @@ class SparkSinkTask(SinkTask):
             raise RecordsFailed(failures)
 
     async def flush(self, offsets: dict[QueueRef, int]) -> None:
+        """Hand the runtime's offsets (they pass records it dead-lettered) to the writer and return: rows are
+        committed in batches of `batch.size` or after `batch.interval.ms`, not at every flush (the runtime flushes
+        after every put). The core's offsets may so run ahead of the table; this sink resumes from the table's
+        (`stored_offsets`), so nothing is skipped. `commit` waits for the table."""
         assert self._writer is not None, "flush before start"
         self._refused = {(queue, offset) for queue, offset in self._refused if offset >= offsets.get(queue, 0)}
         for queue, offset in offsets.items():
             if self._accepted.get(queue, 0) < offset:
                 self._accepted[queue] = offset
-        await self._writer.flush(offsets)
+        if offsets:
+            await self._writer.put([], dict(offsets))
+
+    async def commit(self) -> None:
+        """Write and commit everything put and flushed so far; returns once it is in the table."""
+        assert self._writer is not None, "commit before start"
+        await self._writer.flush()
 
     async def stop(self) -> None:
         writer, self._writer = self._writer, None
         try:
             if writer is not None:
+                try:
+                    await writer.flush()  # a clean stop leaves nothing to deliver again
+                except Exception as exc:
+                    log.warning("Spark sink: rows not committed at stop are delivered again at start: %s", exc)
                 await asyncio.to_thread(writer.close)
             if self._session is not None:
                 self._session = None
