@@ -131,6 +131,7 @@ MQTT_KEY_HELP = {
     "max_inflight": "unacknowledged QoS 1/2 publishes sent to a client (Mosquitto max_inflight_messages)",
     "max_queued_messages": "messages queued for one subscription filter of a session; past it the oldest are dropped",
     "topic_alias_maximum": "topic aliases a client may set (Topic Alias Maximum)",
+    "message_cache_mb": "memory for recent messages kept decoded, so a fan-out reads the log once",
     "session_expiry_max_s": "the longest a disconnected session is kept (3.1.1 persistent sessions get this)",
     "connect_timeout_s": "a connection must send CONNECT within this long",
 }

@@ -38,6 +38,9 @@ class MqttConfig:
     max_inflight: int = 64
     max_queued_messages: int = DEFAULT_MAX_QUEUED_MESSAGES
     topic_alias_maximum: int = 64
+    # Memory for recently stored or read messages kept decoded (message_cache.py), so a message fanned out to many
+    # sessions is read from the log once.
+    message_cache_mb: int = 64
     session_expiry_max_s: int = DEFAULT_SESSION_EXPIRY_MAX_S
     # A connection must send CONNECT within this long (Mosquitto: the keepalive of a pending socket).
     connect_timeout_s: float = 10.0

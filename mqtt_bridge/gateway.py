@@ -101,7 +101,7 @@ class MqttGateway:
         self._wills: dict[str, asyncio.TimerHandle] = {}
         self._known_topics: set[str] = set()
         # Recent messages decoded, by commit-log offset: what the gateway stores, its sessions read without the log.
-        self.messages = MessageCache(broker)
+        self.messages = MessageCache(broker, max_bytes=config.message_cache_mb * 1024 * 1024)
         self.connection_count = 0
         self.stats = {"published": 0, "delivered": 0, "dropped": 0, "refused": 0}
 
