@@ -5,7 +5,7 @@ Layout of a table root (`path` in the connector config):
     topic=<t>/dt=<yyyy-mm-dd>/b<batch>-part-....parquet   committed data (Hive-style partition directories)
     _mqgate/manifest.json          the commit log: the last committed batch and the next offset of every queue
     _mqgate/manifest.json.tmp      a manifest being written (left over only by a crash; ignored, then removed)
-    _mqgate/staging/batch-<n>/     where Spark writes batch n before it is committed
+    _mqgate/staging/batch-<n>-<token>/   where Spark writes batch n before it is committed (token: per opening)
     _mqgate/lock                   flock'ed by the sink writing the table
 
 Spark and Hive readers skip names starting with "_" or ".", so `_mqgate/` is invisible to a reader of the table.
@@ -15,15 +15,17 @@ manifest.json (UTF-8 JSON, written as tmp + fsync + rename + fsync of the direct
     {"format": 1,
      "batch": 42,                           last committed batch (0: none yet)
      "offsets": {"<topic>/<queue id>": 1234, ...},   next queue offset to write, per queue
-     "moving": ["topic=a/dt=2026-11-22/part-00000-....parquet", ...],   batch 42's files, relative to its staging dir
+     "staged": "batch-0000000042-1a2b3c4d",            batch 42's staging directory
+     "moving": ["topic=a/dt=2026-11-22/part-00000-....parquet", ...],   its files, relative to that directory
      "schema": {...}, "partition_columns": [...]}    the table's Spark schema, for readers
 
 Committing batch n (`commit`): the staged Parquet files are fsync'ed; the manifest naming batch n, its files and
 the queues' new next offsets replaces the old one in one rename (the commit point); then each staged file is
 renamed into its partition directory under the name `b<n>-<name>`; then the staging directory is removed.
 Opening the table (`open`) finishes what a crash interrupted: the files of the manifest's batch still in staging
-are moved into place (roll forward), every other staging directory is deleted (batches that never reached the
-commit point), and a stray manifest.json.tmp is removed.
+are moved into place (roll forward), then every staging directory is deleted (batches that never reached the
+commit point, or files an orphaned JVM wrote after its process was killed), and a stray manifest.json.tmp is
+removed.
 
 Why no row is lost or written twice, wherever a process dies:
 - before the manifest rename: the table and the manifest are as before the batch; the staged files are deleted at
@@ -42,6 +44,7 @@ import fcntl
 import json
 import logging
 import os
+import secrets
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -73,6 +76,7 @@ def parse_queue_key(key: str) -> QueueRef:
 class Manifest:
     batch: int
     offsets: dict[str, int]
+    staged: str
     moving: tuple[str, ...]
     schema: dict[str, Any] | None
     partition_columns: tuple[str, ...]
@@ -82,6 +86,7 @@ class Manifest:
             "format": MANIFEST_FORMAT,
             "batch": self.batch,
             "offsets": self.offsets,
+            "staged": self.staged,
             "moving": list(self.moving),
             "schema": self.schema,
             "partition_columns": list(self.partition_columns),
@@ -97,6 +102,7 @@ class Manifest:
             return cls(
                 int(document["batch"]),
                 {str(key): int(value) for key, value in document["offsets"].items()},
+                str(document["staged"]),
                 tuple(document["moving"]),
                 document.get("schema"),
                 tuple(document.get("partition_columns", ())),
@@ -105,7 +111,7 @@ class Manifest:
             raise TableStateError(f"{where}: not a sink manifest ({exc}); restore it or start a new table") from None
 
 
-EMPTY_MANIFEST = Manifest(0, {}, (), None, ())
+EMPTY_MANIFEST = Manifest(0, {}, "", (), None, ())
 
 
 def read_manifest(root: Path) -> Manifest:
@@ -142,6 +148,9 @@ class TableCommitter:
         self.durable = durable
         self.manifest = EMPTY_MANIFEST
         self._lock_fd: int | None = None
+        # Staging directories are named per opening: the JVM of a process killed a moment ago may still be
+        # finishing a job (it exits when it notices its Python is gone), and must not write into ours.
+        self._token = secrets.token_hex(4)
 
     # -- open / close -----------------------------------------------------------------------------------------
 
@@ -171,7 +180,7 @@ class TableCommitter:
 
     def _recover(self) -> None:
         manifest = self.manifest
-        moved = self._move_into_place(manifest.batch, manifest.moving)
+        moved = self._move_into_place(manifest.batch, manifest.staged, manifest.moving)
         if moved:
             log.info(
                 "table %s: finished committing batch %d (%d files moved into place)", self.root, manifest.batch, moved
@@ -187,6 +196,9 @@ class TableCommitter:
 
     # -- batches ----------------------------------------------------------------------------------------------
 
+    def _staged_name(self, batch: int) -> str:
+        return f"batch-{batch:010d}-{self._token}"
+
     def offsets(self) -> dict[QueueRef, int]:
         return {parse_queue_key(key): offset for key, offset in self.manifest.offsets.items()}
 
@@ -195,7 +207,7 @@ class TableCommitter:
 
     def staging_dir(self, batch: int) -> Path:
         """An empty directory for batch `batch`'s files (whatever an earlier attempt left there is removed)."""
-        directory = self.staging / f"batch-{batch:010d}"
+        directory = self.staging / self._staged_name(batch)
         if directory.exists():
             shutil.rmtree(directory)
         return directory
@@ -213,7 +225,8 @@ class TableCommitter:
             raise TableStateError(
                 f"table {self.root}: batch {batch} committed out of turn (next is {self.next_batch()})"
             )
-        directory = self.staging / f"batch-{batch:010d}"
+        staged = self._staged_name(batch)
+        directory = self.staging / staged
         files = (
             sorted(str(path.relative_to(directory)) for path in directory.rglob("*" + DATA_SUFFIX) if path.is_file())
             if directory.exists()
@@ -228,12 +241,13 @@ class TableCommitter:
             Manifest(
                 batch,
                 self._merged_offsets(offsets),
+                staged,
                 tuple(files),
                 schema if schema is not None else self.manifest.schema,
                 tuple(partition_columns) or self.manifest.partition_columns,
             )
         )
-        self._move_into_place(batch, files)
+        self._move_into_place(batch, staged, files)
         if directory.exists():
             shutil.rmtree(directory)
         return len(files)
@@ -244,7 +258,14 @@ class TableCommitter:
         if merged != self.manifest.offsets:
             manifest = self.manifest
             self._write_manifest(
-                Manifest(manifest.batch, merged, manifest.moving, manifest.schema, manifest.partition_columns)
+                Manifest(
+                    manifest.batch,
+                    merged,
+                    manifest.staged,
+                    manifest.moving,
+                    manifest.schema,
+                    manifest.partition_columns,
+                )
             )
 
     def _merged_offsets(self, offsets: Mapping[QueueRef, int]) -> dict[str, int]:
@@ -266,8 +287,8 @@ class TableCommitter:
             _fsync_path(self.meta, directory=True)
         self.manifest = manifest
 
-    def _move_into_place(self, batch: int, files: Iterable[str]) -> int:
-        directory = self.staging / f"batch-{batch:010d}"
+    def _move_into_place(self, batch: int, staged: str, files: Iterable[str]) -> int:
+        directory = self.staging / staged
         moved = 0
         touched: set[Path] = set()
         for name in files:

@@ -27,7 +27,7 @@ def rows_after_recovery(table: Path) -> Counter[tuple[str, int, int]]:
     (recovery moves those in). Read without opening, so the next child meets the crash as it was left."""
     manifest = read_manifest(table)
     files = [path for path in table.rglob("*.parquet") if META_DIR not in path.relative_to(table).parts]
-    staged = table / META_DIR / "staging" / f"batch-{manifest.batch:010d}"
+    staged = table / META_DIR / "staging" / manifest.staged
     files += [staged / name for name in manifest.moving if (staged / name).exists()]
     rows: Counter[tuple[str, int, int]] = Counter()
     for path in files:
