@@ -2,8 +2,9 @@
 
 `put` appends a chunk (rows and the next offset of each queue they cover) and waits, on the event loop, while
 `max_pending` rows are already waiting: memory stays bounded when Spark is slower than the producers (at most
-`max_pending` rows plus one chunk). The writer thread takes chunks in order, up to `batch_size` rows, when that
-many are waiting, when the oldest has waited `batch_interval_s`, or when a flush asks; it writes them with Spark
+`max_pending` rows plus one chunk). The writer thread takes every waiting chunk when `batch_size` rows are
+waiting, when the oldest has waited `batch_interval_s`, or when a flush asks (so a batch holds `batch_size` rows
+or more when Spark is behind, up to `max_pending` plus one chunk); it writes them with Spark
 into the table's staging directory and commits them (table_commit.py). Spark calls block for seconds and would
 stall every client of mqgate; in this thread they only hold the GIL while Python builds the job.
 
@@ -139,12 +140,11 @@ class BatchWriter:
                     self._condition.wait(self.batch_interval_s - waited)
                 else:
                     self._condition.wait()
-            taken: list[Chunk] = []
-            rows = 0
-            while self._chunks and (not taken or rows + len(self._chunks[0].rows) <= self.batch_size):
-                chunk = self._chunks.popleft()
-                taken.append(chunk)
-                rows += len(chunk.rows)
+            # Everything waiting: when Spark falls behind, batches grow up to the buffer's bound, and a Spark job's
+            # fixed cost (a few tenths of a second) is paid fewer times.
+            taken = list(self._chunks)
+            self._chunks.clear()
+            rows = sum(len(chunk.rows) for chunk in taken)
             self._pending_rows -= rows
             self._oldest_at = time.monotonic()
         self._loop.call_soon_threadsafe(self._space.set)

@@ -31,6 +31,7 @@ from spark_sink import spark_session
 from spark_sink.batch_writer import BatchWriter
 from spark_sink.errors import BadRecordError, SchemaError, TableStateError
 from spark_sink.json_fields import converter, parse_ddl
+from spark_sink.local_frame import data_frame
 from spark_sink.table_commit import TableCommitter
 from spark_sink.table_schema import RowBuilder, TableLayout
 
@@ -41,7 +42,7 @@ DEFAULT_MASTER = "local[2]"
 # both; 20,000 rows of 1 KiB bodies is 20 MiB in memory.
 DEFAULT_BATCH_SIZE = 20_000
 DEFAULT_BATCH_INTERVAL_MS = 5_000
-# Rows waiting for Spark, in batches: one being written and two waiting keeps Spark busy without unbounded memory.
+# Rows waiting for Spark, in batches: while one is written, two more may wait (and are then written as one).
 PENDING_BATCHES = 2
 DEFAULT_PARTITION_COLUMNS = ["topic", "dt"]
 SPARK_PREFIX = "spark."
@@ -146,6 +147,7 @@ class SparkSinkTask(SinkTask):
         self._accepted: dict[QueueRef, int] = {}
         # Records put and refused (bad JSON), until the runtime's flush offsets pass them: they may come again.
         self._refused: set[tuple[QueueRef, int]] = set()
+        self._queue_refs: dict[tuple[str, int], QueueRef] = {}
 
     async def start(self, config: dict[str, Any], context: TaskContext) -> None:
         values = {key: config[key] for key in SparkSinkConnector.config_def.keys if key in config}
@@ -209,8 +211,12 @@ class SparkSinkTask(SinkTask):
         accepted = self._accepted
         row = self._rows.row
         parse = self._json
+        refs = self._queue_refs
         for record in records:
-            queue = record.queue
+            # One QueueRef per queue, not per record (a frozen dataclass costs a microsecond to build).
+            queue = refs.get((record.topic, record.queue_id))
+            if queue is None:
+                queue = refs[(record.topic, record.queue_id)] = record.queue
             offset = record.queue_offset
             if offset < accepted.get(queue, 0) and (queue, offset) not in self._refused:
                 continue  # already in the table, or on its way there
@@ -277,7 +283,7 @@ class SparkSinkTask(SinkTask):
         batch = table.next_batch()
         if rows:
             staging = table.staging_dir(batch)
-            frame = self._layout.to_table(self._session.createDataFrame(rows, self._input_schema, verifySchema=False))
+            frame = self._layout.to_table(data_frame(self._session, rows, self._input_schema))
             writer = frame.write.mode("overwrite").format("parquet")
             if self._layout.partition_columns:
                 writer = writer.partitionBy(*self._layout.partition_columns)
