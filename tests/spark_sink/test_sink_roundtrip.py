@@ -1,6 +1,7 @@
 """The Spark sink driven directly with records from a real broker, read back with Spark."""
 
 import datetime as dt
+import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
@@ -12,6 +13,8 @@ from connectors.api import QueueRef, RecordsFailed, SinkRecord, TaskContext
 from spark_sink.connector import SparkSinkConnector, SparkSinkTask
 from spark_sink.table_reader import read_table
 from tests.spark_sink.conftest import MASTER, next_offsets, produce, sink_records
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def task_config(path: Path, **overrides: str) -> dict[str, Any]:
@@ -188,3 +191,27 @@ async def test_json_fields_and_bad_json(spark: Any, make_broker: Any, tmp_path: 
             document["at"],
             document["meta"]["fw"],
         )
+
+
+async def test_example_query_counts_messages_per_device_and_hour(spark: Any, make_broker: Any, tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("spark_query", ROOT / "examples" / "spark_query.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    broker = await make_broker()
+    await produce(broker, "devices", 650)  # MQTT_TOPIC devices/d<i % 13>/telemetry
+    records = await sink_records(broker, "devices", 650)
+    table = tmp_path / "table"
+    await run_task(task_config(table), records)
+    read_table(spark, table).createOrReplaceTempView("messages")
+    query = f"SELECT device, unix_millis(hour) AS hour_ms, messages FROM ({example.QUERY})"  # no local time zone
+    rows = spark.sql(query, args={"since": "2000-01-01"}).collect()
+
+    expected: Counter[tuple[str, int]] = Counter()
+    for record in records:
+        hour = record.store_timestamp_ms // 3_600_000 * 3_600_000
+        expected[(record.properties["MQTT_TOPIC"].split("/")[1], hour)] += 1
+    got = Counter({(row.device, row.hour_ms): row.messages for row in rows})
+    assert got == expected
+    assert len({device for device, _ in got}) == 13
