@@ -54,8 +54,10 @@ class BatchWriter:
         batch_interval_s: float,
         max_pending: int,
         name: str = "spark-sink",
+        retryable: Callable[[BaseException], bool] = lambda error: True,
     ) -> None:
         self._write_batch = write_batch
+        self._retryable = retryable
         self.batch_size = batch_size
         self.batch_interval_s = batch_interval_s
         self.max_pending = max_pending
@@ -162,7 +164,7 @@ class BatchWriter:
                     self._write_batch(rows, offsets)
                     break
                 except Exception as exc:
-                    if attempt == WRITE_ATTEMPTS:
+                    if attempt == WRITE_ATTEMPTS or not self._retryable(exc):
                         log.error("Spark sink: writing %d rows failed %d times; stopping", len(rows), attempt)
                         self._loop.call_soon_threadsafe(self._fail, exc)
                         return

@@ -186,6 +186,8 @@ class SparkSinkTask(SinkTask):
             int(values["batch.interval.ms"]) / 1000,
             PENDING_BATCHES * batch_size,
             name=f"spark-sink-{context.connector}",
+            # A dead JVM does not come back by retrying; the task fails at once and is restarted with a new one.
+            retryable=lambda error: spark_session.alive(self._session),
         )
         log.info(
             "Spark sink %s: table %s at batch %d, %d queues",

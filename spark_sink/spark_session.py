@@ -37,7 +37,8 @@ _master: str | None = None
 _users = 0
 
 
-def _alive(session: SparkSession) -> bool:
+def alive(session: SparkSession) -> bool:
+    """Whether the session's JVM still answers."""
     try:
         return not session.sparkContext._jsc.sc().isStopped()
     except Exception:  # py4j: the JVM is gone
@@ -60,7 +61,7 @@ def acquire(master: str, settings: Mapping[str, str] | None = None) -> SparkSess
     """The shared session on `master`, started if needed (blocking: seconds)."""
     global _session, _master, _users
     with _lock:
-        if _session is not None and not _alive(_session):
+        if _session is not None and not alive(_session):
             log.warning("the Spark JVM on %s is gone; starting a new one", _master)
             _forget_dead_jvm()
             _session = None
@@ -96,7 +97,7 @@ def release() -> None:
         if _users > 0 or _session is None:
             return
         session, _session, _master = _session, None, None
-        if _alive(session):
+        if alive(session):
             log.info("stopping Spark")
             session.stop()
         else:
