@@ -95,12 +95,13 @@ class BatchWriter:
             self._check()
         with self._condition:
             self._appended += 1
-            if not self._chunks:
+            first = not self._chunks
+            if first:
                 self._oldest_at = time.monotonic()
             self._chunks.append(Chunk(rows, offsets, self._appended))
             self._pending_rows += len(rows)
-            if self._pending_rows >= self.batch_size:
-                self._condition.notify()
+            if first or self._pending_rows >= self.batch_size:
+                self._condition.notify()  # the first starts the batch.interval clock
 
     async def flush(self) -> None:
         """Commit every chunk handed over so far now; returns once they are in the table."""
