@@ -133,6 +133,18 @@ class SparkSinkConnector(Connector):
         return SparkSinkTask()
 
 
+def task_values(config: dict[str, Any]) -> dict[str, Any]:
+    """The declared keys' values from a task config: typed values as the runtime parsed them, strings parsed here
+    (a config written by hand), defaults for the rest."""
+    definition = SparkSinkConnector.config_def
+    typed = {key: value for key, value in config.items() if key in definition.keys and not isinstance(value, str)}
+    values, errors = definition.parse({key: value for key, value in config.items() if isinstance(value, str)})
+    errors = [error for error in errors if error.key not in typed]
+    if errors:
+        raise ValueError("spark-sink: " + "; ".join(f"{error.key}: {error.message}" for error in errors))
+    return {**values, **typed}
+
+
 def layout(values: dict[str, Any]) -> TableLayout:
     ddl = str(values.get("json.schema") or "").strip()
     return TableLayout.create(parse_ddl(ddl) if ddl else None, list(values["partition.columns"]))
@@ -150,9 +162,7 @@ class SparkSinkTask(SinkTask):
         self._queue_refs: dict[tuple[str, int], QueueRef] = {}
 
     async def start(self, config: dict[str, Any], context: TaskContext) -> None:
-        values = {key: config[key] for key in SparkSinkConnector.config_def.keys if key in config}
-        for key in SparkSinkConnector.config_def.keys.values():
-            values.setdefault(key.name, key.default)
+        values = task_values(config)
         self._layout = layout(values)
         self._json = converter(self._layout.json_schema) if self._layout.json_schema is not None else None
         self._rows = RowBuilder(self._layout)
