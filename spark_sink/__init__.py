@@ -11,8 +11,10 @@ How a record travels:
    a runtime that delivers again, after a restart or a retry, cannot duplicate a row); a body that does not fit
    `json.schema` is reported in `RecordsFailed` (the runtime dead-letters it; the task keeps running); the rest
    become rows and are handed to the writer thread. When `2 x batch.size` rows wait, `put` waits too.
-2. The writer thread writes a batch (up to `batch.size` rows; or fewer after `batch.interval.ms`, or at `flush`)
-   with one Spark job into `_mqgate/staging/batch-<n>/` of the table, then commits it: the manifest
+2. The writer thread writes a batch (every waiting row, once `batch.size` rows wait, the oldest has waited
+   `batch.interval.ms`, or `commit`/`stop` asks) with one Spark job into `_mqgate/staging/batch-<n>-<token>/` of
+   the table (the token is new at every start: the JVM of a just-killed process may still be finishing a job and
+   must not write into a live batch), then commits it: the manifest
    `_mqgate/manifest.json`, which names the batch and records every queue's next offset, is replaced atomically
    (tmp file, fsync, rename, fsync of the directory), and then the staged files are renamed into their partition
    directories. table_commit.py documents the layout and the steps.
@@ -28,8 +30,9 @@ Why each message lands once: the manifest rename is the single commit point of a
 opened again, and old offsets, so the batch's records are delivered and written again. A crash after it leaves a
 committed batch whose files are moved into place when the table is opened (a file is either still in staging or
 already moved; each move is one rename), and offsets past the batch, so its records are not delivered again.
-Killing Spark alone fails the running job: the batch is retried, then the task fails and is restarted by the
-runtime, which is the same as a crash before the commit point. Renames are atomic only on one POSIX file
+Killing Spark alone fails the running job: the task fails (a failed write is retried only while the JVM lives)
+and, restarted (`mqgate connect restart`, or mqgate's next start), gets a new JVM and resumes from the manifest,
+which is the same as a crash before the commit point. Renames are atomic only on one POSIX file
 system: `path` must be local, or a shared file system every executor and the driver see (not S3 or HDFS).
 
 Limits: one task per connector (one writer per table; a lock file refuses a second); a reader listing the table
@@ -37,4 +40,8 @@ while a batch is being moved in, or after a crash in the middle of the moves and
 part of that newest batch (never a duplicate, never an uncommitted row); the table's columns are fixed when its
 first batch is committed (another `json.schema` or `partition.columns` needs a new path); one Spark master per
 mqgate process.
+
+After the writer failed (Spark gone, disk full), `put` takes records without keeping them and `flush` raises,
+which fails the task: raising from `put` would have the runtime (with `errors.tolerance=all`) dead-letter good
+records one by one. The manifest did not move, so the restarted task is given them again.
 """

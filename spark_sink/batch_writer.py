@@ -77,6 +77,11 @@ class BatchWriter:
         self._thread.start()
 
     @property
+    def error(self) -> BaseException | None:
+        """Why the writer stopped (a batch it could not write), or None while it works."""
+        return self._error
+
+    @property
     def pending_rows(self) -> int:
         return self._pending_rows
 

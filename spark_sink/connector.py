@@ -217,6 +217,11 @@ class SparkSinkTask(SinkTask):
 
     async def put(self, records: list[SinkRecord]) -> None:
         assert self._writer is not None, "put before start"
+        if self._writer.error is not None:
+            # The records are not bad: the writer is. Refusing them here would have the runtime dead-letter them
+            # one by one; the next flush raises instead and fails the task, and the restarted task gets them again
+            # from the manifest, which did not move.
+            return
         rows: list[tuple[Any, ...]] = []
         offsets: dict[QueueRef, int] = {}
         failures: list[tuple[SinkRecord, BaseException]] = []
@@ -248,7 +253,12 @@ class SparkSinkTask(SinkTask):
             if accepted.get(queue, 0) <= offset:
                 accepted[queue] = offset + 1
         if rows or offsets:
-            await self._writer.put(rows, offsets)
+            try:
+                await self._writer.put(rows, offsets)
+            except Exception:
+                if self._writer.error is None:
+                    raise
+                return  # as above
         if failures:
             raise RecordsFailed(failures)
 

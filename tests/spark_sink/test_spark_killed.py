@@ -43,8 +43,13 @@ async def test_jvm_killed_then_task_restarted(make_broker: Any, tmp_path: Path) 
         os.kill(gateway.proc.pid, signal.SIGKILL)
         gateway.proc.wait()
         with pytest.raises(Exception):  # noqa: B017 (py4j's errors: the JVM is gone)
-            await task.put(records[3000:])
+            await task.put(records[3000:4000])
             await task.commit()
+        # The records are not bad, the writer is: put does not refuse them (the runtime would dead-letter them),
+        # flush fails the task.
+        await task.put(records[4000:])
+        with pytest.raises(Exception):  # noqa: B017
+            await task.flush({records[-1].queue: records[-1].queue_offset + 1})
     finally:
         await task.stop()
 
