@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from connectors.api import QueueRef, SinkRecord
+from connectors.sink_runner import sink_record
 from core.broker import Broker
 from core.client import Producer
 from core.client.message_codec import ConsumeFromWhere
@@ -65,21 +66,7 @@ async def _read_all(broker: Broker, topic: str) -> list[SinkRecord]:
             result = await consumer.pull(queue, offset, max_nums=512)
             if not result.messages:
                 break
-            for message in result.messages:
-                records.append(
-                    SinkRecord(
-                        topic=message.topic,
-                        queue_id=message.queue_id,
-                        queue_offset=message.queue_offset,
-                        body=message.body,
-                        keys=message.keys,
-                        tags=message.tags,
-                        properties=dict(message.properties),
-                        born_timestamp_ms=message.born_timestamp,
-                        store_timestamp_ms=message.store_timestamp,
-                        msg_id=message.unique_id or message.offset_msg_id,
-                    )
-                )
+            records += [sink_record(message) for message in result.messages]
             offset = result.next_begin_offset
     return records
 
