@@ -1,0 +1,42 @@
+"""Exceptions of the EventBridge package (rule files, transforms, retry policies).
+
+Messages say what went wrong, where, and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class EventBridgeError(Exception):
+    """Base class of every error the EventBridge package raises."""
+
+
+class TransformConfigError(EventBridgeError, ValueError):
+    """A target's transform cannot be compiled (bad JSONPath, bad or unsafe template).
+
+    `field` names the transform field at fault ("path", "template", "variables.<name>") so that the rule file
+    loader can point at the YAML node; `template_line` is the 1-based line inside a template, when known.
+    """
+
+    def __init__(self, field: str, reason: str, *, template_line: int | None = None) -> None:
+        super().__init__(f"transform {field}: {reason}")
+        self.field = field
+        self.reason = reason
+        self.template_line = template_line
+
+
+class TransformRenderError(EventBridgeError):
+    """A compiled transform failed on one event (path matched nothing, unsafe access, output not JSON, too big).
+
+    Reported per event, like a failed delivery: the event goes to the target's dead-letter topic with this reason.
+    """
+
+
+class RuleFileError(EventBridgeError, ValueError):
+    """A rule file is refused. Prints as `file:line:column: reason`, the position of the offending YAML node."""
+
+    def __init__(self, path: str, line: int, column: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}:{column}: {reason}")
+        self.path = path
+        self.line = line
+        self.column = column
+        self.reason = reason

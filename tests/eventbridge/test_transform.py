@@ -1,0 +1,167 @@
+"""Target transforms: ORIGINAL, PART, CONSTANT, TEMPLATE; broken and unsafe ones refused."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from cloudevents.core.formats.json import JSONFormat
+from cloudevents.core.v1.event import CloudEvent
+
+from eventbridge.errors import TransformConfigError, TransformRenderError
+from eventbridge.transform import (
+    JSON_CONTENT_TYPE,
+    TEXT_CONTENT_TYPE,
+    TemplateOutput,
+    TransformKind,
+    TransformSpec,
+    compile_transform,
+)
+
+
+def structured_event() -> dict[str, Any]:
+    event = CloudEvent(
+        attributes={
+            "id": "e-1",
+            "source": "mqgate/gw1/client-7",
+            "type": "sensor.reading",
+            "specversion": "1.0",
+            "subject": "plant/a/temp",
+            "time": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+            "datacontenttype": "application/json",
+        },
+        data={"temp": 21.5, "unit": "C", "tags": [{"k": "line"}, {"k": "hall"}], "note": 'say "hi"'},
+    )
+    parsed: dict[str, Any] = json.loads(JSONFormat().write(event))
+    return parsed
+
+
+def template(text: str, output: TemplateOutput = TemplateOutput.JSON, **variables: str) -> TransformSpec:
+    return TransformSpec(kind=TransformKind.TEMPLATE, template=text, variables=tuple(variables.items()), output=output)
+
+
+def test_original_is_the_whole_event() -> None:
+    event = structured_event()
+    out = compile_transform(TransformSpec()).apply(event)
+    assert out.value == event
+    assert out.value["data"]["temp"] == 21.5
+    assert out.content_type == JSON_CONTENT_TYPE
+
+
+def test_part_one_match_several_matches_and_none() -> None:
+    event = structured_event()
+    assert compile_transform(TransformSpec(TransformKind.PART, path="$.data.temp")).apply(event).value == 21.5
+    assert compile_transform(TransformSpec(TransformKind.PART, path="$.data")).apply(event).value["unit"] == "C"
+    tags = compile_transform(TransformSpec(TransformKind.PART, path="$.data.tags[*].k")).apply(event)
+    assert tags.value == ["line", "hall"]
+    missing = compile_transform(TransformSpec(TransformKind.PART, path="$.data.absent"))
+    with pytest.raises(TransformRenderError, match=r"\$\.data\.absent.*matched nothing"):
+        missing.apply(event)
+
+
+def test_constant_text_and_json() -> None:
+    event = structured_event()
+    text = compile_transform(TransformSpec(TransformKind.CONSTANT, value="ping")).apply(event)
+    assert (text.value, text.content_type) == ("ping", TEXT_CONTENT_TYPE)
+    obj = compile_transform(TransformSpec(TransformKind.CONSTANT, value={"a": [1, None]})).apply(event)
+    assert (obj.value, obj.content_type) == ({"a": [1, None]}, JSON_CONTENT_TYPE)
+
+
+@pytest.mark.parametrize("path", ["$.[", "$.data[", "a b c", ""])
+def test_broken_part_path_refused_at_load(path: str) -> None:
+    with pytest.raises(TransformConfigError) as info:
+        compile_transform(TransformSpec(TransformKind.PART, path=path))
+    assert info.value.field == "path"
+
+
+def test_template_json_with_quoted_strings() -> None:
+    spec = template(
+        '{"where": {{ subject | json }}, "t": {{ temp }}, "note": {{ note | json }}, "n": {{ tags | length }}}',
+        subject="$.subject",
+        temp="$.data.temp",
+        note="$.data.note",
+        tags="$.data.tags[*].k",
+    )
+    out = compile_transform(spec).apply(structured_event())
+    assert out.value == {"where": "plant/a/temp", "t": 21.5, "note": 'say "hi"', "n": 2}
+    assert out.content_type == JSON_CONTENT_TYPE
+
+
+def test_template_text_and_unmatched_variable_is_none() -> None:
+    spec = template(
+        "{{ unit | lower }}:{{ temp }} {{ missing is none }}", TemplateOutput.TEXT, unit="$.data.unit",
+        temp="$.data.temp", missing="$.data.nope",
+    )  # fmt: skip
+    out = compile_transform(spec).apply(structured_event())
+    assert (out.value, out.content_type) == ("c:21.5 True", TEXT_CONTENT_TYPE)
+
+
+def test_template_json_output_that_does_not_parse_is_a_render_error() -> None:
+    spec = template('{"where": {{ subject }}}', subject="$.subject")
+    with pytest.raises(TransformRenderError, match="not JSON"):
+        compile_transform(spec).apply(structured_event())
+
+
+def test_template_syntax_error_refused_with_line() -> None:
+    with pytest.raises(TransformConfigError) as info:
+        compile_transform(template('{\n "a": {{ x }\n}', x="$.id"))
+    assert info.value.field == "template"
+    assert info.value.template_line == 2
+
+
+def test_template_variable_path_broken_refused() -> None:
+    with pytest.raises(TransformConfigError) as info:
+        compile_transform(template("{{ x }}", x="$.data["))
+    assert info.value.field == "variables.x"
+
+
+def test_template_undeclared_name_refused_at_load() -> None:
+    with pytest.raises(TransformConfigError, match="'y'"):
+        compile_transform(template("{{ x }}{{ y }}", x="$.id"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{{ ''.__class__.__mro__ }}",
+        "{{ cycler.__init__.__globals__ }}",
+        "{{ x.__class__ }}",
+        "{{ x['__class__'] }}",
+        "{{ lipsum.__globals__ }}",
+        "{{ x.items.__self__ }}",
+        "{{ self }}",
+        "{{ range(10) }}",
+        "{{ x | attr('__class__') }}",
+        "{{ x | map(attribute='__class__') | list }}",
+        "{% for c in ().__class__.__base__.__subclasses__() %}{{ c }}{% endfor %}",
+    ],
+)
+def test_injection_refused_at_load(text: str) -> None:
+    with pytest.raises(TransformConfigError):
+        compile_transform(template(text, TemplateOutput.TEXT, x="$.data"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{{ ('{0.__class__.__mro__}').format(x) }}",  # the sandbox's formatter sees the attribute, jinja's AST cannot
+        "{{ x.pop('temp') }}",  # mutating the event is an unsafe call
+        "{{ 'x' * 100000000 }}",
+        "{{ 9 ** 9999999 }}",
+    ],
+)
+def test_injection_refused_at_render_never_executed(text: str) -> None:
+    event = structured_event()
+    transform = compile_transform(template(text, TemplateOutput.TEXT, x="$.data"))
+    with pytest.raises(TransformRenderError):
+        transform.apply(event)
+    assert event["data"]["temp"] == 21.5
+
+
+def test_equal_specs_compile_to_equal_transforms() -> None:
+    a = compile_transform(template("{{ x }}", x="$.id"))
+    b = compile_transform(template("{{ x }}", x="$.id"))
+    assert a == b
+    assert a != compile_transform(template("{{ x }}", x="$.source"))
