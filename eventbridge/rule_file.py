@@ -1,0 +1,663 @@
+"""EventBridge rules written in YAML files, validated with the position of every node, and loaded per directory.
+
+A rule file holds one or more rules:
+
+    rules:
+      - name: cold-rooms                # [A-Za-z0-9._-], at most 64; unique per bus
+        bus: default                    # optional, "default"
+        description: rooms below 5 C    # optional
+        enabled: true                   # optional, true
+        pattern: {source: [{prefix: "mqgate/"}], data: {temp: [{numeric: ["<", 5]}]}}
+        targets:
+          - id: alerts                  # unique in the rule
+            type: http
+            url: https://alerts.example/hook
+            mode: binary                # binary | structured (CloudEvents HTTP binding)
+            headers:
+              X-Team: ops               # static
+              X-Room: {path: $.subject} # derived from the event by JSONPath
+            timeout_ms: 5000
+            concurrency: 8
+            auth: {type: basic, username: u, password: p}   # or {type: api-key, header: X-Api-Key, value: k}
+            transform: {kind: TEMPLATE, variables: {t: $.data.temp}, template: '{"t": {{ t }}}', output: json}
+            retry_policy: {strategy: EXPONENTIAL_DECAY_RETRY, retries: 185, max_age_s: 86400}
+            dead_letter_topic: alerts-dlq
+
+Files are parsed with `yaml.compose`, so each value keeps its node and its position; an invalid file is refused
+with `file:line:column: reason` (1-based) at the offending node. Unknown keys are refused, so a typo does not
+silently drop a setting. `parse_rule_file` is pure; `load_rule_directory` reads a directory and keeps, for a file
+that fails, the rules it had in force. `diff_rule_sets` tells which rules a reload added, removed, changed or left
+alone; positions are not part of a rule's identity, so editing another rule in the same file restarts nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import logging
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import yaml
+from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from core.store.errors import InvalidTopicError
+from core.store.topic_name import validate_topic
+from eventbridge.errors import RuleFileError, TransformConfigError
+from eventbridge.json_path import JsonPath, JsonPathSyntaxError
+from eventbridge.retry_policy import (
+    BackoffRetry,
+    ExponentialDecayRetry,
+    RetryPolicy,
+    RetryStrategy,
+)
+from eventbridge.transform import TemplateOutput, Transform, TransformKind, TransformSpec, compile_transform
+
+logger = logging.getLogger(__name__)
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+RULE_FILE_SUFFIXES = (".yaml", ".yml")
+DEFAULT_BUS = "default"
+
+# AWS EventBridge: rule names and target ids are 1 to 64 of [.-_A-Za-z0-9].
+_RULE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# A bus is stored in a core topic, so its name keeps to the topic character set (no '.').
+_BUS_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# RFC 9110 token.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# Set by the HTTP target itself (CloudEvents binding, body framing); a rule may not override them.
+_RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding", "connection"})
+
+DEFAULT_TIMEOUT_MS = 5_000  # AWS API destinations: 5 s
+MAX_TIMEOUT_MS = 300_000
+DEFAULT_CONCURRENCY = 8
+MAX_CONCURRENCY = 1_024
+
+_JSON_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null"))
+
+
+class TargetMode(enum.Enum):
+    BINARY = "binary"
+    STRUCTURED = "structured"
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePosition:
+    path: str
+    line: int  # 1-based
+    column: int  # 1-based
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True, slots=True)
+class RulePattern:
+    """A rule's filter pattern as parsed JSON, with where it was written (for the compiler's error messages)."""
+
+    value: Mapping[str, Any]
+    position: SourcePosition = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BasicAuth:
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyAuth:
+    header: str
+    value: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpTarget:
+    id: str
+    url: str
+    mode: TargetMode = TargetMode.BINARY
+    headers: tuple[tuple[str, str], ...] = ()  # static, in file order
+    derived_headers: tuple[tuple[str, JsonPath], ...] = ()  # from the event by JSONPath
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    concurrency: int = DEFAULT_CONCURRENCY
+    auth: BasicAuth | ApiKeyAuth | None = None
+    transform: Transform = field(default_factory=lambda: compile_transform(TransformSpec()))
+    retry_policy: RetryPolicy = field(default_factory=BackoffRetry)
+    dead_letter_topic: str | None = None
+    position: SourcePosition | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleKey:
+    bus: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.bus}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    bus: str
+    pattern: RulePattern
+    targets: tuple[HttpTarget, ...]
+    enabled: bool = True
+    description: str = ""
+    position: SourcePosition | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> RuleKey:
+        return RuleKey(self.bus, self.name)
+
+
+# HOOK(pattern compiler): the pattern compiler (eventbridge/pattern*.py) is called here, at load, so that a bad
+# pattern refuses its file like any other bad field. It receives the pattern as parsed JSON and raises ValueError
+# to refuse it; if the exception has a `path` attribute (the keys and indexes leading to the fault inside the
+# pattern), the error points at that node, else at the pattern itself. The loader keeps only the parsed JSON: the
+# matcher is built from the RuleSet by its owner.
+PatternCompileHook = Callable[[Mapping[str, Any]], object]
+
+
+class _Reader:
+    """Reads one rule file's node tree, raising RuleFileError at the offending node."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def position(self, node: Node) -> SourcePosition:
+        return SourcePosition(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def error(self, node: Node, reason: str, *, line_offset: int = 0) -> RuleFileError:
+        pos = self.position(node)
+        return RuleFileError(self.path, pos.line + line_offset, pos.column, reason)
+
+    def mapping(
+        self, node: Node, what: str, allowed: Sequence[str], required: Sequence[str] = ()
+    ) -> dict[str, tuple[Node, Node]]:
+        if not isinstance(node, MappingNode):
+            raise self.error(node, f"{what} must be a mapping")
+        seen: dict[str, tuple[Node, Node]] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
+                raise self.error(key_node, f"{what}: keys must be strings")
+            key = key_node.value
+            if key in seen:
+                raise self.error(key_node, f"{what}: {key!r} given twice")
+            if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
+                raise self.error(key_node, f"{what}: unknown key {key!r}{hint}")
+            seen[key] = (key_node, value_node)
+        for key in required:
+            if key not in seen:
+                raise self.error(node, f"{what}: {key!r} is missing")
+        return seen
+
+    def sequence(self, node: Node, what: str) -> list[Node]:
+        if not isinstance(node, SequenceNode):
+            raise self.error(node, f"{what} must be a list")
+        return list(node.value)
+
+    def scalar(self, node: Node, what: str, tag: str, kind: str) -> Any:
+        if not isinstance(node, ScalarNode) or node.tag != f"tag:yaml.org,2002:{tag}":
+            raise self.error(node, f"{what} must be {kind}")
+        return SafeConstructor().construct_object(node)
+
+    def string(self, node: Node, what: str, pattern: re.Pattern[str] | None = None, rule: str = "") -> str:
+        value: str = self.scalar(node, what, "str", "a string")
+        if pattern is not None and pattern.fullmatch(value) is None:
+            raise self.error(node, f"{what} {value!r}: {rule}")
+        if not value:
+            raise self.error(node, f"{what} is empty")
+        return value
+
+    def integer(self, node: Node, what: str, low: int, high: int) -> int:
+        value: int = self.scalar(node, what, "int", "an integer")
+        if not low <= value <= high:
+            raise self.error(node, f"{what} is {value}; give an integer from {low} to {high}")
+        return value
+
+    def number(self, node: Node, what: str) -> float:
+        if isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:int":
+            return float(self.integer(node, what, 0, 10**12))
+        value: float = self.scalar(node, what, "float", "a number")
+        if not math.isfinite(value) or value < 0:
+            raise self.error(node, f"{what} is {value}; give a finite number, 0 or more")
+        return value
+
+    def boolean(self, node: Node, what: str) -> bool:
+        value: bool = self.scalar(node, what, "bool", "true or false")
+        return value
+
+    def enum_value(self, node: Node, what: str, enum_type: type[_E]) -> _E:
+        text = self.scalar(node, what, "str", "a string")
+        for member in enum_type:
+            if member.value == text:
+                return member
+        choices = ", ".join(str(m.value) for m in enum_type)
+        raise self.error(node, f"{what} {text!r} is not one of {choices}")
+
+    def json_value(self, node: Node, what: str) -> Any:
+        """A JSON-compatible value: refuses YAML-only types (timestamps, binary, sets) at their node."""
+        if isinstance(node, MappingNode):
+            out: dict[str, Any] = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
+                    raise self.error(key_node, f"{what}: keys must be strings (quote {key_node.value!r}?)")
+                if key_node.value in out:
+                    raise self.error(key_node, f"{what}: {key_node.value!r} given twice")
+                out[key_node.value] = self.json_value(value_node, what)
+            return out
+        if isinstance(node, SequenceNode):
+            return [self.json_value(item, what) for item in node.value]
+        if not isinstance(node, ScalarNode) or node.tag not in _JSON_SCALAR_TAGS:
+            raise self.error(node, f"{what}: {node.tag} is not a JSON value; quote it to make it a string")
+        try:
+            value = SafeConstructor().construct_object(node)
+        except ConstructorError as exc:
+            raise self.error(node, f"{what}: {exc.problem}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error(node, f"{what}: {node.value!r} is not a JSON number")
+        return value
+
+
+def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook | None = None) -> tuple[Rule, ...]:
+    """Parse and validate one rule file's text; `path` only names the file in positions and errors."""
+    reader = _Reader(path)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise RuleFileError(path, line, column, f"not valid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise RuleFileError(path, 1, 1, f"not valid YAML: {exc}") from None
+    if root is None:
+        raise RuleFileError(path, 1, 1, "file is empty; write 'rules:' with a list, or delete the file")
+    top = reader.mapping(root, "rule file", ["rules"], ["rules"])
+    rule_nodes = reader.sequence(top["rules"][1], "rules")
+    if not rule_nodes:
+        raise reader.error(top["rules"][1], "rules is empty; give at least one rule, or delete the file")
+    rules: list[Rule] = []
+    names: set[RuleKey] = set()
+    for node in rule_nodes:
+        rule = _read_rule(reader, node, compile_pattern)
+        if rule.key in names:
+            raise reader.error(node, f"rule {rule.name!r} is defined twice on bus {rule.bus!r}")
+        names.add(rule.key)
+        rules.append(rule)
+    return tuple(rules)
+
+
+_RULE_KEYS = ("name", "bus", "description", "enabled", "pattern", "targets")
+_TARGET_KEYS = (
+    "id", "type", "url", "mode", "headers", "timeout_ms", "concurrency", "auth", "transform", "retry_policy",
+    "dead_letter_topic",
+)  # fmt: skip
+
+
+def _read_rule(reader: _Reader, node: Node, compile_pattern: PatternCompileHook | None) -> Rule:
+    fields = reader.mapping(node, "rule", _RULE_KEYS, ["name", "pattern", "targets"])
+    name = reader.string(fields["name"][1], "rule name", _RULE_NAME, "use 1 to 64 of letters, digits, '.', '_', '-'")
+    where = f"rule {name!r}"
+    bus = DEFAULT_BUS
+    if "bus" in fields:
+        bus = reader.string(fields["bus"][1], f"{where}: bus", _BUS_NAME, "use 1 to 64 of letters, digits, '_', '-'")
+    description = (
+        reader.scalar(fields["description"][1], f"{where}: description", "str", "a string")
+        if ("description" in fields)
+        else ""
+    )
+    enabled = reader.boolean(fields["enabled"][1], f"{where}: enabled") if "enabled" in fields else True
+
+    pattern_node = fields["pattern"][1]
+    if not isinstance(pattern_node, MappingNode) or not pattern_node.value:
+        raise reader.error(pattern_node, f"{where}: pattern must be a non-empty mapping")
+    pattern = RulePattern(reader.json_value(pattern_node, f"{where}: pattern"), reader.position(pattern_node))
+    if compile_pattern is not None:
+        _check_pattern(reader, where, pattern_node, pattern, compile_pattern)
+
+    target_nodes = reader.sequence(fields["targets"][1], f"{where}: targets")
+    if not target_nodes:
+        raise reader.error(fields["targets"][1], f"{where}: targets is empty; give at least one target")
+    targets: list[HttpTarget] = []
+    for target_node in target_nodes:
+        target = _read_target(reader, where, target_node)
+        if any(t.id == target.id for t in targets):
+            raise reader.error(target_node, f"{where}: target id {target.id!r} is used twice")
+        targets.append(target)
+    return Rule(name, bus, pattern, tuple(targets), enabled, description, reader.position(node))
+
+
+def _check_pattern(
+    reader: _Reader, where: str, node: Node, pattern: RulePattern, compile_pattern: PatternCompileHook
+) -> None:
+    try:
+        compile_pattern(pattern.value)
+    except ValueError as exc:
+        raise reader.error(_node_at(node, getattr(exc, "path", ())), f"{where}: pattern: {exc}") from None
+
+
+def _node_at(node: Node, path: Sequence[object]) -> Node:
+    """The deepest node reachable along `path` (mapping keys and list indexes) from `node`."""
+    for step in path:
+        if isinstance(node, MappingNode):
+            match = [value for key, value in node.value if key.value == step]
+            if not match:
+                break
+            node = match[0]
+        elif isinstance(node, SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
+            node = node.value[step]
+        else:
+            break
+    return node
+
+
+def _read_target(reader: _Reader, rule_where: str, node: Node) -> HttpTarget:
+    fields = reader.mapping(node, f"{rule_where}: target", _TARGET_KEYS, ["id", "type", "url"])
+    target_id = reader.string(fields["id"][1], f"{rule_where}: target id", _RULE_NAME, "use 1 to 64 of [A-Za-z0-9._-]")
+    where = f"{rule_where}, target {target_id!r}"
+    target_type = reader.string(fields["type"][1], f"{where}: type")
+    if target_type != "http":
+        raise reader.error(fields["type"][1], f"{where}: type {target_type!r} is not supported; use 'http'")
+    url_node = fields["url"][1]
+    url = reader.string(url_node, f"{where}: url")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise reader.error(url_node, f"{where}: url {url!r} is not an http:// or https:// URL with a host")
+
+    mode = reader.enum_value(fields["mode"][1], f"{where}: mode", TargetMode) if "mode" in fields else TargetMode.BINARY
+    auth = _read_auth(reader, where, fields["auth"][1]) if "auth" in fields else None
+    headers, derived = _read_headers(reader, where, fields["headers"][1], auth) if "headers" in fields else ((), ())
+    timeout_ms = (
+        reader.integer(fields["timeout_ms"][1], f"{where}: timeout_ms", 1, MAX_TIMEOUT_MS)
+        if "timeout_ms" in fields
+        else DEFAULT_TIMEOUT_MS
+    )
+    concurrency = (
+        reader.integer(fields["concurrency"][1], f"{where}: concurrency", 1, MAX_CONCURRENCY)
+        if "concurrency" in fields
+        else DEFAULT_CONCURRENCY
+    )
+    transform = _read_transform(reader, where, fields["transform"][1]) if "transform" in fields else None
+    retry = _read_retry_policy(reader, where, fields["retry_policy"][1]) if "retry_policy" in fields else None
+    dead_letter_topic = None
+    if "dead_letter_topic" in fields:
+        dlq_node = fields["dead_letter_topic"][1]
+        dead_letter_topic = reader.string(dlq_node, f"{where}: dead_letter_topic")
+        try:
+            validate_topic(dead_letter_topic)
+        except InvalidTopicError as exc:
+            raise reader.error(dlq_node, f"{where}: dead_letter_topic: {exc}") from None
+    return HttpTarget(
+        id=target_id,
+        url=url,
+        mode=mode,
+        headers=headers,
+        derived_headers=derived,
+        timeout_ms=timeout_ms,
+        concurrency=concurrency,
+        auth=auth,
+        transform=transform or compile_transform(TransformSpec()),
+        retry_policy=retry or BackoffRetry(),
+        dead_letter_topic=dead_letter_topic,
+        position=reader.position(node),
+    )
+
+
+def _read_headers(
+    reader: _Reader, where: str, node: Node, auth: BasicAuth | ApiKeyAuth | None
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, JsonPath], ...]]:
+    if not isinstance(node, MappingNode):
+        raise reader.error(node, f"{where}: headers must be a mapping of header name to value or {{path: ...}}")
+    static: list[tuple[str, str]] = []
+    derived: list[tuple[str, JsonPath]] = []
+    seen: set[str] = set()
+    for key_node, value_node in node.value:
+        name = reader.string(key_node, f"{where}: header name", _HEADER_NAME, "not a valid HTTP header name")
+        lowered = name.lower()
+        if lowered in seen:
+            raise reader.error(key_node, f"{where}: header {name!r} given twice (header names ignore case)")
+        seen.add(lowered)
+        if lowered in _RESERVED_HEADERS or lowered.startswith("ce-"):
+            raise reader.error(key_node, f"{where}: header {name!r} is set by the target itself")
+        if lowered == "authorization" and isinstance(auth, BasicAuth):
+            raise reader.error(key_node, f"{where}: header 'Authorization' conflicts with auth: basic")
+        if isinstance(auth, ApiKeyAuth) and lowered == auth.header.lower():
+            raise reader.error(key_node, f"{where}: header {name!r} conflicts with auth: api-key")
+        if isinstance(value_node, MappingNode):
+            spec = reader.mapping(value_node, f"{where}: header {name!r}", ["path"], ["path"])
+            path_node = spec["path"][1]
+            text = reader.string(path_node, f"{where}: header {name!r} path")
+            try:
+                derived.append((name, JsonPath.compile(text)))
+            except JsonPathSyntaxError as exc:
+                raise reader.error(path_node, f"{where}: header {name!r}: {exc}") from None
+        else:
+            value = reader.scalar(value_node, f"{where}: header {name!r}", "str", "a string (quote numbers)")
+            if "\r" in value or "\n" in value:
+                raise reader.error(value_node, f"{where}: header {name!r} contains a line break")
+            static.append((name, value))
+    return tuple(static), tuple(derived)
+
+
+def _read_auth(reader: _Reader, where: str, node: Node) -> BasicAuth | ApiKeyAuth:
+    if not isinstance(node, MappingNode):
+        raise reader.error(node, f"{where}: auth must be a mapping with 'type: basic' or 'type: api-key'")
+    kind_fields = {key.value: value for key, value in node.value if isinstance(key, ScalarNode)}
+    if "type" not in kind_fields:
+        raise reader.error(node, f"{where}: auth: 'type' is missing; use basic or api-key")
+    kind = reader.string(kind_fields["type"], f"{where}: auth type")
+    if kind == "basic":
+        fields = reader.mapping(node, f"{where}: auth", ["type", "username", "password"], ["username", "password"])
+        username = reader.string(fields["username"][1], f"{where}: auth username")
+        if ":" in username:
+            raise reader.error(fields["username"][1], f"{where}: auth username may not contain ':' (RFC 7617)")
+        return BasicAuth(username, reader.string(fields["password"][1], f"{where}: auth password"))
+    if kind == "api-key":
+        fields = reader.mapping(node, f"{where}: auth", ["type", "header", "value"], ["value"])
+        header = "X-Api-Key"
+        if "header" in fields:
+            header = reader.string(fields["header"][1], f"{where}: auth header", _HEADER_NAME, "not a header name")
+        return ApiKeyAuth(header, reader.string(fields["value"][1], f"{where}: auth value"))
+    raise reader.error(kind_fields["type"], f"{where}: auth type {kind!r} is not one of basic, api-key")
+
+
+_TRANSFORM_KEYS = {
+    TransformKind.ORIGINAL: ("kind",),
+    TransformKind.PART: ("kind", "path"),
+    TransformKind.CONSTANT: ("kind", "value"),
+    TransformKind.TEMPLATE: ("kind", "variables", "template", "output"),
+}
+
+
+def _read_transform(reader: _Reader, where: str, node: Node) -> Transform:
+    if not isinstance(node, MappingNode):
+        raise reader.error(node, f"{where}: transform must be a mapping with 'kind'")
+    kind_node = next((value for key, value in node.value if isinstance(key, ScalarNode) and key.value == "kind"), None)
+    if kind_node is None:
+        raise reader.error(node, f"{where}: transform: 'kind' is missing; use ORIGINAL, PART, CONSTANT or TEMPLATE")
+    kind = reader.enum_value(kind_node, f"{where}: transform kind", TransformKind)
+    required = [k for k in _TRANSFORM_KEYS[kind] if k not in ("output", "variables")]
+    fields = reader.mapping(node, f"{where}: transform ({kind.value})", _TRANSFORM_KEYS[kind], required)
+    what = f"{where}: transform"
+    spec = TransformSpec(kind=kind)
+    field_nodes: dict[str, Node] = {}
+    if kind is TransformKind.PART:
+        field_nodes["path"] = fields["path"][1]
+        spec = TransformSpec(kind, path=reader.string(fields["path"][1], f"{what} path"))
+    elif kind is TransformKind.CONSTANT:
+        field_nodes["value"] = fields["value"][1]
+        spec = TransformSpec(kind, value=reader.json_value(fields["value"][1], f"{what} value"))
+    elif kind is TransformKind.TEMPLATE:
+        variables: list[tuple[str, str]] = []
+        if "variables" in fields:
+            var_node = fields["variables"][1]
+            if not isinstance(var_node, MappingNode):
+                raise reader.error(var_node, f"{what} variables must be a mapping of name to JSONPath")
+            for key_node, value_node in var_node.value:
+                name = reader.string(key_node, f"{what} variable name")
+                field_nodes[f"variables.{name}"] = value_node
+                variables.append((name, reader.string(value_node, f"{what} variable {name!r}")))
+        template_node = fields["template"][1]
+        field_nodes["template"] = template_node
+        output = TemplateOutput.JSON
+        if "output" in fields:
+            output = reader.enum_value(fields["output"][1], f"{what} output", TemplateOutput)
+        text = reader.scalar(template_node, f"{what} template", "str", "a string")
+        spec = TransformSpec(kind, variables=tuple(variables), template=text, output=output)
+    try:
+        return compile_transform(spec)
+    except TransformConfigError as exc:
+        at = field_nodes.get(exc.field, node)
+        offset = 0
+        reason = f"{what} {exc.field}: {exc.reason}"
+        if exc.template_line is not None:
+            reason = f"{what} template line {exc.template_line}: {exc.reason}"
+            # A block scalar (| or >) starts on the line after its indicator; elsewhere, stay on the node.
+            if isinstance(at, ScalarNode) and at.style in ("|", ">"):
+                offset = exc.template_line
+        raise reader.error(at, reason, line_offset=offset) from None
+
+
+_RETRY_KEYS = {
+    RetryStrategy.BACKOFF_RETRY: ("strategy", "retries", "min_delay_s", "max_delay_s"),
+    RetryStrategy.EXPONENTIAL_DECAY_RETRY: ("strategy", "retries", "max_age_s", "base_delay_s", "max_delay_s"),
+}
+
+
+def _read_retry_policy(reader: _Reader, where: str, node: Node) -> RetryPolicy:
+    what = f"{where}: retry_policy"
+    if isinstance(node, ScalarNode):
+        strategy = reader.enum_value(node, what, RetryStrategy)
+        return BackoffRetry() if strategy is RetryStrategy.BACKOFF_RETRY else ExponentialDecayRetry()
+    if not isinstance(node, MappingNode):
+        raise reader.error(node, f"{what} must be a strategy name or a mapping with 'strategy'")
+    strategy_node = next(
+        (value for key, value in node.value if isinstance(key, ScalarNode) and key.value == "strategy"), None
+    )
+    if strategy_node is None:
+        raise reader.error(node, f"{what}: 'strategy' is missing; use BACKOFF_RETRY or EXPONENTIAL_DECAY_RETRY")
+    strategy = reader.enum_value(strategy_node, f"{what} strategy", RetryStrategy)
+    fields = reader.mapping(node, f"{what} ({strategy.value})", _RETRY_KEYS[strategy])
+    params: dict[str, Any] = {}
+    for key, (_, value_node) in fields.items():
+        if key == "retries":
+            params[key] = reader.integer(value_node, f"{what} retries", 0, 10_000)
+        elif key != "strategy":
+            params[key] = reader.number(value_node, f"{what} {key}")
+    try:
+        if strategy is RetryStrategy.BACKOFF_RETRY:
+            return BackoffRetry(**params)
+        return ExponentialDecayRetry(**params)
+    except ValueError as exc:
+        raise reader.error(node, f"{what}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """The rules in force, by (bus, name), with the file each came from."""
+
+    rules: Mapping[RuleKey, Rule] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(self.rules.values())
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.rules
+
+    def get(self, key: RuleKey) -> Rule | None:
+        return self.rules.get(key)
+
+    def from_file(self, path: str) -> list[Rule]:
+        return [rule for rule in self.rules.values() if rule.position is not None and rule.position.path == path]
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    """A reload's outcome: the new rule set (valid files, plus the rules in force of files that failed) and the
+    errors, one per refused file."""
+
+    rules: RuleSet
+    errors: tuple[RuleFileError, ...]
+
+
+def rule_files(directory: Path) -> list[Path]:
+    """The rule files of a directory, in name order; hidden files (editor swap and backup files) are skipped."""
+    return sorted(
+        p for p in directory.iterdir() if p.suffix in RULE_FILE_SUFFIXES and not p.name.startswith(".") and p.is_file()
+    )
+
+
+def load_rule_directory(
+    directory: Path, in_force: RuleSet | None = None, *, compile_pattern: PatternCompileHook | None = None
+) -> ReloadResult:
+    """Load every rule file of `directory`. A file that fails keeps its rules from `in_force` and reports its error;
+    a rule defined in two files is refused in the later one (by name)."""
+    in_force = in_force or RuleSet()
+    accepted: dict[RuleKey, Rule] = {}
+    errors: list[RuleFileError] = []
+    for file_path in rule_files(directory):
+        name = str(file_path)
+        try:
+            rules = parse_rule_file(name, _read_text(file_path), compile_pattern=compile_pattern)
+            for rule in rules:
+                if rule.key in accepted:
+                    other = accepted[rule.key].position
+                    pos = rule.position or SourcePosition(name, 1, 1)
+                    raise RuleFileError(name, pos.line, pos.column, f"rule {rule.key} is already defined at {other}")
+        except RuleFileError as exc:
+            logger.warning("rule file refused, its rules in force stay: %s", exc)
+            errors.append(exc)
+            rules = tuple(rule for rule in in_force.from_file(name) if rule.key not in accepted)
+        for rule in rules:
+            accepted[rule.key] = rule
+    return ReloadResult(RuleSet(accepted), tuple(errors))
+
+
+def _read_text(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise RuleFileError(str(path), line, column, "not UTF-8 text") from None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSetDiff:
+    """What a reload changed. Unchanged rules keep running: their consumers must not be restarted."""
+
+    added: tuple[Rule, ...]
+    removed: tuple[Rule, ...]
+    changed: tuple[tuple[Rule, Rule], ...]  # (old, new)
+    unchanged: tuple[Rule, ...]
+
+
+def diff_rule_sets(old: RuleSet, new: RuleSet) -> RuleSetDiff:
+    """Compare by (bus, name) and then by content; where a rule was written (file, line) is not content."""
+    added = tuple(rule for key, rule in new.rules.items() if key not in old.rules)
+    removed = tuple(rule for key, rule in old.rules.items() if key not in new.rules)
+    changed: list[tuple[Rule, Rule]] = []
+    unchanged: list[Rule] = []
+    for key, rule in new.rules.items():
+        before = old.rules.get(key)
+        if before is None:
+            continue
+        if before == rule:
+            unchanged.append(before)
+        else:
+            changed.append((before, rule))
+    return RuleSetDiff(added, removed, tuple(changed), tuple(unchanged))

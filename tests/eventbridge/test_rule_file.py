@@ -1,0 +1,302 @@
+"""Rule files: parsing, validation with file:line:column, directory reloads that keep rules in force, diffs."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventbridge.errors import RuleFileError
+from eventbridge.retry_policy import BackoffRetry, ExponentialDecayRetry
+from eventbridge.rule_file import (
+    ApiKeyAuth,
+    BasicAuth,
+    RuleKey,
+    RuleSet,
+    TargetMode,
+    diff_rule_sets,
+    load_rule_directory,
+    parse_rule_file,
+)
+from eventbridge.transform import TEXT_CONTENT_TYPE, TransformKind
+
+FULL = textwrap.dedent(
+    """\
+    rules:
+      - name: cold-rooms
+        description: rooms below 5 C
+        pattern:
+          source: [{prefix: "mqgate/"}]
+          data: {temp: [{numeric: ["<", 5]}], ok: [true, null]}
+        targets:
+          - id: alerts
+            type: http
+            url: https://alerts.example/hook
+            mode: structured
+            headers:
+              X-Team: ops
+              X-Room: {path: $.subject}
+            timeout_ms: 2500
+            concurrency: 4
+            auth: {type: basic, username: u, password: p}
+            transform:
+              kind: TEMPLATE
+              variables: {t: $.data.temp, room: $.subject}
+              template: |
+                {{ room }} is at {{ t }} C
+              output: text
+            retry_policy: {strategy: EXPONENTIAL_DECAY_RETRY, retries: 20, max_age_s: 3600}
+            dead_letter_topic: alerts-dlq
+          - id: archive
+            type: http
+            url: http://archive.local:8080/in
+            auth: {type: api-key, value: k}
+            transform: {kind: PART, path: $.data}
+      - name: everything
+        bus: plant_a
+        enabled: false
+        pattern: {type: [{exists: true}]}
+        targets:
+          - {id: t, type: http, url: "http://x/", retry_policy: BACKOFF_RETRY}
+    """
+)
+
+
+def fail(text: str) -> RuleFileError:
+    with pytest.raises(RuleFileError) as info:
+        parse_rule_file("rules/a.yaml", textwrap.dedent(text))
+    return info.value
+
+
+def minimal(target: str = "{id: t, type: http, url: 'http://x/'}", extra: str = "") -> str:
+    return f"rules:\n  - name: r\n    pattern: {{type: [a]}}\n{extra}    targets:\n      - {target}\n"
+
+
+def test_full_file_parsed() -> None:
+    cold, everything = parse_rule_file("a.yaml", FULL)
+    assert cold.key == RuleKey("default", "cold-rooms")
+    assert cold.enabled is True and cold.description == "rooms below 5 C"
+    assert cold.pattern.value == {
+        "source": [{"prefix": "mqgate/"}],
+        "data": {"temp": [{"numeric": ["<", 5]}], "ok": [True, None]},
+    }
+    assert (cold.pattern.position.line, cold.pattern.position.column) == (5, 7)
+    alerts, archive = cold.targets
+    assert alerts.mode is TargetMode.STRUCTURED and archive.mode is TargetMode.BINARY
+    assert alerts.headers == (("X-Team", "ops"),)
+    assert [(n, p.text) for n, p in alerts.derived_headers] == [("X-Room", "$.subject")]
+    assert (alerts.timeout_ms, alerts.concurrency) == (2500, 4)
+    assert alerts.auth == BasicAuth("u", "p")
+    assert archive.auth == ApiKeyAuth("X-Api-Key", "k")
+    assert alerts.retry_policy == ExponentialDecayRetry(retries=20, max_age_s=3600.0)
+    assert archive.retry_policy == BackoffRetry()
+    assert alerts.dead_letter_topic == "alerts-dlq" and archive.dead_letter_topic is None
+    event = {"id": "1", "subject": "room/7", "data": {"temp": 3}}
+    out = alerts.transform.apply(event)
+    assert (out.value, out.content_type) == ("room/7 is at 3 C\n", TEXT_CONTENT_TYPE)
+    assert archive.transform.spec.kind is TransformKind.PART
+    assert archive.transform.apply(event).value == {"temp": 3}
+    assert everything.key == RuleKey("plant_a", "everything") and everything.enabled is False
+    assert everything.targets[0].transform.spec.kind is TransformKind.ORIGINAL
+    assert "password='p'" not in repr(alerts)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "reason"),
+    [
+        ("rules: [\n", 2, 1, "not valid YAML"),
+        ("", 1, 1, "empty"),
+        ("rulez: []\n", 1, 1, "did you mean 'rules'"),
+        ("rules: []\n", 1, 8, "rules is empty"),
+        ("rules:\n  - name: r\n    name: s\n", 3, 5, "'name' given twice"),
+        ("rules:\n  - name: 'bad name'\n    pattern: {a: [1]}\n    targets: []\n", 2, 11, "rule name 'bad name'"),
+        ("rules:\n  - name: r\n    targets: [{}]\n", 2, 5, "'pattern' is missing"),
+        ("rules:\n  - name: r\n    pattern: [1]\n    targets: []\n", 3, 14, "pattern must be a non-empty mapping"),
+        ("rules:\n  - name: r\n    pattern: {a: [2026-01-01]}\n    targets: []\n", 3, 19, "timestamp is not a JSON"),
+        ("rules:\n  - name: r\n    pattern: {a: [1]}\n    targets: []\n", 4, 14, "targets is empty"),
+        (minimal(extra="    enabled: yes please\n"), 4, 14, "enabled must be true or false"),
+        (minimal(extra="    bus: a.b\n"), 4, 10, "bus 'a.b'"),
+    ],
+)
+def test_invalid_file_refused_at_the_node(text: str, line: int, column: int, reason: str) -> None:
+    error = fail(text)
+    assert (error.line, error.column) == (line, column), str(error)
+    assert reason in error.reason
+    assert str(error).startswith(f"rules/a.yaml:{line}:{column}: ")
+
+
+@pytest.mark.parametrize(
+    ("target", "column", "reason"),
+    [
+        ("{id: t, type: sqs, url: 'http://x/'}", 23, "type 'sqs' is not supported"),
+        ("{id: t, type: http, url: 'ftp://x/'}", 34, "not an http:// or https:// URL"),
+        ("{id: t, type: http, url: 'http://x/', mode: text}", 53, "mode 'text' is not one of binary, structured"),
+        ("{id: t, type: http, url: 'http://x/', timeout_ms: 0}", 59, "timeout_ms is 0"),
+        ("{id: t, type: http, url: 'http://x/', concurrency: '8'}", 60, "concurrency must be an integer"),
+        ("{id: t, type: http, url: 'http://x/', headers: {ce-id: x}}", 57, "set by the target itself"),
+        ("{id: t, type: http, url: 'http://x/', headers: {Content-Type: x}}", 57, "set by the target itself"),
+        ("{id: t, type: http, url: 'http://x/', headers: {X-A: {path: '$.['}}}", 69, "invalid JSONPath"),
+        ("{id: t, type: http, url: 'http://x/', auth: {type: oauth}}", 60, "auth type 'oauth'"),
+        ("{id: t, type: http, url: 'http://x/', auth: {type: basic, username: u}}", 53, "'password' is missing"),
+        ("{id: t, type: http, url: 'http://x/', transform: {kind: PART, path: '$.['}}", 77, "invalid JSONPath"),
+        ("{id: t, type: http, url: 'http://x/', transform: {kind: PART}}", 58, "'path' is missing"),
+        ("{id: t, type: http, url: 'http://x/', transform: {kind: PART, template: x}}", 71, "unknown key 'template'"),
+        ("{id: t, type: http, url: 'http://x/', transform: {kind: JQ}}", 65, "kind 'JQ' is not one of"),
+        ("{id: t, type: http, url: 'http://x/', retry_policy: SOMETIMES}", 61, "is not one of BACKOFF_RETRY"),
+        ("{id: t, type: http, url: 'http://x/', retry_policy: {strategy: BACKOFF_RETRY, max_age_s: 9}}", 87,
+         "unknown key 'max_age_s'"),
+        ("{id: t, type: http, url: 'http://x/', retry_policy: {strategy: BACKOFF_RETRY, min_delay_s: 30}}", 61,
+         "min_delay_s <= max_delay_s"),
+        ("{id: t, type: http, url: 'http://x/', dead_letter_topic: 'a/b'}", 66, "'/' is not allowed"),
+        ("{id: t, type: http, url: 'http://x/', timeout: 5}", 47, "did you mean 'timeout_ms'"),
+    ],
+)  # fmt: skip
+def test_invalid_target_refused_at_the_node(target: str, column: int, reason: str) -> None:
+    error = fail(minimal(target))
+    assert (error.line, error.column) == (5, column), str(error)
+    assert reason in error.reason
+
+
+def test_duplicate_target_and_rule_refused() -> None:
+    target = "{id: t, type: http, url: 'http://x/'}"
+    error = fail(f"rules:\n  - name: r\n    pattern: {{a: [1]}}\n    targets:\n      - {target}\n      - {target}\n")
+    assert (error.line, "target id 't' is used twice" in error.reason) == (6, True)
+    two = minimal() + minimal().removeprefix("rules:\n")
+    error = fail(two)
+    assert error.line == 6 and "defined twice" in error.reason
+
+
+def test_template_errors_point_into_the_block() -> None:
+    text = textwrap.dedent(
+        """\
+        rules:
+          - name: r
+            pattern: {a: [1]}
+            targets:
+              - id: t
+                type: http
+                url: http://x/
+                transform:
+                  kind: TEMPLATE
+                  variables: {x: $.data}
+                  template: |
+                    {
+                      "a": {{ x }
+                    }
+        """
+    )
+    error = fail(text)
+    assert error.line == 13, str(error)
+    assert "template line 2" in error.reason
+    injected = text.replace("{{ x }", "{{ x.__class__ }}")
+    error = fail(injected)
+    assert error.line == 13 and "'__class__'" in error.reason
+    undeclared = text.replace("{{ x }", "{{ cycler }}")
+    assert "'cycler'" in fail(undeclared).reason
+    bad_variable = text.replace("{x: $.data}", "{x: '$.data['}")
+    error = fail(bad_variable)
+    assert (error.line, error.column) == (10, 26) and "variables.x" in error.reason
+
+
+def test_pattern_compile_hook_refuses_at_the_faulty_node() -> None:
+    class PatternError(ValueError):
+        def __init__(self, message: str, path: tuple[object, ...]) -> None:
+            super().__init__(message)
+            self.path = path
+
+    seen: list[Mapping[str, Any]] = []
+
+    def compile_pattern(pattern: Mapping[str, Any]) -> None:
+        seen.append(pattern)
+        if "bad" in pattern:
+            raise PatternError("numeric needs an operator", ("bad", 0))
+
+    text = "rules:\n  - name: r\n    pattern:\n      ok: [1]\n      bad: [{numeric: []}]\n    targets: [{id: t, type: http, url: 'http://x/'}]\n"  # noqa: E501
+    with pytest.raises(RuleFileError) as info:
+        parse_rule_file("p.yaml", text, compile_pattern=compile_pattern)
+    assert (info.value.line, info.value.column) == (5, 13)
+    assert "numeric needs an operator" in info.value.reason
+    parse_rule_file("p.yaml", text.replace("bad:", "fine:"), compile_pattern=compile_pattern)
+    assert seen[-1] == {"ok": [1], "fine": [{"numeric": []}]}
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+def rule_yaml(name: str, url: str = "http://x/", bus: str = "default") -> str:
+    return (
+        f"  - name: {name}\n    bus: {bus}\n    pattern: {{type: [a]}}\n"
+        f"    targets: [{{id: t, type: http, url: '{url}'}}]\n"
+    )
+
+
+def test_directory_load_and_reload_keeps_rules_of_a_broken_file(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", "rules:\n" + rule_yaml("r1") + rule_yaml("r2"))
+    write(tmp_path, "b.yml", "rules:\n" + rule_yaml("r3"))
+    write(tmp_path, "notes.txt", "not a rule file")
+    write(tmp_path, ".#a.yaml", "rules: [")
+    first = load_rule_directory(tmp_path)
+    assert first.errors == ()
+    assert sorted(str(k) for k in first.rules.rules) == ["default/r1", "default/r2", "default/r3"]
+
+    # b.yml breaks; a.yaml changes r2 and adds r4.
+    write(tmp_path, "a.yaml", "rules:\n" + rule_yaml("r1") + rule_yaml("r2", url="http://y/") + rule_yaml("r4"))
+    write(tmp_path, "b.yml", "rules:\n  - name: r3\n    pattern: {type: [a]}\n    targets: oops\n")
+    second = load_rule_directory(tmp_path, first.rules)
+    assert len(second.errors) == 1
+    assert str(second.errors[0]) == f"{tmp_path / 'b.yml'}:4:14: rule 'r3': targets must be a list"
+    assert RuleKey("default", "r3") in second.rules  # still in force
+    diff = diff_rule_sets(first.rules, second.rules)
+    assert [r.name for r in diff.added] == ["r4"]
+    assert [(old.targets[0].url, new.targets[0].url) for old, new in diff.changed] == [("http://x/", "http://y/")]
+    assert sorted(r.name for r in diff.unchanged) == ["r1", "r3"]
+    assert diff.removed == ()
+
+    # b.yml deleted: its rules go; a rule redefined in a later file is refused there.
+    (tmp_path / "b.yml").unlink()
+    write(tmp_path, "c.yaml", "rules:\n" + rule_yaml("r1") + rule_yaml("r5"))
+    third = load_rule_directory(tmp_path, second.rules)
+    assert len(third.errors) == 1 and "already defined at" in third.errors[0].reason
+    assert third.errors[0].path.endswith("c.yaml") and third.errors[0].line == 2
+    assert RuleKey("default", "r5") not in third.rules
+    assert [r.name for r in diff_rule_sets(second.rules, third.rules).removed] == ["r3"]
+
+
+def test_unchanged_rule_recognised_after_moving_within_and_across_files(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", "rules:\n" + rule_yaml("r1") + rule_yaml("r2"))
+    before = load_rule_directory(tmp_path).rules
+    write(tmp_path, "a.yaml", "# moved\n\nrules:\n" + rule_yaml("r2"))
+    write(tmp_path, "b.yaml", "rules:\n" + rule_yaml("r1"))
+    after = load_rule_directory(tmp_path, before).rules
+    diff = diff_rule_sets(before, after)
+    assert sorted(r.name for r in diff.unchanged) == ["r1", "r2"]
+    assert diff.added == diff.removed == diff.changed == ()
+    # Same name on another bus is another rule.
+    write(tmp_path, "b.yaml", "rules:\n" + rule_yaml("r1", bus="other"))
+    moved_bus = diff_rule_sets(after, load_rule_directory(tmp_path, after).rules)
+    assert [str(r.key) for r in moved_bus.added] == ["other/r1"]
+    assert [str(r.key) for r in moved_bus.removed] == ["default/r1"]
+
+
+def test_transform_and_template_changes_count_as_changed() -> None:
+    base = minimal("{id: t, type: http, url: 'http://x/', transform: {kind: PART, path: '$.data'}}")
+    (a,) = parse_rule_file("a.yaml", base)
+    (b,) = parse_rule_file("a.yaml", base.replace("$.data", "$.id"))
+    (c,) = parse_rule_file("other.yaml", "\n" + base)
+    assert a != b
+    assert a == c
+    diff = diff_rule_sets(RuleSet({a.key: a}), RuleSet({b.key: b}))
+    assert len(diff.changed) == 1 and diff.unchanged == ()
+
+
+def test_non_utf8_file_refused_with_position(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_bytes(b"rules:\n  - name: caf\xe9\n")
+    result = load_rule_directory(tmp_path)
+    assert len(result.rules) == 0
+    assert (result.errors[0].line, result.errors[0].column) == (2, 14)
