@@ -57,7 +57,14 @@ from eventbridge.retry_policy import (
     RetryPolicy,
     RetryStrategy,
 )
-from eventbridge.transform import TemplateOutput, Transform, TransformKind, TransformSpec, compile_transform
+from eventbridge.transform import (
+    TemplateOutput,
+    Transform,
+    TransformKind,
+    TransformSpec,
+    canonical_json,
+    compile_transform,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -100,10 +107,18 @@ class SourcePosition:
 
 @dataclass(frozen=True, slots=True)
 class RulePattern:
-    """A rule's filter pattern as parsed JSON, with where it was written (for the compiler's error messages)."""
+    """A rule's filter pattern as parsed JSON, with where it was written (for the compiler's error messages).
 
-    value: Mapping[str, Any]
+    Patterns compare by their canonical JSON text, not by Python equality, under which `true == 1` and
+    `1 == 1.0`: a pattern edited from `[true]` to `[1]` matches other events and must count as changed.
+    """
+
+    value: Mapping[str, Any] = field(compare=False)
     position: SourcePosition = field(compare=False)
+    canonical: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "canonical", canonical_json(self.value))
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,16 +74,29 @@ class TransformedData:
     content_type: str
 
 
+def canonical_json(value: Any) -> str:
+    """JSON text that tells apart what Python equality does not (`true` and `1`, `1` and `1.0`)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 @dataclass(frozen=True, slots=True)
 class TransformSpec:
     """A transform as written in the rule file. Equal specs compile to transforms that behave the same."""
 
     kind: TransformKind = TransformKind.ORIGINAL
     path: str | None = None  # PART
-    value: Any = None  # CONSTANT
+    value: Any = field(default=None, compare=False)  # CONSTANT; compared through value_json
     variables: tuple[tuple[str, str], ...] = ()  # TEMPLATE: (name, JSONPath), in file order
     template: str | None = None  # TEMPLATE
     output: TemplateOutput = TemplateOutput.JSON  # TEMPLATE
+    value_json: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        try:
+            value_json = canonical_json(self.value)
+        except (TypeError, ValueError) as exc:
+            raise TransformConfigError("value", f"not a JSON value: {exc}") from None
+        object.__setattr__(self, "value_json", value_json)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +149,7 @@ def _compile_part(spec: TransformSpec) -> Callable[[Mapping[str, Any]], Transfor
 
 def _compile_constant(spec: TransformSpec) -> Callable[[Mapping[str, Any]], TransformedData]:
     content_type = TEXT_CONTENT_TYPE if isinstance(spec.value, str) else JSON_CONTENT_TYPE
-    try:
-        text = spec.value if isinstance(spec.value, str) else json.dumps(spec.value)
-    except (TypeError, ValueError) as exc:
-        raise TransformConfigError("value", f"not a JSON value: {exc}") from None
-    if len(text) > MAX_RENDERED_CHARS:
+    if len(spec.value_json) > MAX_RENDERED_CHARS:
         raise TransformConfigError("value", f"longer than {MAX_RENDERED_CHARS} characters")
     result = TransformedData(spec.value, content_type)
     return lambda event: result

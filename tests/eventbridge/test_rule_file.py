@@ -300,3 +300,17 @@ def test_non_utf8_file_refused_with_position(tmp_path: Path) -> None:
     result = load_rule_directory(tmp_path)
     assert len(result.rules) == 0
     assert (result.errors[0].line, result.errors[0].column) == (2, 14)
+
+
+def test_pattern_and_constant_compare_as_json_not_as_python() -> None:
+    def one(pattern: str, constant: str = "1") -> Any:
+        target = f"{{id: t, type: http, url: 'http://x/', transform: {{kind: CONSTANT, value: {constant}}}}}"
+        text = f"rules:\n  - name: r\n    pattern: {pattern}\n    targets:\n      - {target}\n"
+        (rule,) = parse_rule_file("a.yaml", text)
+        return rule
+
+    assert one("{a: [true]}") != one("{a: [1]}")  # True == 1 in Python
+    assert one("{a: [1]}") != one("{a: [1.0]}")
+    assert one("{a: [1], b: [2]}") == one("{b: [2], a: [1]}")
+    assert one("{a: [1]}", "true") != one("{a: [1]}", "1")
+    assert one("{a: [1]}", "{x: [1, 2]}") == one("{a: [1]}", "{x: [1, 2]}")
