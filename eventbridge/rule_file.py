@@ -82,6 +82,14 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # Set by the HTTP target itself (CloudEvents binding, body framing); a rule may not override them.
 _RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding", "connection"})
 
+# Rule files are configuration: a megabyte is far more than any hand-written set of rules.
+MAX_RULE_FILE_CHARS = 1024 * 1024
+# YAML aliases let a few lines expand into billions of values ("billion laughs"); a pattern or constant has at
+# most this many values once aliases are expanded. AWS caps a whole pattern at 2,048 characters.
+MAX_JSON_VALUE_NODES = 10_000
+# PyYAML's composer recurses per nesting level; deeper documents are refused before Python's recursion limit.
+MAX_NESTING = 64
+
 DEFAULT_TIMEOUT_MS = 5_000  # AWS API destinations: 5 s
 MAX_TIMEOUT_MS = 300_000
 DEFAULT_CONCURRENCY = 8
@@ -261,7 +269,15 @@ class _Reader:
         raise self.error(node, f"{what} {text!r} is not one of {choices}")
 
     def json_value(self, node: Node, what: str) -> Any:
-        """A JSON-compatible value: refuses YAML-only types (timestamps, binary, sets) at their node."""
+        """A JSON-compatible value: refuses YAML-only types (timestamps, binary, sets) at their node, and values
+        that aliases expand beyond MAX_JSON_VALUE_NODES."""
+        budget = [MAX_JSON_VALUE_NODES]
+        return self._json_value(node, what, budget)
+
+    def _json_value(self, node: Node, what: str, budget: list[int]) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise self.error(node, f"{what}: more than {MAX_JSON_VALUE_NODES} values (aliases included)")
         if isinstance(node, MappingNode):
             out: dict[str, Any] = {}
             for key_node, value_node in node.value:
@@ -269,10 +285,10 @@ class _Reader:
                     raise self.error(key_node, f"{what}: keys must be strings (quote {key_node.value!r}?)")
                 if key_node.value in out:
                     raise self.error(key_node, f"{what}: {key_node.value!r} given twice")
-                out[key_node.value] = self.json_value(value_node, what)
+                out[key_node.value] = self._json_value(value_node, what, budget)
             return out
         if isinstance(node, SequenceNode):
-            return [self.json_value(item, what) for item in node.value]
+            return [self._json_value(item, what, budget) for item in node.value]
         if not isinstance(node, ScalarNode) or node.tag not in _JSON_SCALAR_TAGS:
             raise self.error(node, f"{what}: {node.tag} is not a JSON value; quote it to make it a string")
         try:
@@ -287,6 +303,11 @@ class _Reader:
 def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook | None = None) -> tuple[Rule, ...]:
     """Parse and validate one rule file's text; `path` only names the file in positions and errors."""
     reader = _Reader(path)
+    if len(text) > MAX_RULE_FILE_CHARS:
+        raise RuleFileError(path, 1, 1, f"file longer than {MAX_RULE_FILE_CHARS} characters; split it")
+    nesting = _max_flow_or_block_nesting(text)
+    if nesting is not None:
+        raise RuleFileError(path, nesting[0], nesting[1], f"nested deeper than {MAX_NESTING} levels")
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -310,6 +331,24 @@ def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook
         names.add(rule.key)
         rules.append(rule)
     return tuple(rules)
+
+
+def _max_flow_or_block_nesting(text: str) -> tuple[int, int] | None:
+    """Where the document first nests deeper than MAX_NESTING (line, column), or None. Counts collection starts
+    from the token stream, so it runs before the recursive composer."""
+    depth = 0
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, yaml.BlockMappingStartToken | yaml.BlockSequenceStartToken
+                          | yaml.FlowMappingStartToken | yaml.FlowSequenceStartToken):  # fmt: skip
+                depth += 1
+                if depth > MAX_NESTING:
+                    return token.start_mark.line + 1, token.start_mark.column + 1
+            elif isinstance(token, yaml.BlockEndToken | yaml.FlowMappingEndToken | yaml.FlowSequenceEndToken):
+                depth -= 1
+    except yaml.YAMLError:
+        return None  # the composer reports it with its position
+    return None
 
 
 _RULE_KEYS = ("name", "bus", "description", "enabled", "pattern", "targets")
@@ -520,6 +559,8 @@ def _read_transform(reader: _Reader, where: str, node: Node) -> Transform:
                 raise reader.error(var_node, f"{what} variables must be a mapping of name to JSONPath")
             for key_node, value_node in var_node.value:
                 name = reader.string(key_node, f"{what} variable name")
+                if f"variables.{name}" in field_nodes:
+                    raise reader.error(key_node, f"{what} variable {name!r} given twice")
                 field_nodes[f"variables.{name}"] = value_node
                 variables.append((name, reader.string(value_node, f"{what} variable {name!r}")))
         template_node = fields["template"][1]

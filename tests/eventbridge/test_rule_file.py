@@ -196,6 +196,8 @@ def test_template_errors_point_into_the_block() -> None:
     assert error.line == 13 and "'__class__'" in error.reason
     undeclared = text.replace("{{ x }", "{{ cycler }}")
     assert "'cycler'" in fail(undeclared).reason
+    twice = text.replace("{x: $.data}", "{x: $.data, x: $.id}")
+    assert "variable 'x' given twice" in fail(twice).reason
     bad_variable = text.replace("{x: $.data}", "{x: '$.data['}")
     error = fail(bad_variable)
     assert (error.line, error.column) == (10, 26) and "variables.x" in error.reason
@@ -314,3 +316,22 @@ def test_pattern_and_constant_compare_as_json_not_as_python() -> None:
     assert one("{a: [1], b: [2]}") == one("{b: [2], a: [1]}")
     assert one("{a: [1]}", "true") != one("{a: [1]}", "1")
     assert one("{a: [1]}", "{x: [1, 2]}") == one("{a: [1]}", "{x: [1, 2]}")
+
+
+def test_alias_bomb_refused_quickly() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, 9)]
+    text = "rules:\n  - name: r\n    pattern:\n" + "".join(f"      {line}\n" for line in lines)
+    text += "    targets: [{id: t, type: http, url: 'http://x/'}]\n"
+    error = fail(text)
+    assert "more than 10000 values" in error.reason
+
+
+def test_deep_nesting_refused_with_position() -> None:
+    text = "rules:\n  - name: r\n    pattern: {a: " + "[" * 5000 + "]" * 5000 + "}\n"
+    error = fail(text)
+    assert error.line == 3 and "nested deeper than" in error.reason
+
+
+def test_huge_file_refused() -> None:
+    assert "longer than" in fail("#" * (1024 * 1024 + 1)).reason
