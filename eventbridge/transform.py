@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cloudevents.core.base import BaseCloudEvent
+from cloudevents.core.formats.json import JSONFormat
 from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
 from jinja2.exceptions import SecurityError, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
@@ -108,6 +110,13 @@ class Transform:
 
     def apply(self, event: Mapping[str, Any]) -> TransformedData:
         return self._apply(event)
+
+
+def event_as_json(event: BaseCloudEvent) -> dict[str, Any]:
+    """The structured JSON form of a CloudEvent (the CloudEvents JSON format), which every transform and JSONPath
+    sees: attributes and extensions at the top level, `data` as JSON, or `data_base64` for bytes."""
+    parsed: dict[str, Any] = json.loads(JSONFormat().write(event))
+    return parsed
 
 
 def compile_transform(spec: TransformSpec) -> Transform:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.v1.event import CloudEvent
 
 from eventbridge.errors import TransformConfigError, TransformRenderError
@@ -18,6 +16,7 @@ from eventbridge.transform import (
     TransformKind,
     TransformSpec,
     compile_transform,
+    event_as_json,
 )
 
 
@@ -34,8 +33,7 @@ def structured_event() -> dict[str, Any]:
         },
         data={"temp": 21.5, "unit": "C", "tags": [{"k": "line"}, {"k": "hall"}], "note": 'say "hi"'},
     )
-    parsed: dict[str, Any] = json.loads(JSONFormat().write(event))
-    return parsed
+    return event_as_json(event)
 
 
 def template(text: str, output: TemplateOutput = TemplateOutput.JSON, **variables: str) -> TransformSpec:
@@ -165,3 +163,17 @@ def test_equal_specs_compile_to_equal_transforms() -> None:
     b = compile_transform(template("{{ x }}", x="$.id"))
     assert a == b
     assert a != compile_transform(template("{{ x }}", x="$.source"))
+
+
+def test_event_as_json_extensions_and_binary_data() -> None:
+    event = CloudEvent(
+        attributes={"id": "b-1", "source": "s", "type": "t", "specversion": "1.0", "replayname": "replay-1"},
+        data=b"\x00\x01\xff",
+    )
+    as_json = event_as_json(event)
+    assert as_json["replayname"] == "replay-1"
+    assert as_json["data_base64"] == "AAH/"
+    assert "data" not in as_json
+    part = compile_transform(TransformSpec(TransformKind.PART, path="$.replayname")).apply(as_json)
+    assert part.value == "replay-1"
+    assert structured_event()["time"] == "2026-01-02T03:04:05Z"
