@@ -183,8 +183,9 @@ class Rule:
 
 # HOOK(pattern compiler): the pattern compiler (eventbridge/pattern*.py) is called here, at load, so that a bad
 # pattern refuses its file like any other bad field. It receives the pattern as parsed JSON and raises ValueError
-# to refuse it; if the exception has a `path` attribute (the keys and indexes leading to the fault inside the
-# pattern), the error points at that node, else at the pattern itself. The loader keeps only the parsed JSON: the
+# to refuse it; if the exception has a `path` attribute (a dotted path such as `detail.temp[0].numeric`, as
+# eventbridge.pattern_errors.PatternError carries, or a sequence of keys and indexes), the error points at that
+# node inside the pattern, else at the pattern itself. The loader keeps only the parsed JSON: the
 # matcher is built from the RuleSet by its owner.
 PatternCompileHook = Callable[[Mapping[str, Any]], object]
 
@@ -400,9 +401,21 @@ def _check_pattern(
         raise reader.error(_node_at(node, getattr(exc, "path", ())), f"{where}: pattern: {exc}") from None
 
 
-def _node_at(node: Node, path: Sequence[object]) -> Node:
+_PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _path_steps(path: object) -> list[object]:
+    """`detail.temp[0].numeric` -> ["detail", "temp", 0, "numeric"]; a sequence is taken as it is."""
+    if isinstance(path, str):
+        return [key if key else int(index) for key, index in _PATH_STEP.findall(path)]
+    if isinstance(path, Sequence):
+        return list(path)
+    return []
+
+
+def _node_at(node: Node, path: object) -> Node:
     """The deepest node reachable along `path` (mapping keys and list indexes) from `node`."""
-    for step in path:
+    for step in _path_steps(path):
         if isinstance(node, MappingNode):
             match = [value for key, value in node.value if key.value == step]
             if not match:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
@@ -204,8 +205,8 @@ def test_template_errors_point_into_the_block() -> None:
 
 
 def test_pattern_compile_hook_refuses_at_the_faulty_node() -> None:
-    class PatternError(ValueError):
-        def __init__(self, message: str, path: tuple[object, ...]) -> None:
+    class PatternError(ValueError):  # as eventbridge.pattern_errors.PatternError: a dotted path
+        def __init__(self, message: str, path: object) -> None:
             super().__init__(message)
             self.path = path
 
@@ -214,14 +215,23 @@ def test_pattern_compile_hook_refuses_at_the_faulty_node() -> None:
     def compile_pattern(pattern: Mapping[str, Any]) -> None:
         seen.append(pattern)
         if "bad" in pattern:
-            raise PatternError("numeric needs an operator", ("bad", 0))
+            raise PatternError("numeric needs an operator", pattern["where"])
 
-    text = "rules:\n  - name: r\n    pattern:\n      ok: [1]\n      bad: [{numeric: []}]\n    targets: [{id: t, type: http, url: 'http://x/'}]\n"  # noqa: E501
-    with pytest.raises(RuleFileError) as info:
-        parse_rule_file("p.yaml", text, compile_pattern=compile_pattern)
-    assert (info.value.line, info.value.column) == (5, 13)
-    assert "numeric needs an operator" in info.value.reason
-    parse_rule_file("p.yaml", text.replace("bad:", "fine:"), compile_pattern=compile_pattern)
+    head = "rules:\n  - name: r\n    pattern:\n      ok: [1]\n      bad: [{numeric: []}]\n"
+    tail = "    targets: [{id: t, type: http, url: 'http://x/'}]\n"
+    for where, position in [
+        ("bad[0].numeric", (5, 23)),
+        (["bad", 0], (5, 13)),
+        ("bad", (5, 12)),
+        ("absent.x", (4, 7)),  # stops at the pattern when the path leads nowhere
+        (None, (4, 7)),
+    ]:
+        with pytest.raises(RuleFileError) as info:
+            text = head + f"      where: {json.dumps(where)}\n" + tail
+            parse_rule_file("p.yaml", text, compile_pattern=compile_pattern)
+        assert (info.value.line, info.value.column) == position, where
+        assert "numeric needs an operator" in info.value.reason
+    parse_rule_file("p.yaml", head.replace("bad:", "fine:") + tail, compile_pattern=compile_pattern)
     assert seen[-1] == {"ok": [1], "fine": [{"numeric": []}]}
 
 
