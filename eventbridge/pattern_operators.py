@@ -1,0 +1,198 @@
+"""The matchers a pattern leaf may hold, one small frozen type each.
+
+A pattern leaf is an array of matchers; a leaf value of the event satisfies the leaf when any matcher accepts it.
+Each type's `accepts(value)` states its semantics on one event leaf value (a string, number, boolean or null):
+
+- `Exact`: equal string, boolean or null; numbers compare numerically (``300`` equals ``3.0e2``), never a string
+  (``"5"`` is not ``5``).
+- `Prefix`, `Suffix`, `EqualsIgnoreCase` (Unicode case folding), `Wildcard` (``*`` is any run of characters,
+  ``\\*`` a literal star, ``\\\\`` a literal backslash): strings only.
+- `Numeric`: numbers only (not booleans); a `Range` with an optional lower and upper bound, each open or closed.
+- `Cidr`: a string that parses as an IP address of the network's version and lies inside the network.
+- `AnythingBut`: any value that none of its inner matchers (exact values, or one prefix, suffix, wildcard or
+  equals-ignore-case) accepts; so ``{"anything-but": {"prefix": "a"}}`` accepts numbers, booleans and null.
+- `Exists` is not about one value: ``true`` holds when the field has at least one leaf value in the event (null
+  counts, an object or an empty array does not), ``false`` when it has none. The matcher (`eventbridge.matcher`)
+  handles it; `accepts` is true for ``exists: true`` only, as every value present proves existence.
+
+The compiled matcher does not call `accepts` in its hot path except to confirm a wildcard candidate; it indexes
+these types instead. They carry `accepts` so that their meaning is written down next to their data.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+# Python's True == 1 and hash(True) == hash(1): without distinct keys `true` would match the number 1.
+TRUE_KEY: Final = ("bool", True)
+FALSE_KEY: Final = ("bool", False)
+
+
+def exact_key(value: object) -> object:
+    """The hash key under which an exact value is indexed: strings, numbers (int and float alike, so 5 == 5.0) and
+    None as themselves, booleans as a tagged pair."""
+    if value is True:
+        return TRUE_KEY
+    if value is False:
+        return FALSE_KEY
+    return value
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@dataclass(slots=True, frozen=True)
+class Exact:
+    key: object
+    value: object = field(compare=False)
+
+    @classmethod
+    def of(cls, value: object) -> Exact:
+        return cls(exact_key(value), value)
+
+    def accepts(self, value: object) -> bool:
+        return exact_key(value) == self.key
+
+
+@dataclass(slots=True, frozen=True)
+class Prefix:
+    text: str
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, str) and value.startswith(self.text)
+
+
+@dataclass(slots=True, frozen=True)
+class Suffix:
+    text: str
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, str) and value.endswith(self.text)
+
+
+@dataclass(slots=True, frozen=True)
+class EqualsIgnoreCase:
+    folded: str
+
+    @classmethod
+    def of(cls, text: str) -> EqualsIgnoreCase:
+        return cls(text.casefold())
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, str) and value.casefold() == self.folded
+
+
+@dataclass(slots=True, frozen=True)
+class Wildcard:
+    pattern: str
+    # The text before the first unescaped star: the matcher indexes wildcards by it, as it indexes prefixes.
+    literal_prefix: str = field(compare=False)
+    regex: re.Pattern[str] = field(compare=False)
+
+    @classmethod
+    def of(cls, pattern: str) -> Wildcard:
+        """Compile `pattern`; raises ValueError for ``**`` or a backslash before anything but ``*`` or ``\\``."""
+        parts: list[str] = []
+        literal: list[str] = []
+        prefix: str | None = None
+        i = 0
+        previous_star = False
+        while i < len(pattern):
+            char = pattern[i]
+            if char == "\\":
+                if i + 1 >= len(pattern) or pattern[i + 1] not in "*\\":
+                    raise ValueError(f"invalid escape at character {i}; only \\* and \\\\ are allowed")
+                literal.append(pattern[i + 1])
+                i += 2
+                previous_star = False
+                continue
+            if char == "*":
+                if previous_star:
+                    raise ValueError(f"consecutive '*' at character {i}; use a single '*'")
+                if prefix is None:
+                    prefix = "".join(literal)
+                parts.append(re.escape("".join(literal)))
+                parts.append(".*")
+                literal = []
+                previous_star = True
+            else:
+                literal.append(char)
+                previous_star = False
+            i += 1
+        parts.append(re.escape("".join(literal)))
+        if prefix is None:
+            prefix = "".join(literal)
+        return cls(pattern, prefix, re.compile("".join(parts), re.DOTALL))
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, str) and self.regex.fullmatch(value) is not None
+
+
+@dataclass(slots=True, frozen=True)
+class Range:
+    """Numbers between `lower` and `upper` (None: unbounded); `*_closed` says whether the bound itself is in."""
+
+    lower: float | None = None
+    lower_closed: bool = False
+    upper: float | None = None
+    upper_closed: bool = False
+
+    def contains(self, number: float) -> bool:
+        if self.lower is not None and (number < self.lower or (number == self.lower and not self.lower_closed)):
+            return False
+        return not (
+            self.upper is not None and (number > self.upper or (number == self.upper and not self.upper_closed))
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class Numeric:
+    range: Range
+
+    def accepts(self, value: object) -> bool:
+        return is_number(value) and self.range.contains(value)  # type: ignore[arg-type]
+
+
+@dataclass(slots=True, frozen=True)
+class Cidr:
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network
+
+    def accepts(self, value: object) -> bool:
+        address = parse_ip(value)
+        return address is not None and address.version == self.network.version and address in self.network
+
+
+def parse_ip(value: object) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return ipaddress.ip_address(value)
+    except ValueError:
+        return None
+
+
+@dataclass(slots=True, frozen=True)
+class Exists:
+    present: bool
+
+    def accepts(self, value: object) -> bool:
+        return self.present
+
+
+# What `anything-but` may exclude.
+Excluded = Exact | Prefix | Suffix | Wildcard | EqualsIgnoreCase
+
+
+@dataclass(slots=True, frozen=True)
+class AnythingBut:
+    excluded: tuple[Excluded, ...]
+
+    def accepts(self, value: object) -> bool:
+        return not any(matcher.accepts(value) for matcher in self.excluded)
+
+
+Operator = Exact | Prefix | Suffix | EqualsIgnoreCase | Wildcard | Numeric | Cidr | Exists | AnythingBut
