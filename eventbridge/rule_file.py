@@ -680,7 +680,13 @@ def load_rule_directory(
     for file_path in rule_files(directory):
         name = str(file_path)
         try:
-            rules = parse_rule_file(name, _read_text(file_path), compile_pattern=compile_pattern)
+            try:
+                text = _read_text(file_path)
+            except FileNotFoundError:
+                continue  # deleted since the listing: as if it were gone already
+            except OSError as exc:
+                raise RuleFileError(name, 1, 1, f"cannot be read: {exc.strerror or exc}") from None
+            rules = parse_rule_file(name, text, compile_pattern=compile_pattern)
             for rule in rules:
                 if rule.key in accepted:
                     other = accepted[rule.key].position

@@ -345,3 +345,24 @@ def test_deep_nesting_refused_with_position() -> None:
 
 def test_huge_file_refused() -> None:
     assert "longer than" in fail("#" * (1024 * 1024 + 1)).reason
+
+
+def test_unreadable_file_keeps_its_rules_and_vanished_file_drops_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, "a.yaml", "rules:\n" + rule_yaml("r1"))
+    write(tmp_path, "b.yaml", "rules:\n" + rule_yaml("r2"))
+    before = load_rule_directory(tmp_path).rules
+    real_read_bytes = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "a.yaml":
+            raise PermissionError(13, "Permission denied")
+        if self.name == "b.yaml":
+            raise FileNotFoundError(2, "No such file or directory")
+        return real_read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    result = load_rule_directory(tmp_path, before)
+    assert [str(e) for e in result.errors] == [f"{tmp_path / 'a.yaml'}:1:1: cannot be read: Permission denied"]
+    assert [str(rule.key) for rule in result.rules] == ["default/r1"]
