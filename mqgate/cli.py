@@ -2,7 +2,7 @@
 
 Exit codes: 0 on success (and after a clean stop on SIGTERM/SIGINT), 1 when the store cannot be used (locked by
 another process, missing, unreadable) or `passwd` cannot change the password file, 2 for a bad command line or
-configuration.
+configuration; `rules test` answers as grep: 0 match, 1 no match, 2 an invalid pattern or event.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from core.store.config import FlushMode
 from core.store.errors import StoreError
 from core.store.message_store import MessageStore, RecoveryReport
 from mqgate.connect_cli import add_connect_parser
+from mqgate.rules_cli import add_rules_parser
 from mqgate.server import run, serve
 from mqgate.settings import (
     CONFIG_FILE_NAME,
@@ -59,6 +60,7 @@ subcommands in detail:
   store stats   open the store, print its statistics and the recovery report, close it
   passwd        add, change or delete users of a Mosquitto password file (as mosquitto_passwd)
   connect       list, create, pause, resume, restart and delete connectors through the REST API
+  rules test    does an event (JSON file) match an EventBridge pattern (JSON file)? exit 0 yes, 1 no, 2 invalid
 
 configuration:
   Values come from built-in defaults, then a file (--config PATH, or DATA_DIR/{CONFIG_FILE_NAME} when it
@@ -71,6 +73,7 @@ examples:
   mqgate store stats --data-dir ./data
   mqgate passwd -c /etc/mqgate/passwd alice
   mqgate connect list --url http://127.0.0.1:8082
+  mqgate rules test pattern.json event.json
 
 exit codes: 0 success or clean stop, 1 store unusable (e.g. open in another process), 2 bad usage or config"""
 
@@ -137,7 +140,9 @@ def _settings_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter)
-    commands = parser.add_subparsers(dest="command", metavar="{serve,config,store,passwd,connect}", title="commands")
+    commands = parser.add_subparsers(
+        dest="command", metavar="{serve,config,store,passwd,connect,rules}", title="commands"
+    )
     options = _settings_options()
 
     serve_parser = commands.add_parser(
@@ -191,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_parser.set_defaults(handler=lambda _args: _usage_error(store_parser, "choose a store subcommand: stats"))
     _add_passwd_parser(commands, formatter)
     add_connect_parser(commands, formatter)
+    add_rules_parser(commands, formatter)
     return parser
 
 
