@@ -25,21 +25,17 @@ A rule file holds one or more rules:
 
 Files are parsed with `yaml.compose`, so each value keeps its node and its position; an invalid file is refused
 with `file:line:column: reason` (1-based) at the offending node. Unknown keys are refused, so a typo does not
-silently drop a setting. `parse_rule_file` is pure; `load_rule_directory` reads a directory and keeps, for a file
-that fails, the rules it had in force. `diff_rule_sets` tells which rules a reload added, removed, changed or left
-alone; positions are not part of a rule's identity, so editing another rule in the same file restarts nothing.
+silently drop a setting. `parse_rule_file` is pure; the records are in rule_model, the directory loader in
+rule_directory.
 """
 
 from __future__ import annotations
 
 import difflib
 import enum
-import logging
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -57,21 +53,26 @@ from eventbridge.retry_policy import (
     RetryPolicy,
     RetryStrategy,
 )
-from eventbridge.transform import (
-    TemplateOutput,
-    Transform,
-    TransformKind,
-    TransformSpec,
-    canonical_json,
-    compile_transform,
+from eventbridge.rule_model import (
+    DEFAULT_BUS,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_TIMEOUT_MS,
+    MAX_CONCURRENCY,
+    MAX_TIMEOUT_MS,
+    ApiKeyAuth,
+    BasicAuth,
+    HttpTarget,
+    Rule,
+    RuleKey,
+    RulePattern,
+    SourcePosition,
+    TargetMode,
 )
+from eventbridge.transform import TemplateOutput, Transform, TransformKind, TransformSpec, compile_transform
 
-logger = logging.getLogger(__name__)
 
 _E = TypeVar("_E", bound=enum.Enum)
 
-RULE_FILE_SUFFIXES = (".yaml", ".yml")
-DEFAULT_BUS = "default"
 
 # AWS EventBridge: rule names and target ids are 1 to 64 of [.-_A-Za-z0-9].
 _RULE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -90,95 +91,8 @@ MAX_JSON_VALUE_NODES = 10_000
 # PyYAML's composer recurses per nesting level; deeper documents are refused before Python's recursion limit.
 MAX_NESTING = 64
 
-DEFAULT_TIMEOUT_MS = 5_000  # AWS API destinations: 5 s
-MAX_TIMEOUT_MS = 300_000
-DEFAULT_CONCURRENCY = 8
-MAX_CONCURRENCY = 1_024
 
 _JSON_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null"))
-
-
-class TargetMode(enum.Enum):
-    BINARY = "binary"
-    STRUCTURED = "structured"
-
-
-@dataclass(frozen=True, slots=True)
-class SourcePosition:
-    path: str
-    line: int  # 1-based
-    column: int  # 1-based
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}"
-
-
-@dataclass(frozen=True, slots=True)
-class RulePattern:
-    """A rule's filter pattern as parsed JSON, with where it was written (for the compiler's error messages).
-
-    Patterns compare by their canonical JSON text, not by Python equality, under which `true == 1` and
-    `1 == 1.0`: a pattern edited from `[true]` to `[1]` matches other events and must count as changed.
-    """
-
-    value: Mapping[str, Any] = field(compare=False)
-    position: SourcePosition = field(compare=False)
-    canonical: str = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "canonical", canonical_json(self.value))
-
-
-@dataclass(frozen=True, slots=True)
-class BasicAuth:
-    username: str
-    password: str = field(repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKeyAuth:
-    header: str
-    value: str = field(repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class HttpTarget:
-    id: str
-    url: str
-    mode: TargetMode = TargetMode.BINARY
-    headers: tuple[tuple[str, str], ...] = ()  # static, in file order
-    derived_headers: tuple[tuple[str, JsonPath], ...] = ()  # from the event by JSONPath
-    timeout_ms: int = DEFAULT_TIMEOUT_MS
-    concurrency: int = DEFAULT_CONCURRENCY
-    auth: BasicAuth | ApiKeyAuth | None = None
-    transform: Transform = field(default_factory=lambda: compile_transform(TransformSpec()))
-    retry_policy: RetryPolicy = field(default_factory=BackoffRetry)
-    dead_letter_topic: str | None = None
-    position: SourcePosition | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class RuleKey:
-    bus: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.bus}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    name: str
-    bus: str
-    pattern: RulePattern
-    targets: tuple[HttpTarget, ...]
-    enabled: bool = True
-    description: str = ""
-    position: SourcePosition | None = field(default=None, compare=False)
-
-    @property
-    def key(self) -> RuleKey:
-        return RuleKey(self.bus, self.name)
 
 
 # HOOK(pattern compiler): the pattern compiler (eventbridge/pattern*.py) is called here, at load, so that a bad
@@ -629,110 +543,3 @@ def _read_retry_policy(reader: _Reader, where: str, node: Node) -> RetryPolicy:
         return ExponentialDecayRetry(**params)
     except ValueError as exc:
         raise reader.error(node, f"{what}: {exc}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class RuleSet:
-    """The rules in force, by (bus, name), with the file each came from."""
-
-    rules: Mapping[RuleKey, Rule] = field(default_factory=dict)
-
-    def __iter__(self) -> Iterator[Rule]:
-        return iter(self.rules.values())
-
-    def __len__(self) -> int:
-        return len(self.rules)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.rules
-
-    def get(self, key: RuleKey) -> Rule | None:
-        return self.rules.get(key)
-
-    def from_file(self, path: str) -> list[Rule]:
-        return [rule for rule in self.rules.values() if rule.position is not None and rule.position.path == path]
-
-
-@dataclass(frozen=True, slots=True)
-class ReloadResult:
-    """A reload's outcome: the new rule set (valid files, plus the rules in force of files that failed) and the
-    errors, one per refused file."""
-
-    rules: RuleSet
-    errors: tuple[RuleFileError, ...]
-
-
-def rule_files(directory: Path) -> list[Path]:
-    """The rule files of a directory, in name order; hidden files (editor swap and backup files) are skipped."""
-    return sorted(
-        p for p in directory.iterdir() if p.suffix in RULE_FILE_SUFFIXES and not p.name.startswith(".") and p.is_file()
-    )
-
-
-def load_rule_directory(
-    directory: Path, in_force: RuleSet | None = None, *, compile_pattern: PatternCompileHook | None = None
-) -> ReloadResult:
-    """Load every rule file of `directory`. A file that fails keeps its rules from `in_force` and reports its error;
-    a rule defined in two files is refused in the later one (by name)."""
-    in_force = in_force or RuleSet()
-    accepted: dict[RuleKey, Rule] = {}
-    errors: list[RuleFileError] = []
-    for file_path in rule_files(directory):
-        name = str(file_path)
-        try:
-            try:
-                text = _read_text(file_path)
-            except FileNotFoundError:
-                continue  # deleted since the listing: as if it were gone already
-            except OSError as exc:
-                raise RuleFileError(name, 1, 1, f"cannot be read: {exc.strerror or exc}") from None
-            rules = parse_rule_file(name, text, compile_pattern=compile_pattern)
-            for rule in rules:
-                if rule.key in accepted:
-                    other = accepted[rule.key].position
-                    pos = rule.position or SourcePosition(name, 1, 1)
-                    raise RuleFileError(name, pos.line, pos.column, f"rule {rule.key} is already defined at {other}")
-        except RuleFileError as exc:
-            logger.warning("rule file refused, its rules in force stay: %s", exc)
-            errors.append(exc)
-            rules = tuple(rule for rule in in_force.from_file(name) if rule.key not in accepted)
-        for rule in rules:
-            accepted[rule.key] = rule
-    return ReloadResult(RuleSet(accepted), tuple(errors))
-
-
-def _read_text(path: Path) -> str:
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise RuleFileError(str(path), line, column, "not UTF-8 text") from None
-
-
-@dataclass(frozen=True, slots=True)
-class RuleSetDiff:
-    """What a reload changed. Unchanged rules keep running: their consumers must not be restarted."""
-
-    added: tuple[Rule, ...]
-    removed: tuple[Rule, ...]
-    changed: tuple[tuple[Rule, Rule], ...]  # (old, new)
-    unchanged: tuple[Rule, ...]
-
-
-def diff_rule_sets(old: RuleSet, new: RuleSet) -> RuleSetDiff:
-    """Compare by (bus, name) and then by content; where a rule was written (file, line) is not content."""
-    added = tuple(rule for key, rule in new.rules.items() if key not in old.rules)
-    removed = tuple(rule for key, rule in old.rules.items() if key not in new.rules)
-    changed: list[tuple[Rule, Rule]] = []
-    unchanged: list[Rule] = []
-    for key, rule in new.rules.items():
-        before = old.rules.get(key)
-        if before is None:
-            continue
-        if before == rule:
-            unchanged.append(before)
-        else:
-            changed.append((before, rule))
-    return RuleSetDiff(added, removed, tuple(changed), tuple(unchanged))

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from eventbridge.errors import TransformRenderError
-from eventbridge.rule_file import ApiKeyAuth, BasicAuth, HttpTarget
+from eventbridge.rule_model import ApiKeyAuth, BasicAuth, HttpTarget
 
 # aiohttp's default max_field_size (8190) and nginx's large_client_header_buffers (8 KiB): a longer value would be
 # refused by the receiver anyway.

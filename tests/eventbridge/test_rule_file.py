@@ -12,16 +12,9 @@ import pytest
 
 from eventbridge.errors import RuleFileError
 from eventbridge.retry_policy import BackoffRetry, ExponentialDecayRetry
-from eventbridge.rule_file import (
-    ApiKeyAuth,
-    BasicAuth,
-    RuleKey,
-    RuleSet,
-    TargetMode,
-    diff_rule_sets,
-    load_rule_directory,
-    parse_rule_file,
-)
+from eventbridge.rule_directory import load_rule_directory
+from eventbridge.rule_file import parse_rule_file
+from eventbridge.rule_model import ApiKeyAuth, BasicAuth, RuleKey, RuleSet, TargetMode, diff_rule_sets
 from eventbridge.transform import TEXT_CONTENT_TYPE, TransformKind
 
 FULL = textwrap.dedent(

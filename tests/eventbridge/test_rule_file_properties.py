@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventbridge.errors import RuleFileError
-from eventbridge.rule_file import load_rule_directory, parse_rule_file
+from eventbridge.rule_directory import load_rule_directory
+from eventbridge.rule_file import parse_rule_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "eventbridge-rules"
 

@@ -7,7 +7,8 @@ import base64
 import pytest
 
 from eventbridge.errors import TransformRenderError
-from eventbridge.rule_file import HttpTarget, parse_rule_file
+from eventbridge.rule_file import parse_rule_file
+from eventbridge.rule_model import HttpTarget
 from eventbridge.target_headers import target_headers
 
 

@@ -1,0 +1,76 @@
+"""Loading a directory of rule files into a RuleSet, keeping the rules in force of a file that is refused.
+
+The only module of the rule loader that reads files; parsing and validation are in rule_file.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from eventbridge.errors import RuleFileError
+from eventbridge.rule_file import PatternCompileHook, parse_rule_file
+from eventbridge.rule_model import Rule, RuleKey, RuleSet, SourcePosition
+
+logger = logging.getLogger(__name__)
+
+RULE_FILE_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    """A reload's outcome: the new rule set (valid files, plus the rules in force of files that failed) and the
+    errors, one per refused file."""
+
+    rules: RuleSet
+    errors: tuple[RuleFileError, ...]
+
+
+def rule_files(directory: Path) -> list[Path]:
+    """The rule files of a directory, in name order; hidden files (editor swap and backup files) are skipped."""
+    return sorted(
+        p for p in directory.iterdir() if p.suffix in RULE_FILE_SUFFIXES and not p.name.startswith(".") and p.is_file()
+    )
+
+
+def load_rule_directory(
+    directory: Path, in_force: RuleSet | None = None, *, compile_pattern: PatternCompileHook | None = None
+) -> ReloadResult:
+    """Load every rule file of `directory`. A file that fails keeps its rules from `in_force` and reports its error;
+    a rule defined in two files is refused in the later one (by name)."""
+    in_force = in_force or RuleSet()
+    accepted: dict[RuleKey, Rule] = {}
+    errors: list[RuleFileError] = []
+    for file_path in rule_files(directory):
+        name = str(file_path)
+        try:
+            try:
+                text = _read_text(file_path)
+            except FileNotFoundError:
+                continue  # deleted since the listing: as if it were gone already
+            except OSError as exc:
+                raise RuleFileError(name, 1, 1, f"cannot be read: {exc.strerror or exc}") from None
+            rules = parse_rule_file(name, text, compile_pattern=compile_pattern)
+            for rule in rules:
+                if rule.key in accepted:
+                    other = accepted[rule.key].position
+                    pos = rule.position or SourcePosition(name, 1, 1)
+                    raise RuleFileError(name, pos.line, pos.column, f"rule {rule.key} is already defined at {other}")
+        except RuleFileError as exc:
+            logger.warning("rule file refused, its rules in force stay: %s", exc)
+            errors.append(exc)
+            rules = tuple(rule for rule in in_force.from_file(name) if rule.key not in accepted)
+        for rule in rules:
+            accepted[rule.key] = rule
+    return ReloadResult(RuleSet(accepted), tuple(errors))
+
+
+def _read_text(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise RuleFileError(str(path), line, column, "not UTF-8 text") from None

@@ -1,0 +1,154 @@
+"""The EventBridge rule model: rules, their HTTP targets and where each was written; rule sets and their diff.
+
+Records are frozen. Equality is content: where a rule was written (file, line) is not part of it, so a rule moved
+within or across files is the same rule, and reloading does not restart its consumers (`diff_rule_sets`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from eventbridge.json_path import JsonPath
+from eventbridge.retry_policy import BackoffRetry, RetryPolicy
+from eventbridge.transform import Transform, TransformSpec, canonical_json, compile_transform
+
+DEFAULT_BUS = "default"
+DEFAULT_TIMEOUT_MS = 5_000  # AWS API destinations: 5 s
+MAX_TIMEOUT_MS = 300_000
+DEFAULT_CONCURRENCY = 8
+MAX_CONCURRENCY = 1_024
+
+
+class TargetMode(enum.Enum):
+    BINARY = "binary"
+    STRUCTURED = "structured"
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePosition:
+    path: str
+    line: int  # 1-based
+    column: int  # 1-based
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True, slots=True)
+class RulePattern:
+    """A rule's filter pattern as parsed JSON, with where it was written (for the compiler's error messages).
+
+    Patterns compare by their canonical JSON text, not by Python equality, under which `true == 1` and
+    `1 == 1.0`: a pattern edited from `[true]` to `[1]` matches other events and must count as changed.
+    """
+
+    value: Mapping[str, Any] = field(compare=False)
+    position: SourcePosition = field(compare=False)
+    canonical: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "canonical", canonical_json(self.value))
+
+
+@dataclass(frozen=True, slots=True)
+class BasicAuth:
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyAuth:
+    header: str
+    value: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpTarget:
+    id: str
+    url: str
+    mode: TargetMode = TargetMode.BINARY
+    headers: tuple[tuple[str, str], ...] = ()  # static, in file order
+    derived_headers: tuple[tuple[str, JsonPath], ...] = ()  # from the event by JSONPath
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    concurrency: int = DEFAULT_CONCURRENCY
+    auth: BasicAuth | ApiKeyAuth | None = None
+    transform: Transform = field(default_factory=lambda: compile_transform(TransformSpec()))
+    retry_policy: RetryPolicy = field(default_factory=BackoffRetry)
+    dead_letter_topic: str | None = None
+    position: SourcePosition | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleKey:
+    bus: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.bus}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    bus: str
+    pattern: RulePattern
+    targets: tuple[HttpTarget, ...]
+    enabled: bool = True
+    description: str = ""
+    position: SourcePosition | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> RuleKey:
+        return RuleKey(self.bus, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """The rules in force, by (bus, name), with the file each came from."""
+
+    rules: Mapping[RuleKey, Rule] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(self.rules.values())
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.rules
+
+    def get(self, key: RuleKey) -> Rule | None:
+        return self.rules.get(key)
+
+    def from_file(self, path: str) -> list[Rule]:
+        return [rule for rule in self.rules.values() if rule.position is not None and rule.position.path == path]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSetDiff:
+    """What a reload changed. Unchanged rules keep running: their consumers must not be restarted."""
+
+    added: tuple[Rule, ...]
+    removed: tuple[Rule, ...]
+    changed: tuple[tuple[Rule, Rule], ...]  # (old, new)
+    unchanged: tuple[Rule, ...]
+
+
+def diff_rule_sets(old: RuleSet, new: RuleSet) -> RuleSetDiff:
+    """Compare by (bus, name) and then by content; where a rule was written (file, line) is not content."""
+    added = tuple(rule for key, rule in new.rules.items() if key not in old.rules)
+    removed = tuple(rule for key, rule in old.rules.items() if key not in new.rules)
+    changed: list[tuple[Rule, Rule]] = []
+    unchanged: list[Rule] = []
+    for key, rule in new.rules.items():
+        before = old.rules.get(key)
+        if before is None:
+            continue
+        if before == rule:
+            unchanged.append(before)
+        else:
+            changed.append((before, rule))
+    return RuleSetDiff(added, removed, tuple(changed), tuple(unchanged))
