@@ -70,7 +70,6 @@ from eventbridge.rule_model import (
 )
 from eventbridge.transform import TemplateOutput, Transform, TransformKind, TransformSpec, compile_transform
 
-
 _E = TypeVar("_E", bound=enum.Enum)
 
 
