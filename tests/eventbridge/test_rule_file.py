@@ -359,3 +359,24 @@ def test_unreadable_file_keeps_its_rules_and_vanished_file_drops_them(
     result = load_rule_directory(tmp_path, before)
     assert [str(e) for e in result.errors] == [f"{tmp_path / 'a.yaml'}:1:1: cannot be read: Permission denied"]
     assert [str(rule.key) for rule in result.rules] == ["default/r1"]
+
+
+def test_real_pattern_compiler_through_the_hook() -> None:
+    from eventbridge.pattern_compiler import compile_pattern
+
+    text = textwrap.dedent(
+        """\
+        rules:
+          - name: r
+            pattern:
+              data:
+                temp: [{numeric: [">", 5, "<", 1]}]
+            targets: [{id: t, type: http, url: 'http://x/'}]
+        """
+    )
+    with pytest.raises(RuleFileError) as info:
+        parse_rule_file("x.yaml", text, compile_pattern=compile_pattern)
+    assert (info.value.line, info.value.column) == (5, 26)
+    assert "data.temp[0].numeric" in info.value.reason
+    (rule,) = parse_rule_file("x.yaml", text.replace('"<", 1', '"<", 10'), compile_pattern=compile_pattern)
+    assert rule.pattern.value == {"data": {"temp": [{"numeric": [">", 5, "<", 10]}]}}
