@@ -13,7 +13,8 @@ Everything is compiled once, when the rule is loaded (`compile_transform`), and 
 Templates run in jinja's `ImmutableSandboxedEnvironment` with StrictUndefined and no autoescape, with no globals
 and an allowlist of filters. At load, a template may only use its declared variables and may not name an attribute
 or item starting with '_'; what jinja can only see at render time raises SecurityError, reported as
-`TransformRenderError`.
+`TransformRenderError`. Output is bounded while it is produced (256 KiB), as are `*`, `**`, `replace` and `join`;
+CPU time is not (nested loops over long event lists): the runtime should render with a time budget.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from cloudevents.core.base import BaseCloudEvent
 from cloudevents.core.formats.json import JSONFormat
-from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
+from jinja2 import StrictUndefined, Template, TemplateSyntaxError, meta, nodes
 from jinja2.exceptions import SecurityError, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
@@ -183,6 +184,37 @@ class _TemplateSandbox(ImmutableSandboxedEnvironment):
         return operator.mul(left, right)
 
 
+def _render_bounded(template: Template, variables: Mapping[str, Any]) -> str:
+    """Render chunk by chunk, stopping as soon as the output passes MAX_RENDERED_CHARS (a loop over a long list
+    would otherwise build all of it first)."""
+    chunks: list[str] = []
+    size = 0
+    for chunk in template.generate(variables):
+        size += len(chunk)
+        if size > MAX_RENDERED_CHARS:
+            raise SecurityError(f"output longer than {MAX_RENDERED_CHARS} characters")
+        chunks.append(chunk)
+    return "".join(chunks)
+
+
+def _bounded_replace(value: Any, old: str, new: str, count: int | None = None) -> str:
+    # Nested replaces multiply lengths: 'x' * 1000 | replace('x', 'x' * 1000) twice is a gigabyte.
+    text, old, new = str(value), str(old), str(new)
+    hits = text.count(old) if old else len(text) + 1
+    if count is not None and count >= 0:
+        hits = min(hits, count)
+    if len(text) + hits * (len(new) - len(old)) > MAX_RENDERED_CHARS:
+        raise SecurityError(f"replace would produce more than {MAX_RENDERED_CHARS} characters")
+    return text.replace(old, new, -1 if count is None else count)
+
+
+def _bounded_join(value: Any, separator: str = "") -> str:
+    items = [str(item) for item in value]
+    if sum(map(len, items)) + len(separator) * max(len(items) - 1, 0) > MAX_RENDERED_CHARS:
+        raise SecurityError(f"join would produce more than {MAX_RENDERED_CHARS} characters")
+    return str(separator).join(items)
+
+
 def _json_filter(value: Any) -> str:
     # jinja's own `tojson` escapes for HTML; a JSON body wants plain JSON.
     return json.dumps(value, ensure_ascii=False)
@@ -192,6 +224,8 @@ def _make_environment() -> SandboxedEnvironment:
     env = _TemplateSandbox(autoescape=False, undefined=StrictUndefined, keep_trailing_newline=True)
     env.globals.clear()  # cycler, joiner, namespace, lipsum, range, dict: nothing a transform needs
     env.filters = {name: f for name, f in env.filters.items() if name in _ALLOWED_FILTERS}
+    env.filters["replace"] = _bounded_replace
+    env.filters["join"] = _bounded_join
     env.filters["json"] = _json_filter
     env.filters["tojson"] = _json_filter
     return env
@@ -242,13 +276,11 @@ def _compile_template(spec: TransformSpec) -> Callable[[Mapping[str, Any]], Tran
     def apply(event: Mapping[str, Any]) -> TransformedData:
         bound = {name: path.find_value(event) for name, path in paths.items()}
         try:
-            text = template.render(bound)
+            text = _render_bounded(template, bound)
         except SecurityError as exc:
             raise TransformRenderError(f"TEMPLATE transform: refused by the sandbox: {exc}") from None
         except (TemplateError, ArithmeticError, TypeError, ValueError) as exc:
             raise TransformRenderError(f"TEMPLATE transform: {type(exc).__name__}: {exc}") from None
-        if len(text) > MAX_RENDERED_CHARS:
-            raise TransformRenderError(f"TEMPLATE transform: output longer than {MAX_RENDERED_CHARS} characters")
         if not as_json:
             return TransformedData(text, TEXT_CONTENT_TYPE)
         try:

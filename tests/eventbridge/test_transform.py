@@ -148,6 +148,9 @@ def test_injection_refused_at_load(text: str) -> None:
         "{{ x.pop('temp') }}",  # mutating the event is an unsafe call
         "{{ 'x' * 100000000 }}",
         "{{ 9 ** 9999999 }}",
+        "{{ ('x' * 1000) | replace('x', 'x' * 1000) | replace('x', 'x' * 1000) }}",
+        "{{ ['x' * 200000] * 1000 | join }}",
+        "{% for i in ['x'] * 200000 %}{% for j in ['x'] * 10 %}{{ j }}{% endfor %}{% endfor %}",
     ],
 )
 def test_injection_refused_at_render_never_executed(text: str) -> None:
@@ -177,3 +180,11 @@ def test_event_as_json_extensions_and_binary_data() -> None:
     part = compile_transform(TransformSpec(TransformKind.PART, path="$.replayname")).apply(as_json)
     assert part.value == "replay-1"
     assert structured_event()["time"] == "2026-01-02T03:04:05Z"
+
+
+def test_bounded_filters_still_work() -> None:
+    spec = template(
+        "{{ unit | replace('C', 'celsius') }}|{{ tags | join(',') }}", TemplateOutput.TEXT,
+        unit="$.data.unit", tags="$.data.tags[*].k",
+    )  # fmt: skip
+    assert compile_transform(spec).apply(structured_event()).value == "celsius|line,hall"
