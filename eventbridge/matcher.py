@@ -35,7 +35,9 @@ from eventbridge.pattern_operators import (
     Numeric,
     Operator,
     Prefix,
+    PrefixIgnoreCase,
     Suffix,
+    SuffixIgnoreCase,
     Wildcard,
     exact_key,
     is_number,
@@ -89,12 +91,16 @@ class LeafIndex:
     folded: dict[str, list[int]] = field(default_factory=dict)
     prefixes: dict[str, list[int]] = field(default_factory=dict)
     suffixes: dict[str, list[int]] = field(default_factory=dict)
+    folded_prefixes: dict[str, list[int]] = field(default_factory=dict)
+    folded_suffixes: dict[str, list[int]] = field(default_factory=dict)
     wildcards: dict[str, list[tuple[Wildcard, int]]] = field(default_factory=dict)
     cidrs: dict[tuple[int, int], dict[int, list[int]]] = field(default_factory=dict)  # (version, prefixlen)
     _numeric: list[tuple[Numeric, int]] = field(default_factory=list)
     # Filled by freeze(): distinct lengths to probe, numeric structures.
     prefix_lengths: list[int] = field(default_factory=list)
     suffix_lengths: list[int] = field(default_factory=list)
+    folded_prefix_lengths: list[int] = field(default_factory=list)
+    folded_suffix_lengths: list[int] = field(default_factory=list)
     wildcard_lengths: list[int] = field(default_factory=list)
     greater: _Bounds | None = None  # x > b
     greater_equal: _Bounds | None = None
@@ -104,7 +110,7 @@ class LeafIndex:
     has_string_index: bool = False
     has_numbers: bool = False
 
-    def add(self, matcher: Excluded | Numeric | Cidr, ident: int) -> None:
+    def add(self, matcher: Excluded | PrefixIgnoreCase | SuffixIgnoreCase | Numeric | Cidr, ident: int) -> None:
         match matcher:
             case Exact(key=key):
                 self.exact.setdefault(key, []).append(ident)
@@ -114,6 +120,10 @@ class LeafIndex:
                 self.prefixes.setdefault(text, []).append(ident)
             case Suffix(text=text):
                 self.suffixes.setdefault(text, []).append(ident)
+            case PrefixIgnoreCase(folded=folded):
+                self.folded_prefixes.setdefault(folded, []).append(ident)
+            case SuffixIgnoreCase(folded=folded):
+                self.folded_suffixes.setdefault(folded, []).append(ident)
             case Wildcard(literal_prefix=literal):
                 self.wildcards.setdefault(literal, []).append((matcher, ident))
             case Numeric(range=r) if r.lower is not None and r.lower == r.upper:
@@ -129,7 +139,17 @@ class LeafIndex:
         self.prefix_lengths = sorted({len(text) for text in self.prefixes})
         self.suffix_lengths = sorted({len(text) for text in self.suffixes})
         self.wildcard_lengths = sorted({len(text) for text in self.wildcards})
-        self.has_string_index = bool(self.folded or self.prefixes or self.suffixes or self.wildcards or self.cidrs)
+        self.folded_prefix_lengths = sorted({len(text) for text in self.folded_prefixes})
+        self.folded_suffix_lengths = sorted({len(text) for text in self.folded_suffixes})
+        self.has_string_index = bool(
+            self.folded
+            or self.prefixes
+            or self.suffixes
+            or self.folded_prefixes
+            or self.folded_suffixes
+            or self.wildcards
+            or self.cidrs
+        )
         greater: list[tuple[float, int]] = []
         greater_equal: list[tuple[float, int]] = []
         less: list[tuple[float, int]] = []
@@ -166,19 +186,17 @@ class LeafIndex:
             hits = self.folded.get(value.casefold())
             if hits:
                 out.update(hits)
+        _collect_affixes(value, self.prefixes, self.prefix_lengths, self.suffixes, self.suffix_lengths, out)
+        if self.folded_prefixes or self.folded_suffixes:
+            _collect_affixes(
+                value.casefold(),
+                self.folded_prefixes,
+                self.folded_prefix_lengths,
+                self.folded_suffixes,
+                self.folded_suffix_lengths,
+                out,
+            )
         size = len(value)
-        for length in self.prefix_lengths:
-            if length > size:
-                break
-            hits = self.prefixes.get(value[:length])
-            if hits:
-                out.update(hits)
-        for length in self.suffix_lengths:
-            if length > size:
-                break
-            hits = self.suffixes.get(value[size - length :])
-            if hits:
-                out.update(hits)
         for length in self.wildcard_lengths:
             if length > size:
                 break
@@ -210,6 +228,30 @@ class LeafIndex:
                 out.update(ids)
         if self.between is not None:
             out.update(self.between.lookup(number))
+
+
+def _collect_affixes(
+    value: str,
+    prefixes: dict[str, list[int]],
+    prefix_lengths: list[int],
+    suffixes: dict[str, list[int]],
+    suffix_lengths: list[int],
+    out: set[int],
+) -> None:
+    """One hash probe per distinct prefix (suffix) length at the path, however many rules hold one."""
+    size = len(value)
+    for length in prefix_lengths:
+        if length > size:
+            break
+        hits = prefixes.get(value[:length])
+        if hits:
+            out.update(hits)
+    for length in suffix_lengths:
+        if length > size:
+            break
+        hits = suffixes.get(value[size - length :])
+        if hits:
+            out.update(hits)
 
 
 class _Node:
@@ -356,7 +398,17 @@ class Matcher(Generic[RuleId]):
                         node.excluded = LeafIndex()
                     for inner in excluded:
                         node.excluded.add(inner, term)
-                case Exact() | Prefix() | Suffix() | EqualsIgnoreCase() | Wildcard() | Numeric() | Cidr():
+                case (
+                    Exact()
+                    | Prefix()
+                    | Suffix()
+                    | PrefixIgnoreCase()
+                    | SuffixIgnoreCase()
+                    | EqualsIgnoreCase()
+                    | Wildcard()
+                    | Numeric()
+                    | Cidr()
+                ):
                     if node.positive is None:
                         node.positive = LeafIndex()
                     node.positive.add(matcher, ident)

@@ -11,6 +11,7 @@ Matchers in an array::
 
     "text", 12.5, true, null                   exact value (numbers compared numerically)
     {"prefix": "ab"}  {"suffix": ".png"}        string starts / ends with
+    {"prefix": {"equals-ignore-case": "ab"}}    the same under Unicode case folding (suffix too)
     {"equals-ignore-case": "Alice"}             string equal under Unicode case folding
     {"wildcard": "dir/*.png"}                   '*' any run of characters; '\\*' and '\\\\' literal
     {"anything-but": V}                         V: a string or number, a non-empty list of them, or an object
@@ -48,8 +49,10 @@ from eventbridge.pattern_operators import (
     Numeric,
     Operator,
     Prefix,
+    PrefixIgnoreCase,
     Range,
     Suffix,
+    SuffixIgnoreCase,
     Wildcard,
     is_number,
 )
@@ -168,8 +171,12 @@ def _compile_matcher(matcher: object, where: str) -> Operator:
     ((name, argument),) = matcher.items()
     here = _join(where, str(name))
     if name == "prefix":
+        if isinstance(argument, Mapping):
+            return PrefixIgnoreCase(_ignore_case(argument, here))
         return Prefix(_string(argument, here))
     if name == "suffix":
+        if isinstance(argument, Mapping):
+            return SuffixIgnoreCase(_ignore_case(argument, here))
         return Suffix(_string(argument, here))
     if name == "equals-ignore-case":
         return EqualsIgnoreCase.of(_string(argument, here))
@@ -186,6 +193,12 @@ def _compile_matcher(matcher: object, where: str) -> Operator:
     if name == "cidr":
         return _cidr(argument, here)
     raise PatternError(where, f"unknown operator {_show(name)}; expected one of {', '.join(OPERATOR_NAMES)}")
+
+
+def _ignore_case(argument: Mapping[object, object], where: str) -> str:
+    if list(argument) != ["equals-ignore-case"]:
+        raise PatternError(where, 'expected a string or {"equals-ignore-case": STRING}')
+    return _string(argument["equals-ignore-case"], f"{where}.equals-ignore-case").casefold()
 
 
 def _excluded(argument: object, where: str) -> tuple[Excluded, ...]:

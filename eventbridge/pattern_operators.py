@@ -5,8 +5,9 @@ Each type's `accepts(value)` states its semantics on one event leaf value (a str
 
 - `Exact`: equal string, boolean or null; numbers compare numerically (``300`` equals ``3.0e2``), never a string
   (``"5"`` is not ``5``).
-- `Prefix`, `Suffix`, `EqualsIgnoreCase` (Unicode case folding), `Wildcard` (``*`` is any run of characters,
-  ``\\*`` a literal star, ``\\\\`` a literal backslash): strings only.
+- `Prefix`, `Suffix`, `EqualsIgnoreCase`, `PrefixIgnoreCase`, `SuffixIgnoreCase` (the last three compare under
+  Unicode case folding), `Wildcard` (``*`` is any run of characters, ``\\*`` a literal star, ``\\\\`` a literal
+  backslash): strings only.
 - `Numeric`: numbers only (not booleans); a `Range` with an optional lower and upper bound, each open or closed.
 - `Cidr`: a string that parses as an IP address of the network's version and lies inside the network.
 - `AnythingBut`: any value that none of its inner matchers (exact values, or one prefix, suffix, wildcard or
@@ -72,6 +73,26 @@ class Suffix:
 
     def accepts(self, value: object) -> bool:
         return isinstance(value, str) and value.endswith(self.text)
+
+
+@dataclass(slots=True, frozen=True)
+class PrefixIgnoreCase:
+    """``{"prefix": {"equals-ignore-case": text}}``: the case-folded string starts with the case-folded text."""
+
+    folded: str
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, str) and value.casefold().startswith(self.folded)
+
+
+@dataclass(slots=True, frozen=True)
+class SuffixIgnoreCase:
+    """``{"suffix": {"equals-ignore-case": text}}``: the case-folded string ends with the case-folded text."""
+
+    folded: str
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, str) and value.casefold().endswith(self.folded)
 
 
 @dataclass(slots=True, frozen=True)
@@ -195,4 +216,16 @@ class AnythingBut:
         return not any(matcher.accepts(value) for matcher in self.excluded)
 
 
-Operator = Exact | Prefix | Suffix | EqualsIgnoreCase | Wildcard | Numeric | Cidr | Exists | AnythingBut
+Operator = (
+    Exact
+    | Prefix
+    | Suffix
+    | PrefixIgnoreCase
+    | SuffixIgnoreCase
+    | EqualsIgnoreCase
+    | Wildcard
+    | Numeric
+    | Cidr
+    | Exists
+    | AnythingBut
+)

@@ -71,6 +71,10 @@ def _accepts(matcher: object, value: object) -> bool:
         return _equal(matcher, value)
     ((name, argument),) = matcher.items()
     is_text = isinstance(value, str)
+    if name in ("prefix", "suffix") and isinstance(argument, dict):
+        text = argument["equals-ignore-case"].casefold()
+        folded = value.casefold() if is_text else ""
+        return is_text and (folded.startswith(text) if name == "prefix" else folded.endswith(text))
     if name == "prefix":
         return is_text and value.startswith(argument)
     if name == "suffix":

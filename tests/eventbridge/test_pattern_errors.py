@@ -25,6 +25,8 @@ INVALID: list[tuple[object, str, str]] = [
     ({"t": [{"numeric": [">", True]}]}, "t[0].numeric[1]", "not a boolean"),
     ({"s": [{"prefix": 1}]}, "s[0].prefix", "expected a string"),
     ({"s": [{"suffix": None}]}, "s[0].suffix", "expected a string"),
+    ({"s": [{"prefix": {"wildcard": "a"}}]}, "s[0].prefix", "equals-ignore-case"),
+    ({"s": [{"suffix": {"equals-ignore-case": 1}}]}, "s[0].suffix.equals-ignore-case", "expected a string"),
     ({"s": [{"equals-ignore-case": ["a"]}]}, "s[0].equals-ignore-case", "expected a string"),
     ({"s": [{"wildcard": "a**b"}]}, "s[0].wildcard", "consecutive '*'"),
     ({"s": [{"wildcard": "a\\b"}]}, "s[0].wildcard", "invalid escape"),

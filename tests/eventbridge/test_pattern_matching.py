@@ -48,6 +48,10 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
     ("suffix no", {"k": [{"suffix": ".png"}]}, {"k": "a/b.jpg"}, False),
     ("ignore case", {"n": [{"equals-ignore-case": "ALICE"}]}, {"n": "alice"}, True),
     ("ignore case no", {"n": [{"equals-ignore-case": "ALICE"}]}, {"n": "alicia"}, False),
+    ("prefix ignore case", {"s": [{"prefix": {"equals-ignore-case": "EVENTB"}}]}, {"s": "EventBridge"}, True),
+    ("prefix ignore case no", {"s": [{"prefix": {"equals-ignore-case": "EVENTB"}}]}, {"s": "Event"}, False),
+    ("suffix ignore case", {"s": [{"suffix": {"equals-ignore-case": "TBRIDGE"}}]}, {"s": "EventBridge"}, True),
+    ("suffix ignore case no", {"s": [{"suffix": {"equals-ignore-case": "TBRIDGE"}}]}, {"s": "bridges"}, False),
     # wildcard
     ("wildcard", {"k": [{"wildcard": "dir/*.png"}]}, {"k": "dir/a/b.png"}, True),
     ("wildcard no", {"k": [{"wildcard": "dir/*.png"}]}, {"k": "dir/a.jpg"}, False),

@@ -44,6 +44,8 @@ MATCHERS = st.one_of(
     st.builds(lambda t: {"prefix": t}, PREFIXES),
     st.builds(lambda t: {"suffix": t}, st.sampled_from(["", "b", "png", "1"])),
     st.builds(lambda t: {"equals-ignore-case": t}, st.sampled_from(["ab", "AB", "b"])),
+    st.builds(lambda t: {"prefix": {"equals-ignore-case": t}}, st.sampled_from(["", "A", "aB", "x"])),
+    st.builds(lambda t: {"suffix": {"equals-ignore-case": t}}, st.sampled_from(["B", "PNG", "ab"])),
     st.builds(lambda t: {"wildcard": t}, WILDCARDS),
     st.builds(lambda n: {"numeric": n}, NUMERIC),
     st.builds(lambda e: {"exists": e}, st.booleans()),
