@@ -60,23 +60,44 @@ class _Bounds:
         self.ids = [grouped[value] for value in self.values]
 
 
+# Ranges that nest or overlap heavily would fill the segment lists quadratically (10,000 nested ranges: 10^8
+# entries). Past this many entries per range on average, a path's ranges are scanned instead: sorted by lower
+# bound, those at or below the number are checked against their upper bound.
+SEGMENT_ENTRIES_PER_RANGE = 64
+
+
 class _Segments:
     """Two-sided ranges over the elementary segments their bounds cut the number line into: (-inf, b0), [b0],
     (b0, b1), [b1], ... (bk, inf). A number finds its segment by bisection; each segment lists the ranges
-    covering it."""
+    covering it (or, past SEGMENT_ENTRIES_PER_RANGE, the fallback scan described there)."""
 
-    __slots__ = ("bounds", "ids")
+    __slots__ = ("bounds", "ids", "lows", "sorted_ranges")
 
     def __init__(self, ranges: list[tuple[float, bool, float, bool, int]]) -> None:
         self.bounds = sorted({b for low, _, high, _, _ in ranges for b in (low, high)})
-        self.ids: list[list[int]] = [[] for _ in range(2 * len(self.bounds) + 1)]
+        spans = []
         for low, low_closed, high, high_closed, ident in ranges:
             first = 2 * bisect.bisect_left(self.bounds, low) + (1 if low_closed else 2)
             last = 2 * bisect.bisect_left(self.bounds, high) + (1 if high_closed else 0)
-            for segment in range(first, last + 1):
-                self.ids[segment].append(ident)
+            spans.append((first, last, ident))
+        self.sorted_ranges = sorted(ranges)
+        self.lows = [r[0] for r in self.sorted_ranges]
+        self.ids: list[list[int]] | None = None
+        if sum(last - first + 1 for first, last, _ in spans) <= SEGMENT_ENTRIES_PER_RANGE * len(ranges):
+            ids: list[list[int]] = [[] for _ in range(2 * len(self.bounds) + 1)]
+            for first, last, ident in spans:
+                for segment in range(first, last + 1):
+                    ids[segment].append(ident)
+            self.ids = ids
 
     def lookup(self, number: float) -> list[int]:
+        if self.ids is None:
+            candidates = self.sorted_ranges[: bisect.bisect_right(self.lows, number)]
+            return [
+                ident
+                for low, low_closed, high, high_closed, ident in candidates
+                if (number > low or low_closed) and (number < high or (number == high and high_closed))
+            ]
         index = bisect.bisect_left(self.bounds, number)
         if index < len(self.bounds) and self.bounds[index] == number:
             return self.ids[2 * index + 1]

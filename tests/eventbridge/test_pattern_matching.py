@@ -147,3 +147,15 @@ def test_a_rule_with_two_or_branches_is_reported_once() -> None:
 def test_event_must_be_an_object() -> None:
     with pytest.raises(TypeError, match="JSON object"):
         Matcher([(1, {"a": ["x"]})]).matches(["a"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("count", [5, 3_000])  # 3,000 nested ranges take the scanning fallback
+def test_nested_and_overlapping_ranges(count: int) -> None:
+    patterns = {
+        i: {"n": [{"numeric": [">=" if i % 2 else ">", -i, "<=" if i % 3 else "<", i + 0.5 * (i % 2)]}]}
+        for i in range(1, count + 1)
+    }
+    matcher = Matcher(patterns.items())
+    for number in (-float(count), -3, -2.5, -1, 0, 1, 1.5, 2, 7, count - 1, count + 1):
+        event = {"n": number}
+        assert matcher.matches(event) == {i for i, p in patterns.items() if reference_matches(p, event)}
