@@ -34,7 +34,9 @@ slot updates, newest first, using the entries' prev_index (the slot's value befo
 
 from __future__ import annotations
 
+import errno
 import logging
+import shutil
 import struct
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,6 +53,8 @@ _ENTRY = struct.Struct(">Iqii")
 HEADER_SIZE = _HEADER.size
 SLOT_SIZE = _SLOT.size
 ENTRY_SIZE = _ENTRY.size
+# A new (sparse) index file is created only if this much is free besides it.
+FREE_MARGIN = 64 * 1024
 assert (HEADER_SIZE, SLOT_SIZE, ENTRY_SIZE) == (40, 4, 20)
 _INT32_MAX = 2**31 - 1
 _EMPTY_ENTRY = bytes(ENTRY_SIZE)
@@ -121,7 +125,16 @@ class IndexFile:
             raise ValueError(f"index file {path}: slot_count and max_entries must be positive")
         if path.exists():
             raise FileExistsError(f"index file {path} already exists")
-        mapped = MappedFile(path, 0, file_size(slot_count, max_entries))
+        size = file_size(slot_count, max_entries)
+        # Sparse, as RocketMQ's (a 420 MB file of the default size is mostly zeros until it fills), but only when the
+        # whole of it fits: a write to an unbacked page of a full file system would raise SIGBUS.
+        free = shutil.disk_usage(path.parent).free
+        if free < size + FREE_MARGIN:
+            raise OSError(
+                errno.ENOSPC,
+                f"index file {path} needs {size + FREE_MARGIN} bytes free and the file system has {free}",
+            )
+        mapped = MappedFile(path, 0, size, sparse=True)
         header = (0, 0, 0, 0, slot_count, 1)
         _HEADER.pack_into(mapped.mm, 0, *header)
         index_file = cls(mapped, header)

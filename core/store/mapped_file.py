@@ -3,12 +3,13 @@
 The commit log and every consume queue are a `MappedFileQueue`: files of one fixed size, back to back, so the file
 holding an offset is found by arithmetic.
 
-Files are created at their full size in one step (under a temporary name, then renamed). Consume-queue and index
-files are preallocated with posix_fallocate: a full disk is an error when the file is created. Commit-log
-segments are sparse, as RocketMQ's: the first write to a preallocated (unwritten) page costs the kernel about
-three times a sparse one, which halved 4 KiB append throughput here. The price: if the file system fills up
-after a segment was created, a write to one of its pages raises SIGBUS. The commit log therefore creates a
-segment only when the whole of it fits in the free space, and the store refuses writes at disk_refuse_ratio.
+Files are created at their full size in one step (under a temporary name, then renamed). Consume-queue files are
+preallocated with posix_fallocate: a full disk is an error when the file is created. Commit-log segments and index
+files are sparse, as RocketMQ's: an index file of the default size is 420 MB, mostly zeros until it fills, and
+the first write to a preallocated (unwritten) page costs the kernel about three times a sparse one, which halved
+4 KiB append throughput here. The price: if the file system fills up
+after a segment was created, a write to one of its pages raises SIGBUS. The commit log and the index therefore
+create a file only when the whole of it fits in the free space, and the store refuses writes at disk_refuse_ratio.
 
 Writes go into the mapping (no syscall); `flush` is fdatasync on the file descriptor, which releases the GIL
 (mmap.flush would hold it for the whole msync).
