@@ -28,7 +28,8 @@ What the receiver gets, per transform kind:
 - Structured mode: Content-Type `application/cloudevents+json`, the body is the whole CloudEvent in the JSON
   format; JSON data is the `data` member as a JSON value, text data is a JSON string.
 - A JSON `null` (a PART path matching a null, a template rendering `null`) is sent as an event without data: an
-  empty body in binary mode, no `data` member in structured mode. CloudEvents cannot tell the two apart.
+  empty body in binary mode, no `data` member in structured mode (the SDK does not tell null from absent). The
+  datacontenttype is still application/json.
 - The target's headers (`target_headers`: static, event-derived, auth) are added after the CloudEvents ones;
   the rule file refuses names that would collide with them (`ce-*`, Content-Type, ...).
 
@@ -134,10 +135,9 @@ def outgoing_event(target: HttpTarget, event: Mapping[str, Any]) -> CloudEvent:
     time = attributes.get("time")
     if isinstance(time, str):
         attributes["time"] = isoparse(time)
-    data = transformed.value
-    if data is not None:
-        attributes["datacontenttype"] = transformed.content_type
-    return CloudEvent(attributes, data)
+    # Set even for null data: without it, aiohttp would label an empty binary body application/octet-stream.
+    attributes["datacontenttype"] = transformed.content_type
+    return CloudEvent(attributes, transformed.value)
 
 
 def outgoing_request(target: HttpTarget, event: Mapping[str, Any]) -> OutgoingRequest:
