@@ -76,7 +76,7 @@ _E = TypeVar("_E", bound=enum.Enum)
 # AWS EventBridge: rule names and target ids are 1 to 64 of [.-_A-Za-z0-9].
 _RULE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # A bus is stored in a core topic, so its name keeps to the topic character set (no '.').
-_BUS_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+BUS_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # RFC 9110 token.
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # Set by the HTTP target itself (CloudEvents binding, body framing); a rule may not override them.
@@ -278,7 +278,7 @@ def _read_rule(reader: _Reader, node: Node, compile_pattern: PatternCompileHook 
     where = f"rule {name!r}"
     bus = DEFAULT_BUS
     if "bus" in fields:
-        bus = reader.string(fields["bus"][1], f"{where}: bus", _BUS_NAME, "use 1 to 64 of letters, digits, '_', '-'")
+        bus = reader.string(fields["bus"][1], f"{where}: bus", BUS_NAME, "use 1 to 64 of letters, digits, '_', '-'")
     description = (
         reader.scalar(fields["description"][1], f"{where}: description", "str", "a string")
         if ("description" in fields)

@@ -1,0 +1,176 @@
+"""Event buses stored in core topics: how an event is written as a core message and read back.
+
+A bus `B` is the core topic `%EVENTBUS%B` with BUS_QUEUES queues. An event is stored once, in its structured
+CloudEvents JSON form (the dict `transform.event_as_json` gives), as the message body:
+
+    body        UTF-8 JSON of the event (attributes and extensions at the top, `data` or `data_base64`)
+    keys        the event id, so `mqgate` can find an event by id through the core's index
+    tags        the event type, so a core consumer can filter on it with a tag expression
+    properties  EB_ONLY_RULE / EB_ONLY_TARGET on a replayed or redriven copy meant for one rule (and target)
+
+Appending is durable before `put` returns under the store's flush mode, as for any core message: an event is
+acknowledged to its producer only after that. Rules read the topic as consumer groups of their own.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.broker import MAX_BATCH_BYTES, Broker, SendResult, SendStatus
+from core.client import Producer
+from core.store.message import Message, StoredMessage
+from eventbridge.errors import EventBridgeError
+from eventbridge.rule_model import DEFAULT_BUS
+
+BUS_TOPIC_PREFIX = "%EVENTBUS%"
+# RocketMQ's default queue count: rules read all of them; the count spreads a bus over consume-queue files.
+BUS_QUEUES = 4
+# A bus that was never given a dead-letter topic sends there: nothing is dropped without a trace.
+DEFAULT_DEAD_LETTER_PREFIX = "%EVENTBUS-DLQ%"
+
+# What a message adds to its body in the core's batch size count, generously (properties, topic, header).
+BATCH_OVERHEAD_BYTES = 1024
+BATCH_BUDGET_BYTES = MAX_BATCH_BYTES // 2
+
+PROPERTY_ONLY_RULE = "EB_ONLY_RULE"  # "<bus>/<rule>": only this rule delivers the copy (replay, redrive)
+PROPERTY_ONLY_TARGET = "EB_ONLY_TARGET"  # with EB_ONLY_RULE: only this target of the rule (redrive)
+
+
+class BusError(EventBridgeError):
+    """A bus that does not exist, or an event that cannot be stored."""
+
+
+def bus_topic(bus: str) -> str:
+    return BUS_TOPIC_PREFIX + bus
+
+
+def default_dead_letter_topic(bus: str) -> str:
+    return DEFAULT_DEAD_LETTER_PREFIX + bus
+
+
+def bus_of_topic(topic: str) -> str | None:
+    return topic[len(BUS_TOPIC_PREFIX) :] if topic.startswith(BUS_TOPIC_PREFIX) else None
+
+
+def encode_event(event: Mapping[str, Any]) -> bytes:
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_event(body: bytes) -> dict[str, Any]:
+    """The event of a bus message. Raises BusError for a body that is not a JSON object with an id (a message
+    someone sent to the bus topic by hand)."""
+    try:
+        event = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BusError(f"not a CloudEvent in JSON: {exc}") from None
+    if not isinstance(event, dict) or not isinstance(event.get("id"), str):
+        raise BusError("not a CloudEvent in JSON: expected an object with a string 'id'")
+    return event
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class OnlyFor:
+    """Restricts a copy of an event to one rule, and optionally one of its targets."""
+
+    rule: str  # "<bus>/<rule name>"
+    target: str | None = None
+
+    def properties(self) -> dict[str, str]:
+        found = {PROPERTY_ONLY_RULE: self.rule}
+        if self.target is not None:
+            found[PROPERTY_ONLY_TARGET] = self.target
+        return found
+
+    @staticmethod
+    def of(message_properties: Mapping[str, str]) -> OnlyFor | None:
+        rule = message_properties.get(PROPERTY_ONLY_RULE)
+        if rule is None:
+            return None
+        return OnlyFor(rule, message_properties.get(PROPERTY_ONLY_TARGET))
+
+
+class EventBuses:
+    """Creates buses (their topics) and appends events to them."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.producer = Producer(broker, "eventbridge-ingress")
+
+    def create(self, bus: str) -> None:
+        topic = bus_topic(bus)
+        if self.broker.topics.get(topic) is None:
+            self.broker.create_topic(topic, BUS_QUEUES)
+
+    def delete(self, bus: str) -> bool:
+        if bus == DEFAULT_BUS:
+            raise BusError(f"bus {DEFAULT_BUS!r} always exists; it cannot be deleted")
+        return self.broker.delete_topic(bus_topic(bus))
+
+    def exists(self, bus: str) -> bool:
+        return self.broker.topics.get(bus_topic(bus)) is not None
+
+    def names(self) -> list[str]:
+        names = (bus_of_topic(config.topic_name) for config in self.broker.topics.list())
+        return sorted(name for name in names if name is not None)
+
+    async def put(
+        self, bus: str, events: Sequence[Mapping[str, Any]], only_for: OnlyFor | None = None
+    ) -> list[SendResult]:
+        """Append events (structured JSON form) in order, one batch; an event without `time` is stamped now.
+        Returns once they are durable under the flush mode; raises BusError for a bus that does not exist."""
+        if not events:
+            return []
+        if not self.exists(bus):
+            raise BusError(f"bus {bus!r} does not exist; create it first (POST /buses)")
+        topic = bus_topic(bus)
+        properties = only_for.properties() if only_for is not None else None
+        stamp = now_rfc3339()
+        messages = []
+        for event in events:
+            if "time" not in event:
+                event = {**event, "time": stamp}
+            messages.append(
+                self.producer.message(
+                    topic,
+                    encode_event(event),
+                    keys=[str(event["id"])],
+                    tags=str(event.get("type") or "") or None,
+                    properties=properties,
+                )
+            )
+        results: list[SendResult] = []
+        for chunk in _chunks(messages):
+            queue_id = chunk[0].queue_id
+            for message in chunk:
+                message.queue_id = queue_id
+            results += await self.broker.send_batch(chunk)
+        failed = [result for result in results if result.status is not SendStatus.SEND_OK]
+        if failed:
+            raise BusError(f"bus {bus!r}: {len(failed)} event(s) not durable: {failed[0].status.name}")
+        return results
+
+
+def _chunks(messages: list[Message]) -> list[list[Message]]:
+    """Batches under the core's 4 MiB batch limit (a batch of 256 KiB events may be larger)."""
+    chunks: list[list[Message]] = [[]]
+    size = 0
+    for message in messages:
+        length = len(message.body) + BATCH_OVERHEAD_BYTES
+        if chunks[-1] and size + length > BATCH_BUDGET_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(message)
+        size += length
+    return chunks
+
+
+def event_of(message: StoredMessage) -> dict[str, Any]:
+    return decode_event(message.body)

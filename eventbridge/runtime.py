@@ -1,0 +1,220 @@
+"""The EventBridge runtime inside `mqgate serve`: buses, the rules of a watched directory, and one sink runner per
+rule target delivering the bus's matching events.
+
+- Buses are core topics (bus.py); `default` always exists, and a bus named by a rule is created with it.
+- Rules are read from `rules_dir` (rule_directory) at start and whenever a file there changes (polled every
+  `reload_interval_s`: no inotify dependency, and an editor's save-by-rename is seen the same way). A refused file
+  keeps its rules in force and its error is kept for `errors`.
+- Each enabled (rule, target) runs a `SinkRunner` with a `TargetTask` on the connector runtime's machinery,
+  reading the bus as the consumer group `connect-eb|<bus>|<rule>|<target>`. A reload restarts only the targets
+  whose rule pattern or target settings changed: the others keep running, so their events are neither lost nor
+  repeated. A new target starts at the end of the bus (events from its creation on, as a new AWS rule); a
+  target that existed before a restart goes on from its committed offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from connectors.sink_runner import SinkRunner, sink_group
+from connectors.task_runner import Arrivals
+from core.broker import Broker
+from core.message_queue import MessageQueue
+from eventbridge.bus import EventBuses, bus_topic, default_dead_letter_topic
+from eventbridge.clock import Clock, SystemClock
+from eventbridge.errors import RuleFileError
+from eventbridge.pattern_compiler import compile_pattern
+from eventbridge.rule_directory import load_rule_directory, rule_files
+from eventbridge.rule_model import DEFAULT_BUS, HttpTarget, Rule, RuleSet
+from eventbridge.target_task import Deliverer, TargetTask
+
+log = logging.getLogger(__name__)
+
+# How often the rules directory is looked at for changes.
+DEFAULT_RELOAD_INTERVAL_S = 1.0
+# Events handed to one target's put: its concurrency bounds the requests in flight, this the memory held.
+TARGET_BATCH_SIZE = 256
+# How long stopping a target waits for its batch in flight to be delivered and committed.
+STOP_GRACE_S = 5.0
+# How long a reload waits for appended events to become visible in the consume queues (milliseconds normally).
+VISIBLE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class TargetKey:
+    bus: str
+    rule: str
+    target: str
+
+    @property
+    def connector(self) -> str:
+        # Consumer-group names take [%|a-zA-Z0-9_-]; rule and target names may hold '.', which '%' stands for
+        # (neither name can hold '%' itself, so no two targets share a group).
+        return "|".join(("eb", self.bus, self.rule.replace(".", "%"), self.target.replace(".", "%")))
+
+    def __str__(self) -> str:
+        return f"{self.bus}/{self.rule}/{self.target}"
+
+
+@dataclass(slots=True)
+class _Running:
+    rule: Rule
+    target: HttpTarget
+    task: TargetTask
+    runner: SinkRunner
+
+
+class EventBridgeRuntime:
+    def __init__(
+        self,
+        broker: Broker,
+        rules_dir: Path,
+        deliverer: Deliverer,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        reload_interval_s: float = DEFAULT_RELOAD_INTERVAL_S,
+    ) -> None:
+        self.broker = broker
+        self.rules_dir = Path(rules_dir)
+        self.deliverer = deliverer
+        self.clock = clock or SystemClock()
+        self.rng = rng or random.Random()
+        self.reload_interval_s = reload_interval_s
+        self.buses = EventBuses(broker)
+        self.rules = RuleSet()
+        self.errors: tuple[RuleFileError, ...] = ()
+        self._arrivals = Arrivals()
+        self._running: dict[TargetKey, _Running] = {}
+        self._signature: tuple[tuple[str, int, int], ...] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    # --- life cycle ----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.rules_dir.mkdir(parents=True, exist_ok=True)
+        self.buses.create(DEFAULT_BUS)
+        self.broker.add_arrival_listener(self._arrivals.notify)
+        await self.reload()
+        self._watcher = asyncio.get_running_loop().create_task(self._watch(), name="eventbridge rules watcher")
+        log.info("eventbridge: %d rules from %s, %d targets running", len(self.rules), self.rules_dir,
+                 len(self._running))  # fmt: skip
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
+        async with self._lock:
+            await asyncio.gather(*(_stop(running.runner) for running in self._running.values()))
+            self._running.clear()
+
+    # --- rules ---------------------------------------------------------------------------------------------
+
+    async def reload(self) -> tuple[RuleFileError, ...]:
+        """Read the rules directory again and apply what changed; the errors of refused files."""
+        async with self._lock:
+            self._signature = self._directory_signature()
+            result = load_rule_directory(self.rules_dir, self.rules, compile_pattern=compile_pattern)
+            self.rules = result.rules
+            self.errors = result.errors
+            await self._apply(result.rules)
+            return result.errors
+
+    def target_tasks(self) -> dict[TargetKey, TargetTask]:
+        return {key: running.task for key, running in self._running.items()}
+
+    def runner(self, key: TargetKey) -> SinkRunner:
+        return self._running[key].runner
+
+    async def _apply(self, rules: RuleSet) -> None:
+        wanted: dict[TargetKey, tuple[Rule, HttpTarget]] = {}
+        for rule in rules:
+            if not rule.enabled:
+                continue
+            for target in rule.targets:
+                wanted[TargetKey(rule.bus, rule.name, target.id)] = (rule, target)
+        for key, running in list(self._running.items()):
+            want = wanted.get(key)
+            if want is None or not _same_delivery(running, *want):
+                await _stop(running.runner)
+                del self._running[key]
+                log.info("eventbridge: target %s stopped", key)
+        new = [key for key in wanted if key not in self._running]
+        if new:
+            # A new target starts at the end of the bus: every event appended so far must be in the consume
+            # queues (the dispatcher thread puts it there a little after the append) before the end is read.
+            await self.broker.store.wait_visible(timeout=VISIBLE_TIMEOUT_S)
+        for key, (rule, target) in wanted.items():
+            if key not in self._running:
+                self._running[key] = self._start(key, rule, target)
+                log.info("eventbridge: target %s started", key)
+
+    def _start(self, key: TargetKey, rule: Rule, target: HttpTarget) -> _Running:
+        self.buses.create(rule.bus)
+        dead_letters = target.dead_letter_topic or default_dead_letter_topic(rule.bus)
+        if self.broker.topics.get(dead_letters) is None:
+            self.broker.create_topic(dead_letters, 1)
+        topic = bus_topic(rule.bus)
+        queues = sorted(self.broker.read_queues(topic), key=lambda queue: queue.queue_id)
+        self._start_new_group_at_end(sink_group(key.connector), queues)
+        task = TargetTask(self.broker, rule, target, self.deliverer, dead_letters, self.clock, self.rng)
+        config: dict[str, Any] = {
+            "batch.size": TARGET_BATCH_SIZE,
+            # A put fails only when a dead letter cannot be stored (disk full): retried for a minute, then the
+            # target is FAILED, visible in its status, and its events wait in the bus.
+            "errors.retry.timeout": 60_000,
+        }
+        runner = SinkRunner(self.broker, self._arrivals, key.connector, 0, task, config, queues)
+        runner.start()
+        return _Running(rule, target, task, runner)
+
+    def _start_new_group_at_end(self, group: str, queues: list[MessageQueue]) -> None:
+        for queue in queues:
+            if self.broker.query_offset(group, queue.topic, queue.queue_id) < 0:
+                self.broker.commit_offset(group, queue.topic, queue.queue_id,
+                                          self.broker.max_offset(queue.topic, queue.queue_id))  # fmt: skip
+
+    # --- the directory watcher -----------------------------------------------------------------------------
+
+    def _directory_signature(self) -> tuple[tuple[str, int, int], ...]:
+        found = []
+        for path in rule_files(self.rules_dir) if self.rules_dir.is_dir() else []:
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            found.append((path.name, stat.st_mtime_ns, stat.st_size))
+        return tuple(found)
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.reload_interval_s)
+            try:
+                if self._directory_signature() != self._signature:
+                    errors = await self.reload()
+                    log.info("eventbridge: rules reloaded from %s (%d rules, %d files refused)", self.rules_dir,
+                             len(self.rules), len(errors))  # fmt: skip
+            except Exception:
+                log.exception("eventbridge: reloading %s failed; the rules in force stay", self.rules_dir)
+
+
+async def _stop(runner: SinkRunner) -> None:
+    """Let a batch in flight finish (and its offsets be committed) for a while, then stop: a clean stop or a
+    reload repeats nothing that was delivered, unless a batch is still retrying after STOP_GRACE_S."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(STOP_GRACE_S):
+            await runner.pause()
+    await runner.stop()
+
+
+def _same_delivery(running: _Running, rule: Rule, target: HttpTarget) -> bool:
+    return running.rule.pattern == rule.pattern and running.target == target

@@ -1,0 +1,163 @@
+"""One rule target as a sink task of the connector runtime: the events of the bus that the rule's pattern matches,
+delivered to the target under its retry policy, and dead-lettered when the policy gives up.
+
+Each (rule, target) pair runs as its own SinkRunner, reading the bus topic as its own consumer group, so a slow
+or dead target holds up nobody else. `put` returns once every matched event of the batch is delivered or
+dead-lettered; the runner then commits the batch's offsets. A crash before that delivers the batch again: at
+least once, never lost.
+
+Inside a batch, events are delivered concurrently, at most `target.concurrency` requests at a time; each event
+keeps its own attempt count and schedule (a failing event does not hold the slot while it waits). The age that
+EXPONENTIAL_DECAY_RETRY's max_age_s bounds counts from the event's arrival on the bus, as AWS's 24 hours do: an
+event that waited in a backlog behind a dead target does not get another full day.
+
+A dead-lettered event keeps its body (the original event); properties say why:
+
+    EB_DLQ_BUS, EB_DLQ_RULE, EB_DLQ_TARGET   where it was going
+    EB_DLQ_STATUS                            the last HTTP status ("" when there was no answer)
+    EB_DLQ_ERROR                             the last error, one line
+    EB_DLQ_ATTEMPTS                          delivery attempts made
+    EB_DLQ_ORIGIN                            "<bus topic>/<queue id>/<queue offset>" of the event
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from connectors.api import SinkRecord, SinkTask
+from core.broker import Broker
+from core.client import Producer
+from eventbridge.bus import BusError, OnlyFor, decode_event
+from eventbridge.clock import Clock, SystemClock
+from eventbridge.http_target import DeliveryOutcome
+from eventbridge.matcher import Matcher
+from eventbridge.rule_model import HttpTarget, Rule
+
+log = logging.getLogger(__name__)
+
+PROPERTY_DLQ_BUS = "EB_DLQ_BUS"
+PROPERTY_DLQ_RULE = "EB_DLQ_RULE"
+PROPERTY_DLQ_TARGET = "EB_DLQ_TARGET"
+PROPERTY_DLQ_STATUS = "EB_DLQ_STATUS"
+PROPERTY_DLQ_ERROR = "EB_DLQ_ERROR"
+PROPERTY_DLQ_ATTEMPTS = "EB_DLQ_ATTEMPTS"
+PROPERTY_DLQ_ORIGIN = "EB_DLQ_ORIGIN"
+# An error text in a dead-letter record is cut to this (the record's properties hold 64 KiB in all).
+MAX_ERROR_CHARS = 2000
+
+
+class Deliverer(Protocol):
+    """What delivers one event to one target (http_target.HttpTargetClient)."""
+
+    async def deliver(self, target: HttpTarget, event: Mapping[str, Any]) -> DeliveryOutcome: ...
+
+
+@dataclass(slots=True)
+class TargetStats:
+    matched: int = 0
+    delivered: int = 0
+    retries: int = 0
+    dead_lettered: int = 0
+    last_error: str = ""
+
+
+class TargetTask(SinkTask):
+    def __init__(
+        self,
+        broker: Broker,
+        rule: Rule,
+        target: HttpTarget,
+        deliverer: Deliverer,
+        dead_letter_topic: str,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.rule = rule
+        self.target = target
+        self.deliverer = deliverer
+        self.dead_letter_topic = dead_letter_topic
+        self.clock = clock or SystemClock()
+        self.rng = rng or random.Random()
+        self.matcher: Matcher[str] = Matcher([(rule.name, rule.pattern.value)])
+        self.producer = Producer(broker, "eventbridge-dead-letters")
+        self.semaphore = asyncio.Semaphore(target.concurrency)
+        self.stats = TargetStats()
+        self._rule_key = str(rule.key)
+        self._label = f"rule {rule.key} target {target.id!r}"
+
+    async def put(self, records: list[SinkRecord]) -> None:
+        deliveries = []
+        for record in records:
+            only = OnlyFor.of(record.properties)
+            if only is not None and (
+                only.rule != self._rule_key or (only.target is not None and only.target != self.target.id)
+            ):
+                continue
+            try:
+                event = decode_event(record.body)
+            except BusError as exc:
+                log.warning("%s: %s/%d/%d skipped: %s", self._label, record.topic, record.queue_id,
+                            record.queue_offset, exc)  # fmt: skip
+                continue
+            if not self.matcher.matches(event):
+                continue
+            self.stats.matched += 1
+            deliveries.append(self._deliver(record, event))
+        if deliveries:
+            await asyncio.gather(*deliveries)
+
+    async def _deliver(self, record: SinkRecord, event: dict[str, Any]) -> None:
+        arrived_s = record.store_timestamp_ms / 1000
+        attempt = 0
+        while True:
+            attempt += 1
+            async with self.semaphore:
+                outcome = await self.deliverer.deliver(self.target, event)
+            if outcome.ok:
+                self.stats.delivered += 1
+                return
+            self.stats.last_error = outcome.error
+            delay = None
+            if outcome.retryable:
+                age = max(0.0, self.clock.time() - arrived_s)
+                delay = self.target.retry_policy.next_delay(attempt, self.rng, age)
+            if delay is None:
+                await self._dead_letter(record, event, outcome, attempt)
+                return
+            self.stats.retries += 1
+            log.info("%s: event %s attempt %d failed (%s); again in %.1f s", self._label, event.get("id"), attempt,
+                     outcome.error, delay)  # fmt: skip
+            await self.clock.sleep(delay)
+
+    async def _dead_letter(
+        self, record: SinkRecord, event: Mapping[str, Any], outcome: DeliveryOutcome, attempts: int
+    ) -> None:
+        properties = {
+            PROPERTY_DLQ_BUS: self.rule.bus,
+            PROPERTY_DLQ_RULE: self.rule.name,
+            PROPERTY_DLQ_TARGET: self.target.id,
+            PROPERTY_DLQ_STATUS: "" if outcome.status is None else str(outcome.status),
+            PROPERTY_DLQ_ERROR: _one_line(outcome.error)[:MAX_ERROR_CHARS],
+            PROPERTY_DLQ_ATTEMPTS: str(attempts),
+            PROPERTY_DLQ_ORIGIN: f"{record.topic}/{record.queue_id}/{record.queue_offset}",
+        }
+        await self.producer.send(
+            self.dead_letter_topic,
+            record.body,
+            keys=[str(event.get("id"))],
+            tags=str(event.get("type") or "") or None,
+            properties=properties,
+        )
+        self.stats.dead_lettered += 1
+        log.warning("%s: event %s sent to dead-letter topic %r after %d attempt(s): %s", self._label,
+                    event.get("id"), self.dead_letter_topic, attempts, outcome.error)  # fmt: skip
+
+
+def _one_line(text: str) -> str:
+    # The store's property separators and line breaks would corrupt or confuse a property value.
+    return " ".join(text.replace("\x01", " ").replace("\x02", " ").split())

@@ -1,0 +1,78 @@
+"""A real HTTP target for tests: an aiohttp server on a free loopback port that parses every request with the
+cloudevents SDK and keeps what it received; it can be told to answer with a given status."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from cloudevents.core.bindings.http import HTTPMessage, from_http
+from cloudevents.core.formats.json import JSONFormat
+
+
+@dataclass
+class Received:
+    attributes: dict[str, Any]
+    data: Any
+    headers: dict[str, str]
+
+
+@dataclass
+class TargetServer:
+    status: int = 200
+    received: list[Received] = field(default_factory=list)
+    requests: int = 0
+    port: int = 0
+    _runner: web.AppRunner | None = None
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/events"
+
+    async def start(self, port: int = 0) -> TargetServer:
+        app = web.Application()
+        app.router.add_post("/events", self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.base_events.Server)
+        self.port = server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        body = await request.read()
+        if self.status >= 300:
+            return web.Response(status=self.status, text="not now")
+        event = from_http(HTTPMessage(dict(request.headers), body), JSONFormat())
+        self.received.append(Received(event.get_attributes(), event.get_data(), dict(request.headers)))
+        self._arrived.set()
+        return web.Response(status=204)
+
+    def ids(self) -> list[str]:
+        return [r.attributes["id"] for r in self.received]
+
+    async def wait_for(self, count: int, timeout_s: float = 20.0) -> None:
+        async with asyncio.timeout(timeout_s):
+            while len(self.received) < count:
+                self._arrived.clear()
+                await self._arrived.wait()
+
+
+def unused_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
