@@ -203,15 +203,17 @@ def _check_structured_data(element: Mapping[str, Any]) -> None:
         )
     if "data_base64" in element:
         encoded = element["data_base64"]
-        try:
-            if not isinstance(encoded, str):
-                raise ValueError(f"a JSON {json_type_name(encoded)}, not a string")
-            base64.b64decode(encoded, validate=True)
-        except (ValueError, binascii.Error) as exc:
+        if not isinstance(encoded, str):
+            found = f"a JSON {json_type_name(encoded)}"
+        elif _is_base64(encoded):
+            found = None
+        else:
+            found = "not base64"
+        if found is not None:
             raise EventRefused(
                 EntryErrorCode.MALFORMED_EVENT,
-                f"'data_base64' is not base64 ({exc}); encode the bytes with the standard alphabet (RFC 4648)",
-            ) from None
+                f"'data_base64' is {found}; send the bytes as a base64 string (RFC 4648 standard alphabet, padded)",
+            )
     content_type = element.get("datacontenttype")
     data = element.get("data")
     textual = isinstance(content_type, str) and not is_json_content_type(content_type)
@@ -221,6 +223,15 @@ def _check_structured_data(element: Mapping[str, Any]) -> None:
             f"'data' is a JSON {json_type_name(data)} but datacontenttype {content_type!r} is not JSON; send "
             "text as a string, bytes as data_base64, or set datacontenttype to application/json",
         )
+
+
+def _is_base64(text: str) -> bool:
+    # Strict: the SDK's decoder skips any character outside the alphabet, which would corrupt data silently.
+    try:
+        base64.b64decode(text, validate=True)
+    except (ValueError, binascii.Error):
+        return False
+    return True
 
 
 # --- attributes --------------------------------------------------------------------------------------------------
