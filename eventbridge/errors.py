@@ -40,3 +40,18 @@ class RuleFileError(EventBridgeError, ValueError):
         self.line = line
         self.column = column
         self.reason = reason
+
+
+class IngressError(EventBridgeError, ValueError):
+    """A PutEvents request cannot be read as a whole (unknown content type, a batch that is not a JSON array, too many
+    entries, a body too large); the HTTP layer answers it with `status` and nothing is stored.
+
+    A bad event inside a readable request is not an IngressError: it is reported in its own slot of the response.
+    `code` is an AWS-style error name ("UnsupportedContentType", "MalformedRequest", ...).
+    """
+
+    def __init__(self, code: str, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
