@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eventbridge.errors import RuleFileError
-from eventbridge.rule_file import PatternCompileHook, parse_rule_file
-from eventbridge.rule_model import Rule, RuleKey, RuleSet, SourcePosition
+from eventbridge.rule_file import PatternCompileHook, parse_rule_document
+from eventbridge.rule_model import EventSource, Rule, RuleKey, RuleSet, SourcePosition
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ def load_rule_directory(
     a rule defined in two files is refused in the later one (by name)."""
     in_force = in_force or RuleSet()
     accepted: dict[RuleKey, Rule] = {}
+    accepted_sources: dict[str, EventSource] = {}
     errors: list[RuleFileError] = []
     for file_path in rule_files(directory):
         name = str(file_path)
@@ -51,19 +52,30 @@ def load_rule_directory(
                 continue  # deleted since the listing: as if it were gone already
             except OSError as exc:
                 raise RuleFileError(name, 1, 1, f"cannot be read: {exc.strerror or exc}") from None
-            rules = parse_rule_file(name, text, compile_pattern=compile_pattern)
+            document = parse_rule_document(name, text, compile_pattern=compile_pattern)
+            rules, sources = document.rules, document.sources
             for rule in rules:
                 if rule.key in accepted:
                     other = accepted[rule.key].position
                     pos = rule.position or SourcePosition(name, 1, 1)
                     raise RuleFileError(name, pos.line, pos.column, f"rule {rule.key} is already defined at {other}")
+            for source in sources:
+                if source.name in accepted_sources:
+                    other = accepted_sources[source.name].position
+                    pos = source.position or SourcePosition(name, 1, 1)
+                    raise RuleFileError(
+                        name, pos.line, pos.column, f"source {source.name!r} is already defined at {other}"
+                    )
         except RuleFileError as exc:
             logger.warning("rule file refused, its rules in force stay: %s", exc)
             errors.append(exc)
             rules = tuple(rule for rule in in_force.from_file(name) if rule.key not in accepted)
+            sources = tuple(s for s in in_force.sources_from_file(name) if s.name not in accepted_sources)
         for rule in rules:
             accepted[rule.key] = rule
-    return ReloadResult(RuleSet(accepted), tuple(errors))
+        for source in sources:
+            accepted_sources[source.name] = source
+    return ReloadResult(RuleSet(accepted, accepted_sources), tuple(errors))
 
 
 def _read_text(path: Path) -> str:

@@ -36,6 +36,7 @@ import enum
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -56,11 +57,14 @@ from eventbridge.retry_policy import (
 from eventbridge.rule_model import (
     DEFAULT_BUS,
     DEFAULT_CONCURRENCY,
+    DEFAULT_MQTT_EVENT_TYPE,
     DEFAULT_TIMEOUT_MS,
+    DEFAULT_TOPIC_EVENT_TYPE,
     MAX_CONCURRENCY,
     MAX_TIMEOUT_MS,
     ApiKeyAuth,
     BasicAuth,
+    EventSource,
     HttpTarget,
     Rule,
     RuleKey,
@@ -69,6 +73,9 @@ from eventbridge.rule_model import (
     TargetMode,
 )
 from eventbridge.transform import TemplateOutput, Transform, TransformKind, TransformSpec, compile_transform
+
+# The MQTT topic-filter grammar, pure (no I/O, no gateway): one definition for the gateway and event sources.
+from mqtt_bridge.topic import TopicError, validate_topic_filter
 
 _E = TypeVar("_E", bound=enum.Enum)
 
@@ -214,8 +221,19 @@ class _Reader:
         return value
 
 
+@dataclass(frozen=True, slots=True)
+class RuleDocument:
+    rules: tuple[Rule, ...]
+    sources: tuple[EventSource, ...]
+
+
 def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook | None = None) -> tuple[Rule, ...]:
     """Parse and validate one rule file's text; `path` only names the file in positions and errors."""
+    return parse_rule_document(path, text, compile_pattern=compile_pattern).rules
+
+
+def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompileHook | None = None) -> RuleDocument:
+    """Parse and validate one rule file's text: its rules and its event sources."""
     reader = _Reader(path)
     if len(text) > MAX_RULE_FILE_CHARS:
         raise RuleFileError(path, 1, 1, f"file longer than {MAX_RULE_FILE_CHARS} characters; split it")
@@ -232,7 +250,12 @@ def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook
         raise RuleFileError(path, 1, 1, f"not valid YAML: {exc}") from None
     if root is None:
         raise RuleFileError(path, 1, 1, "file is empty; write 'rules:' with a list, or delete the file")
-    top = reader.mapping(root, "rule file", ["rules"], ["rules"])
+    top = reader.mapping(root, "rule file", ["rules", "sources"])
+    if not top:
+        raise reader.error(root, "rule file: write 'rules:' or 'sources:' with a list, or delete the file")
+    sources = _read_sources(reader, top["sources"][1]) if "sources" in top else ()
+    if "rules" not in top:
+        return RuleDocument((), sources)
     rule_nodes = reader.sequence(top["rules"][1], "rules")
     if not rule_nodes:
         raise reader.error(top["rules"][1], "rules is empty; give at least one rule, or delete the file")
@@ -244,7 +267,63 @@ def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook
             raise reader.error(node, f"rule {rule.name!r} is defined twice on bus {rule.bus!r}")
         names.add(rule.key)
         rules.append(rule)
-    return tuple(rules)
+    return RuleDocument(tuple(rules), sources)
+
+
+def _read_sources(reader: _Reader, node: Node) -> tuple[EventSource, ...]:
+    nodes = reader.sequence(node, "sources")
+    if not nodes:
+        raise reader.error(node, "sources is empty; give at least one source, or leave the key out")
+    sources: list[EventSource] = []
+    for source_node in nodes:
+        source = _read_source(reader, source_node)
+        if any(other.name == source.name for other in sources):
+            raise reader.error(source_node, f"source {source.name!r} is defined twice")
+        sources.append(source)
+    return tuple(sources)
+
+
+def _read_source(reader: _Reader, node: Node) -> EventSource:
+    fields = reader.mapping(node, "source", _SOURCE_KEYS, ["name"])
+    name = reader.string(fields["name"][1], "source name", _RULE_NAME, "use 1 to 64 of letters, digits, '.', '_', '-'")
+    where = f"source {name!r}"
+    if ("mqtt" in fields) == ("topic" in fields):
+        raise reader.error(
+            node, f"{where}: give exactly one of 'mqtt' (an MQTT topic filter) or 'topic' (a core topic)"
+        )
+    bus = DEFAULT_BUS
+    if "bus" in fields:
+        bus = reader.string(fields["bus"][1], f"{where}: bus", BUS_NAME, "use 1 to 64 of letters, digits, '_', '-'")
+    enabled = reader.boolean(fields["enabled"][1], f"{where}: enabled") if "enabled" in fields else True
+    mqtt = topic = None
+    if "mqtt" in fields:
+        mqtt_node = fields["mqtt"][1]
+        mqtt = reader.string(mqtt_node, f"{where}: mqtt")
+        first = mqtt.split("/", 1)[0]
+        if first in ("+", "#") or first.startswith("$share"):
+            raise reader.error(
+                mqtt_node, f"{where}: mqtt {mqtt!r}: the first level names the core topic read; spell it out"
+            )
+        try:
+            validate_topic_filter(mqtt)
+        except TopicError as exc:
+            raise reader.error(mqtt_node, f"{where}: {exc}") from None
+        _check_topic(reader, mqtt_node, where, first)
+        default_type = DEFAULT_MQTT_EVENT_TYPE
+    else:
+        topic_node = fields["topic"][1]
+        topic = reader.string(topic_node, f"{where}: topic")
+        _check_topic(reader, topic_node, where, topic)
+        default_type = DEFAULT_TOPIC_EVENT_TYPE
+    event_type = reader.string(fields["type"][1], f"{where}: type") if "type" in fields else default_type
+    return EventSource(name, bus, event_type, mqtt, topic, enabled, reader.position(node))
+
+
+def _check_topic(reader: _Reader, node: Node, where: str, topic: str) -> None:
+    try:
+        validate_topic(topic)
+    except InvalidTopicError as exc:
+        raise reader.error(node, f"{where}: {exc}") from None
 
 
 def _max_flow_or_block_nesting(text: str) -> tuple[int, int] | None:
@@ -266,6 +345,7 @@ def _max_flow_or_block_nesting(text: str) -> tuple[int, int] | None:
 
 
 _RULE_KEYS = ("name", "bus", "description", "enabled", "pattern", "targets")
+_SOURCE_KEYS = ("name", "bus", "mqtt", "topic", "type", "enabled")
 _TARGET_KEYS = (
     "id", "type", "url", "mode", "headers", "timeout_ms", "concurrency", "auth", "transform", "retry_policy",
     "dead_letter_topic",

@@ -105,11 +105,39 @@ class Rule:
         return RuleKey(self.bus, self.name)
 
 
+# What an event source gives its events as `type` when the file does not say.
+DEFAULT_MQTT_EVENT_TYPE = "mqgate.mqtt.message"
+DEFAULT_TOPIC_EVENT_TYPE = "mqgate.message"
+
+
+@dataclass(frozen=True, slots=True)
+class EventSource:
+    """Messages of the core that become events on a bus: those of an MQTT topic filter (`mqtt`), or all those of a
+    core topic (`topic`); exactly one of the two is set. An MQTT filter's first level is the core topic read."""
+
+    name: str
+    bus: str
+    type: str
+    mqtt: str | None = None
+    topic: str | None = None
+    enabled: bool = True
+    position: SourcePosition | None = field(default=None, compare=False)
+
+    @property
+    def core_topic(self) -> str:
+        if self.mqtt is not None:
+            return self.mqtt.split("/", 1)[0]
+        assert self.topic is not None
+        return self.topic
+
+
 @dataclass(frozen=True, slots=True)
 class RuleSet:
-    """The rules in force, by (bus, name), with the file each came from."""
+    """The rules and event sources in force, rules by (bus, name) and sources by name, with the file each came
+    from."""
 
     rules: Mapping[RuleKey, Rule] = field(default_factory=dict)
+    sources: Mapping[str, EventSource] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Rule]:
         return iter(self.rules.values())
@@ -125,6 +153,9 @@ class RuleSet:
 
     def from_file(self, path: str) -> list[Rule]:
         return [rule for rule in self.rules.values() if rule.position is not None and rule.position.path == path]
+
+    def sources_from_file(self, path: str) -> list[EventSource]:
+        return [s for s in self.sources.values() if s.position is not None and s.position.path == path]
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,13 +25,15 @@ from typing import Any
 from connectors.sink_runner import SinkRunner, sink_group
 from connectors.task_runner import Arrivals
 from core.broker import Broker
+from core.errors import BrokerError
 from core.message_queue import MessageQueue
 from eventbridge.bus import EventBuses, bus_topic, default_dead_letter_topic
 from eventbridge.clock import Clock, SystemClock
 from eventbridge.errors import RuleFileError
 from eventbridge.pattern_compiler import compile_pattern
 from eventbridge.rule_directory import load_rule_directory, rule_files
-from eventbridge.rule_model import DEFAULT_BUS, HttpTarget, Rule, RuleSet
+from eventbridge.rule_model import DEFAULT_BUS, EventSource, HttpTarget, Rule, RuleSet
+from eventbridge.source_task import EventSourceTask
 from eventbridge.target_task import Deliverer, TargetTask
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,13 @@ class TargetKey:
 
     def __str__(self) -> str:
         return f"{self.bus}/{self.rule}/{self.target}"
+
+
+@dataclass(slots=True)
+class _RunningSource:
+    source: EventSource
+    task: EventSourceTask
+    runner: SinkRunner
 
 
 @dataclass(slots=True)
@@ -92,6 +101,7 @@ class EventBridgeRuntime:
         self.errors: tuple[RuleFileError, ...] = ()
         self._arrivals = Arrivals()
         self._running: dict[TargetKey, _Running] = {}
+        self._sources: dict[str, _RunningSource] = {}
         self._signature: tuple[tuple[str, int, int], ...] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -114,8 +124,10 @@ class EventBridgeRuntime:
                 await self._watcher
             self._watcher = None
         async with self._lock:
-            await asyncio.gather(*(_stop(running.runner) for running in self._running.values()))
+            runners = [r.runner for r in self._sources.values()] + [r.runner for r in self._running.values()]
+            await asyncio.gather(*(_stop(runner) for runner in runners))
             self._running.clear()
+            self._sources.clear()
 
     # --- rules ---------------------------------------------------------------------------------------------
 
@@ -148,8 +160,14 @@ class EventBridgeRuntime:
                 await _stop(running.runner)
                 del self._running[key]
                 log.info("eventbridge: target %s stopped", key)
+        wanted_sources = {source.name: source for source in rules.sources.values() if source.enabled}
+        for name, running_source in list(self._sources.items()):
+            if wanted_sources.get(name) != running_source.source:
+                await _stop(running_source.runner)
+                del self._sources[name]
+                log.info("eventbridge: source %r stopped", name)
         new = [key for key in wanted if key not in self._running]
-        if new:
+        if new or any(name not in self._sources for name in wanted_sources):
             # A new target starts at the end of the bus: every event appended so far must be in the consume
             # queues (the dispatcher thread puts it there a little after the append) before the end is read.
             await self.broker.store.wait_visible(timeout=VISIBLE_TIMEOUT_S)
@@ -157,6 +175,30 @@ class EventBridgeRuntime:
             if key not in self._running:
                 self._running[key] = self._start(key, rule, target)
                 log.info("eventbridge: target %s started", key)
+
+        for name, source in wanted_sources.items():
+            if name not in self._sources:
+                try:
+                    self._sources[name] = self._start_source(source)
+                except BrokerError as exc:
+                    log.error("eventbridge: source %r not started: %s", name, exc)
+                    continue
+                log.info("eventbridge: source %r started (%s -> bus %r)", name, source.mqtt or source.topic, source.bus)
+
+    def source_tasks(self) -> dict[str, EventSourceTask]:
+        return {name: running.task for name, running in self._sources.items()}
+
+    def _start_source(self, source: EventSource) -> _RunningSource:
+        self.buses.create(source.bus)
+        # The MQTT gateway writes a first-level topic when a device first publishes there; route() creates it
+        # now if the broker auto-creates topics, and raises if not (the source is then reported, not started).
+        queues = sorted(self.broker.route(source.core_topic).read_queues, key=lambda queue: queue.queue_id)
+        connector = "|".join(("ebsrc", source.name.replace(".", "%")))
+        self._start_new_group_at_end(sink_group(connector), queues)
+        task = EventSourceTask(source, self.buses)
+        runner = SinkRunner(self.broker, self._arrivals, connector, 0, task, {"errors.retry.timeout": 60_000}, queues)
+        runner.start()
+        return _RunningSource(source, task, runner)
 
     def _start(self, key: TargetKey, rule: Rule, target: HttpTarget) -> _Running:
         self.buses.create(rule.bus)

@@ -25,6 +25,9 @@ from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
 from core.broker import Broker
 from core.store.message_store import MessageStore, RecoveryReport
+from eventbridge.http_target import HttpTargetClient
+from eventbridge.rest import add_routes as add_eventbridge_routes
+from eventbridge.runtime import EventBridgeRuntime
 from mqgate.http_api import HttpServer, build_app
 from mqgate.settings import ConfigError, Settings
 from mqtt_bridge.config import MqttConfig
@@ -39,6 +42,8 @@ CONFIG_SUBDIR = "config"
 MQTT_SUBDIR = "mqtt"
 # The connector runtime's tables' snapshots; connector config files are read from DATA_DIR/connectors.
 CONNECT_SUBDIR = "connect"
+# EventBridge rule files (YAML), watched for changes.
+RULES_SUBDIR = "rules"
 
 T = TypeVar("T")
 
@@ -134,8 +139,9 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     if settings.mqtt.enabled:
                         parts += await _start_mqtt(settings, broker, parts_stack, tls)
                     worker = await _start_connectors(settings, broker, parts_stack)
+                    eventbridge = await _start_eventbridge(settings, broker, parts_stack)
                     if settings.http.enabled:
-                        parts += await _start_http(settings, parts_stack, worker)
+                        parts += await _start_http(settings, parts_stack, worker, eventbridge)
                     if not stop.is_set():
                         ready(format_ready(parts))
                         await stop.wait()
@@ -219,11 +225,29 @@ async def _start_connectors(settings: Settings, broker: Broker, stack: contextli
     return worker
 
 
-async def _start_http(settings: Settings, stack: contextlib.AsyncExitStack, worker: Worker) -> list[str]:
+async def _start_eventbridge(
+    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack
+) -> EventBridgeRuntime:
+    """Start EventBridge: buses, the rules of DATA_DIR/rules and their targets. Closed by `stack` (targets first,
+    then their HTTP client)."""
+    client = HttpTargetClient()
+    stack.push_async_callback(client.close)
+    runtime = EventBridgeRuntime(broker, settings.data_dir / RULES_SUBDIR, client)
+    await runtime.start()
+    stack.push_async_callback(runtime.close)
+    for error in runtime.errors:
+        log.error("rule file refused: %s", error)
+    return runtime
+
+
+async def _start_http(
+    settings: Settings, stack: contextlib.AsyncExitStack, worker: Worker, eventbridge: EventBridgeRuntime
+) -> list[str]:
     """Start the HTTP port with the routes of every HTTP API; return its ready-line part. Closed by `stack`."""
     config = settings.http
     app = build_app(config)
     add_connector_routes(app, worker)
+    add_eventbridge_routes(app, eventbridge)
     server = HttpServer(app, config)
     try:
         address = await server.start()
