@@ -96,9 +96,8 @@ async def test_mqtt_to_rule_to_http(serve: ServeProcess, target: TargetServer) -
     assert first.attributes["subject"] == "plant/r1/temp"
     assert first.attributes["mqttqos"] == 1
     assert first.headers["Content-Type"].startswith("application/cloudevents+json")
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"{serve.http_url}/rules/default/cold") as response:
-            rule = await response.json()
+    async with aiohttp.ClientSession() as http, http.get(f"{serve.http_url}/rules/default/cold") as response:
+        rule = await response.json()
     assert rule["targets"][0]["delivered"] == 2
     assert rule["targets"][0]["state"] == "RUNNING"
 
