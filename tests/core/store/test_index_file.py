@@ -470,6 +470,6 @@ def test_an_index_file_that_would_not_fit_is_refused(tmp_path: Path, monkeypatch
 
     real = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage", lambda _path: real._replace(free=file_size(16, 32)))
-    with pytest.raises(OSError, match="index file .* needs"):
+    with pytest.raises(OSError, match=r"index file .* needs"):
         IndexFile.create(tmp_path / "f", 16, 32)
     assert not (tmp_path / "f").exists()
