@@ -7,6 +7,7 @@
     POST   /buses                    {"name": ...}: 201 (200 if it exists)
     GET    /buses/{bus}              {"name", "topic"}
     DELETE /buses/{bus}              204 (the default bus cannot be deleted)
+    GET    /sources                  [{name, bus, mqtt | topic, type, enabled, file, state, forwarded, refused}]
     GET    /rules                    [{bus, name, enabled, description, file, targets: [{id, url, state, ...}]}]
     GET    /rules/{bus}/{name}       one rule, with its targets' delivery counts
     POST   /rules/reload             read the rules directory now: {"rules": n, "errors": ["file:line:col: ..."]}
@@ -36,6 +37,9 @@ from eventbridge.transform import event_as_json
 
 log = logging.getLogger(__name__)
 
+# The PutEvents error code of an event refused by the event center (event_schema).
+SCHEMA_ERROR_CODE = "SchemaValidationFailed"
+
 RUNTIME_KEY = web.AppKey("eventbridge_runtime", EventBridgeRuntime)
 
 
@@ -46,6 +50,7 @@ def add_routes(app: web.Application, runtime: EventBridgeRuntime) -> None:
     app.router.add_post("/buses", create_bus)
     app.router.add_get("/buses/{bus}", get_bus)
     app.router.add_delete("/buses/{bus}", delete_bus)
+    app.router.add_get("/sources", list_sources)
     app.router.add_get("/rules", list_rules)
     app.router.add_get("/rules/{bus}/{name}", get_rule)
     app.router.add_post("/rules/reload", reload_rules)
@@ -77,15 +82,24 @@ async def put_events(request: web.Request) -> web.Response:
         entries = parse_events(request.headers, body)
     except IngressError as exc:
         raise web.HTTPBadRequest(text=str(exc)) from None
-    accepted = [event_as_json(entry) for entry in entries if not isinstance(entry, EntryError)]
+    runtime = _runtime(request)
+    accepted: list[dict[str, Any]] = []
+    results: list[str | EntryError] = []
+    for number, entry in enumerate(entries):
+        if isinstance(entry, EntryError):
+            results.append(entry)
+            continue
+        event = event_as_json(entry)
+        violation = runtime.schemas.violation(event)
+        if violation is not None:
+            results.append(EntryError(SCHEMA_ERROR_CODE, f"entry {number}: {violation}"))
+            continue
+        accepted.append(event)
+        results.append(event["id"])
     try:
-        await _runtime(request).buses.put(bus, accepted)
+        await runtime.buses.put(bus, accepted)
     except BusError as exc:
         raise web.HTTPServiceUnavailable(text=f"events not stored, send them again: {exc}") from None
-    results: list[str | EntryError] = []
-    ids = iter(event["id"] for event in accepted)
-    for entry in entries:
-        results.append(entry if isinstance(entry, EntryError) else next(ids))
     return web.json_response(put_events_response(results))
 
 
@@ -152,6 +166,23 @@ def _rule_json(runtime: EventBridgeRuntime, rule: Rule) -> dict[str, Any]:
         "pattern": rule.pattern.value,
         "targets": targets,
     }
+
+
+async def list_sources(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    tasks = runtime.source_tasks()
+    answer = []
+    for name, source in sorted(runtime.rules.sources.items()):
+        entry: dict[str, Any] = {"name": name, "bus": source.bus, "type": source.type, "enabled": source.enabled}
+        entry.update({"mqtt": source.mqtt} if source.mqtt is not None else {"topic": source.topic})
+        entry["file"] = str(source.position) if source.position else None
+        task = tasks.get(name)
+        if task is None:
+            entry["state"] = "DISABLED" if not source.enabled else "NOT_STARTED"
+        else:
+            entry.update(state=runtime.source_runner(name).state.value, forwarded=task.forwarded, refused=task.refused)
+        answer.append(entry)
+    return web.json_response(answer)
 
 
 async def list_rules(request: web.Request) -> web.Response:

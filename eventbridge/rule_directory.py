@@ -11,7 +11,7 @@ from pathlib import Path
 
 from eventbridge.errors import RuleFileError
 from eventbridge.rule_file import PatternCompileHook, parse_rule_document
-from eventbridge.rule_model import EventSource, Rule, RuleKey, RuleSet, SourcePosition
+from eventbridge.rule_model import EventSchema, EventSource, Rule, RuleKey, RuleSet, SourcePosition
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +39,10 @@ def load_rule_directory(
 ) -> ReloadResult:
     """Load every rule file of `directory`. A file that fails keeps its rules from `in_force` and reports its error;
     a rule defined in two files is refused in the later one (by name)."""
-    in_force = in_force or RuleSet()
+    in_force = in_force if in_force is not None else RuleSet()  # an empty RuleSet is falsy (len 0)
     accepted: dict[RuleKey, Rule] = {}
     accepted_sources: dict[str, EventSource] = {}
+    accepted_schemas: list[EventSchema] = []
     errors: list[RuleFileError] = []
     for file_path in rule_files(directory):
         name = str(file_path)
@@ -53,7 +54,7 @@ def load_rule_directory(
             except OSError as exc:
                 raise RuleFileError(name, 1, 1, f"cannot be read: {exc.strerror or exc}") from None
             document = parse_rule_document(name, text, compile_pattern=compile_pattern)
-            rules, sources = document.rules, document.sources
+            rules, sources, schemas = document.rules, document.sources, document.schemas
             for rule in rules:
                 if rule.key in accepted:
                     other = accepted[rule.key].position
@@ -71,11 +72,13 @@ def load_rule_directory(
             errors.append(exc)
             rules = tuple(rule for rule in in_force.from_file(name) if rule.key not in accepted)
             sources = tuple(s for s in in_force.sources_from_file(name) if s.name not in accepted_sources)
+            schemas = tuple(in_force.schemas_from_file(name))
         for rule in rules:
             accepted[rule.key] = rule
         for source in sources:
             accepted_sources[source.name] = source
-    return ReloadResult(RuleSet(accepted, accepted_sources), tuple(errors))
+        accepted_schemas += schemas
+    return ReloadResult(RuleSet(accepted, accepted_sources, tuple(accepted_schemas)), tuple(errors))
 
 
 def _read_text(path: Path) -> str:

@@ -47,6 +47,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from core.store.errors import InvalidTopicError
 from core.store.topic_name import validate_topic
 from eventbridge.errors import RuleFileError, TransformConfigError
+from eventbridge.event_schema import check_schema
 from eventbridge.json_path import JsonPath, JsonPathSyntaxError
 from eventbridge.retry_policy import (
     BackoffRetry,
@@ -64,6 +65,7 @@ from eventbridge.rule_model import (
     MAX_TIMEOUT_MS,
     ApiKeyAuth,
     BasicAuth,
+    EventSchema,
     EventSource,
     HttpTarget,
     Rule,
@@ -225,6 +227,7 @@ class _Reader:
 class RuleDocument:
     rules: tuple[Rule, ...]
     sources: tuple[EventSource, ...]
+    schemas: tuple[EventSchema, ...] = ()
 
 
 def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook | None = None) -> tuple[Rule, ...]:
@@ -250,12 +253,13 @@ def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompile
         raise RuleFileError(path, 1, 1, f"not valid YAML: {exc}") from None
     if root is None:
         raise RuleFileError(path, 1, 1, "file is empty; write 'rules:' with a list, or delete the file")
-    top = reader.mapping(root, "rule file", ["rules", "sources"])
+    top = reader.mapping(root, "rule file", ["rules", "sources", "schemas"])
     if not top:
-        raise reader.error(root, "rule file: write 'rules:' or 'sources:' with a list, or delete the file")
+        raise reader.error(root, "rule file: write 'rules:', 'sources:' or 'schemas:' with a list, or delete the file")
     sources = _read_sources(reader, top["sources"][1]) if "sources" in top else ()
+    schemas = _read_schemas(reader, top["schemas"][1]) if "schemas" in top else ()
     if "rules" not in top:
-        return RuleDocument((), sources)
+        return RuleDocument((), sources, schemas)
     rule_nodes = reader.sequence(top["rules"][1], "rules")
     if not rule_nodes:
         raise reader.error(top["rules"][1], "rules is empty; give at least one rule, or delete the file")
@@ -267,7 +271,30 @@ def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompile
             raise reader.error(node, f"rule {rule.name!r} is defined twice on bus {rule.bus!r}")
         names.add(rule.key)
         rules.append(rule)
-    return RuleDocument(tuple(rules), sources)
+    return RuleDocument(tuple(rules), sources, schemas)
+
+
+def _read_schemas(reader: _Reader, node: Node) -> tuple[EventSchema, ...]:
+    nodes = reader.sequence(node, "schemas")
+    if not nodes:
+        raise reader.error(node, "schemas is empty; give at least one schema, or leave the key out")
+    schemas: list[EventSchema] = []
+    for schema_node in nodes:
+        fields = reader.mapping(schema_node, "schema entry", ("source", "type", "schema"), ("source", "type", "schema"))
+        source = reader.string(fields["source"][1], "schema entry: source")
+        if "*" in source[:-1]:
+            raise reader.error(fields["source"][1], f"schema entry: source {source!r}: '*' may only end a prefix")
+        event_type = reader.string(fields["type"][1], "schema entry: type")
+        where = f"schema for source {source!r} type {event_type!r}"
+        value_node = fields["schema"][1]
+        if not isinstance(value_node, MappingNode):
+            raise reader.error(value_node, f"{where}: schema must be a mapping (a JSON Schema object)")
+        schema = reader.json_value(value_node, f"{where}: schema")
+        problem = check_schema(schema)
+        if problem is not None:
+            raise reader.error(value_node, f"{where}: {problem}")
+        schemas.append(EventSchema(source, event_type, schema, reader.position(schema_node)))
+    return tuple(schemas)
 
 
 def _read_sources(reader: _Reader, node: Node) -> tuple[EventSource, ...]:

@@ -132,12 +132,27 @@ class EventSource:
 
 
 @dataclass(frozen=True, slots=True)
+class EventSchema:
+    """A JSON Schema that the data of events from `source` (exact, or a prefix ending in '*') of `type` must meet."""
+
+    source: str
+    type: str
+    schema: Mapping[str, Any] = field(compare=False)
+    position: SourcePosition | None = field(default=None, compare=False)
+    canonical: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "canonical", canonical_json(self.schema))
+
+
+@dataclass(frozen=True, slots=True)
 class RuleSet:
     """The rules and event sources in force, rules by (bus, name) and sources by name, with the file each came
     from."""
 
     rules: Mapping[RuleKey, Rule] = field(default_factory=dict)
     sources: Mapping[str, EventSource] = field(default_factory=dict)
+    schemas: tuple[EventSchema, ...] = ()
 
     def __iter__(self) -> Iterator[Rule]:
         return iter(self.rules.values())
@@ -156,6 +171,9 @@ class RuleSet:
 
     def sources_from_file(self, path: str) -> list[EventSource]:
         return [s for s in self.sources.values() if s.position is not None and s.position.path == path]
+
+    def schemas_from_file(self, path: str) -> list[EventSchema]:
+        return [s for s in self.schemas if s.position is not None and s.position.path == path]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from core.message_queue import MessageQueue
 from eventbridge.bus import EventBuses, bus_topic, default_dead_letter_topic
 from eventbridge.clock import Clock, SystemClock
 from eventbridge.errors import RuleFileError
+from eventbridge.event_schema import SchemaRegistry
 from eventbridge.pattern_compiler import compile_pattern
 from eventbridge.rule_directory import load_rule_directory, rule_files
 from eventbridge.rule_model import DEFAULT_BUS, EventSource, HttpTarget, Rule, RuleSet
@@ -98,6 +99,7 @@ class EventBridgeRuntime:
         self.reload_interval_s = reload_interval_s
         self.buses = EventBuses(broker)
         self.rules = RuleSet()
+        self.schemas = SchemaRegistry()
         self.errors: tuple[RuleFileError, ...] = ()
         self._arrivals = Arrivals()
         self._running: dict[TargetKey, _Running] = {}
@@ -137,6 +139,7 @@ class EventBridgeRuntime:
             self._signature = self._directory_signature()
             result = load_rule_directory(self.rules_dir, self.rules, compile_pattern=compile_pattern)
             self.rules = result.rules
+            self.schemas = SchemaRegistry.of(result.rules.schemas)
             self.errors = result.errors
             await self._apply(result.rules)
             return result.errors
@@ -185,6 +188,9 @@ class EventBridgeRuntime:
                     continue
                 log.info("eventbridge: source %r started (%s -> bus %r)", name, source.mqtt or source.topic, source.bus)
 
+    def source_runner(self, name: str) -> SinkRunner:
+        return self._sources[name].runner
+
     def source_tasks(self) -> dict[str, EventSourceTask]:
         return {name: running.task for name, running in self._sources.items()}
 
@@ -195,7 +201,7 @@ class EventBridgeRuntime:
         queues = sorted(self.broker.route(source.core_topic).read_queues, key=lambda queue: queue.queue_id)
         connector = "|".join(("ebsrc", source.name.replace(".", "%")))
         self._start_new_group_at_end(sink_group(connector), queues)
-        task = EventSourceTask(source, self.buses)
+        task = EventSourceTask(source, self.buses, lambda: self.schemas)
         runner = SinkRunner(self.broker, self._arrivals, connector, 0, task, {"errors.retry.timeout": 60_000}, queues)
         runner.start()
         return _RunningSource(source, task, runner)

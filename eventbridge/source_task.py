@@ -13,6 +13,9 @@ How a message becomes an event (`message_event`):
                      else data_base64 with application/octet-stream
     mqttqos          extension: the MQTT QoS it was published with (MQTT messages)
 
+An event that breaks a schema of the event center (event_schema) goes to the bus's dead-letter topic with the
+reason (EB_DLQ_SOURCE names the source), since its message was acknowledged to the device long before.
+
 Events of one batch are appended to the bus together, and only then does the runner commit the topic's offsets:
 a crash appends them again (at least once; the ids are the same).
 """
@@ -23,11 +26,21 @@ import base64
 import datetime
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from connectors.api import SinkRecord, SinkTask
-from eventbridge.bus import EventBuses
+from core.client import Producer
+from eventbridge.bus import EventBuses, default_dead_letter_topic, encode_event
+from eventbridge.event_schema import SchemaRegistry
 from eventbridge.rule_model import EventSource
+from eventbridge.target_task import (
+    MAX_ERROR_CHARS,
+    PROPERTY_DLQ_BUS,
+    PROPERTY_DLQ_ERROR,
+    PROPERTY_DLQ_ORIGIN,
+    PROPERTY_DLQ_SOURCE,
+)
 
 # The MQTT gateway's message properties and topic-filter matching: pure definitions shared with the gateway.
 from mqtt_bridge.message_mapping import PROPERTY_CLIENT, PROPERTY_QOS, PROPERTY_TOPIC
@@ -76,10 +89,13 @@ def _not_json(name: str) -> None:
 
 
 class EventSourceTask(SinkTask):
-    def __init__(self, source: EventSource, buses: EventBuses) -> None:
+    def __init__(self, source: EventSource, buses: EventBuses, schemas: Callable[[], SchemaRegistry]) -> None:
         self.source = source
         self.buses = buses
+        self.schemas = schemas  # the registry in force, read per batch: a reload applies without a restart
+        self.producer = Producer(buses.broker, "eventbridge-sources")
         self.forwarded = 0
+        self.refused = 0
 
     def wants(self, record: SinkRecord) -> bool:
         if self.source.mqtt is None:
@@ -88,7 +104,33 @@ class EventSourceTask(SinkTask):
         return topic is not None and matches(self.source.mqtt, topic)
 
     async def put(self, records: list[SinkRecord]) -> None:
-        events = [message_event(self.source, record) for record in records if self.wants(record)]
+        schemas = self.schemas()
+        events = []
+        for record in records:
+            if not self.wants(record):
+                continue
+            event = message_event(self.source, record)
+            violation = schemas.violation(event)
+            if violation is None:
+                events.append(event)
+            else:
+                await self._refuse(record, event, violation)
         if events:
             await self.buses.put(self.source.bus, events)
             self.forwarded += len(events)
+
+    async def _refuse(self, record: SinkRecord, event: dict[str, Any], violation: str) -> None:
+        """An event the event center refuses: the message was acknowledged to its producer long ago, so it goes
+        to the bus's dead-letter topic with the reason rather than being dropped."""
+        topic = default_dead_letter_topic(self.source.bus)
+        if self.buses.broker.topics.get(topic) is None:
+            self.buses.broker.create_topic(topic, 1)
+        properties = {
+            PROPERTY_DLQ_BUS: self.source.bus,
+            PROPERTY_DLQ_SOURCE: self.source.name,
+            PROPERTY_DLQ_ERROR: violation[:MAX_ERROR_CHARS],
+            PROPERTY_DLQ_ORIGIN: f"{record.topic}/{record.queue_id}/{record.queue_offset}",
+        }
+        await self.producer.send(topic, encode_event(event), keys=[str(event["id"])], properties=properties)
+        self.refused += 1
+        log.warning("source %r: event %s refused (sent to %r): %s", self.source.name, event["id"], topic, violation)

@@ -47,6 +47,7 @@ PROPERTY_DLQ_STATUS = "EB_DLQ_STATUS"
 PROPERTY_DLQ_ERROR = "EB_DLQ_ERROR"
 PROPERTY_DLQ_ATTEMPTS = "EB_DLQ_ATTEMPTS"
 PROPERTY_DLQ_ORIGIN = "EB_DLQ_ORIGIN"
+PROPERTY_DLQ_SOURCE = "EB_DLQ_SOURCE"  # an event source's refused event (source_task): the source's name
 # An error text in a dead-letter record is cut to this (the record's properties hold 64 KiB in all).
 MAX_ERROR_CHARS = 2000
 

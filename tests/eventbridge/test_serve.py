@@ -21,6 +21,13 @@ RULES = """
 sources:
   - name: plant-temps
     mqtt: plant/+/temp
+schemas:
+  - source: mqgate/mqtt/*
+    type: mqgate.mqtt.message
+    schema: {{type: object, required: [temp], properties: {{temp: {{type: number}}}}}}
+  - source: mqgate/http
+    type: order
+    schema: {{type: object, required: [amount]}}
 rules:
   - name: cold
     pattern:
@@ -82,6 +89,7 @@ async def test_mqtt_to_rule_to_http(serve: ServeProcess, target: TargetServer) -
             ("plant/r3/humidity", b'{"temp": 1}'),  # not the source's filter
             ("plant/r4/temp", b"not json"),
             ("plant/r5/temp", b'{"temp": -2.5}'),
+            ("plant/r6/temp", b'{"temp": "freezing"}'),  # breaks the schema
         ],
     )
     await target.wait_for(2)
@@ -98,8 +106,17 @@ async def test_mqtt_to_rule_to_http(serve: ServeProcess, target: TargetServer) -
     assert first.headers["Content-Type"].startswith("application/cloudevents+json")
     async with aiohttp.ClientSession() as http, http.get(f"{serve.http_url}/rules/default/cold") as response:
         rule = await response.json()
+        async with http.get(f"{serve.http_url}/sources") as response:
+            (source,) = await response.json()
     assert rule["targets"][0]["delivered"] == 2
     assert rule["targets"][0]["state"] == "RUNNING"
+    # "not json" goes through as data_base64 (the schema sees a string and refuses it), so does "freezing".
+    assert (source["name"], source["mqtt"], source["forwarded"], source["refused"]) == (
+        "plant-temps",
+        "plant/+/temp",
+        3,
+        2,
+    )
 
 
 async def test_put_events_in_every_mode_answers_per_entry(serve: ServeProcess, target: TargetServer) -> None:
@@ -121,14 +138,22 @@ async def test_put_events_in_every_mode_answers_per_entry(serve: ServeProcess, t
         assert answer["FailedEntryCount"] == 1
         assert answer["Entries"][0] == {"EventId": "c1"} and answer["Entries"][2] == {"EventId": "c3"}
         assert answer["Entries"][1]["ErrorCode"] and "entry 1" in answer["Entries"][1]["ErrorMessage"]
+        order = {**good, "id": "o1", "type": "order", "data": {"total": 3}}
+        async with http.post(url, data=json.dumps([order, {**order, "id": "o2", "data": {"amount": 3}}]),
+                             headers=headers) as response:  # fmt: skip
+            answer = await response.json()
+        assert answer["FailedEntryCount"] == 1
+        assert answer["Entries"][0]["ErrorCode"] == "SchemaValidationFailed"
+        assert "'amount' is a required property" in answer["Entries"][0]["ErrorMessage"]
+        assert answer["Entries"][1] == {"EventId": "o2"}
         async with http.post(url, data=b"[", headers=headers) as response:
             assert response.status == 400
             assert "message" in await response.json()
         async with http.post(f"{serve.http_url}/buses/nope/events", data=json.dumps(good), headers=structured) as r:
             assert r.status == 404
-    await target.wait_for(4)
+    await target.wait_for(5)
     await asyncio.sleep(0.3)
-    assert sorted(target.ids()) == ["a1", "b1", "c1", "c3"]
+    assert sorted(target.ids()) == ["a1", "b1", "c1", "c3", "o2"]
     by_id = {r.attributes["id"]: r for r in target.received}
     assert by_id["a1"].data["data"] == {"x": 1}  # ORIGINAL: the stored event is the data
 
