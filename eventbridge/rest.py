@@ -10,21 +10,41 @@
     GET    /sources                  [{name, bus, mqtt | topic, type, enabled, file, state, forwarded, refused}]
     GET    /rules                    [{bus, name, enabled, description, file, targets: [{id, url, state, ...}]}]
     GET    /rules/{bus}/{name}       one rule, with its targets' delivery counts
+    PUT    /rules/{bus}/{name}       create or replace a rule: the rule as in a rule file, in JSON ({"pattern",
+                                     "targets", ...}; name and bus come from the path): 201 or 200 and the rule
+    DELETE /rules/{bus}/{name}       204
+    PUT    /rules/{bus}/{name}/enable|disable                 200 and the rule
+    PUT    /rules/{bus}/{name}/targets/{id}                   add or replace one target ({"type", "url", ...})
+    DELETE /rules/{bus}/{name}/targets/{id}                   204 (a rule keeps at least one target)
+    PUT    /sources/{name}           create or replace an event source ({"mqtt"} or {"topic"}, "bus", "type")
+    DELETE /sources/{name}           204
+    PUT    /sources/{name}/enable|disable                     200 and the source
     POST   /rules/reload             read the rules directory now: {"rules": n, "errors": ["file:line:col: ..."]}
     POST   /test-event-pattern       {"pattern": {...}, "event": {...}}: {"result": true|false} (AWS
                                      TestEventPattern); an invalid pattern or event is a 400 saying where
 
-Errors are mqgate's `{"error_code": N, "message": "..."}`.
+Rules and sources written through the API are files of the rules directory (api_definitions); those of an
+operator's file are changed in the file (409 names it). Errors are mqgate's `{"error_code": N, "message": "..."}`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from eventbridge.api_definitions import (
+    DefinitionError,
+    is_api_file,
+    read_definition,
+    rule_file_path,
+    source_file_path,
+    write_definition,
+)
 from eventbridge.bus import BusError, bus_topic
 from eventbridge.ingress import EntryError, IngressError, parse_events, put_events_response
 from eventbridge.matcher import Matcher
@@ -53,6 +73,16 @@ def add_routes(app: web.Application, runtime: EventBridgeRuntime) -> None:
     app.router.add_get("/sources", list_sources)
     app.router.add_get("/rules", list_rules)
     app.router.add_get("/rules/{bus}/{name}", get_rule)
+    app.router.add_put("/rules/{bus}/{name}", put_rule)
+    app.router.add_delete("/rules/{bus}/{name}", delete_rule)
+    app.router.add_put("/rules/{bus}/{name}/enable", functools.partial(enable_rule, enabled=True))
+    app.router.add_put("/rules/{bus}/{name}/disable", functools.partial(enable_rule, enabled=False))
+    app.router.add_put("/rules/{bus}/{name}/targets/{target}", put_target)
+    app.router.add_delete("/rules/{bus}/{name}/targets/{target}", delete_target)
+    app.router.add_put("/sources/{name}", put_source)
+    app.router.add_delete("/sources/{name}", delete_source)
+    app.router.add_put("/sources/{name}/enable", functools.partial(enable_source, enabled=True))
+    app.router.add_put("/sources/{name}/disable", functools.partial(enable_source, enabled=False))
     app.router.add_post("/rules/reload", reload_rules)
     app.router.add_post("/test-event-pattern", test_event_pattern)
 
@@ -170,19 +200,7 @@ def _rule_json(runtime: EventBridgeRuntime, rule: Rule) -> dict[str, Any]:
 
 async def list_sources(request: web.Request) -> web.Response:
     runtime = _runtime(request)
-    tasks = runtime.source_tasks()
-    answer = []
-    for name, source in sorted(runtime.rules.sources.items()):
-        entry: dict[str, Any] = {"name": name, "bus": source.bus, "type": source.type, "enabled": source.enabled}
-        entry.update({"mqtt": source.mqtt} if source.mqtt is not None else {"topic": source.topic})
-        entry["file"] = str(source.position) if source.position else None
-        task = tasks.get(name)
-        if task is None:
-            entry["state"] = "DISABLED" if not source.enabled else "NOT_STARTED"
-        else:
-            entry.update(state=runtime.source_runner(name).state.value, forwarded=task.forwarded, refused=task.refused)
-        answer.append(entry)
-    return web.json_response(answer)
+    return web.json_response([_source_json(runtime, name) for name in sorted(runtime.rules.sources)])
 
 
 async def list_rules(request: web.Request) -> web.Response:
@@ -218,3 +236,152 @@ async def test_event_pattern(request: web.Request) -> web.Response:
     if not isinstance(event, dict):
         raise web.HTTPBadRequest(text="invalid event: it must be a JSON object")
     return web.json_response({"result": bool(Matcher([("pattern", compiled)]).matches(event))})
+
+
+# --- rules and sources written through the API ---------------------------------------------------------------
+
+
+def _find_rule(runtime: EventBridgeRuntime, bus: str, name: str) -> Rule | None:
+    return next((rule for rule in runtime.rules if rule.bus == bus and rule.name == name), None)
+
+
+def _owned_file(position: object, what: str) -> None:
+    """Refuse to change a definition that an operator's file holds."""
+    path = getattr(position, "path", None)
+    if path is not None and not is_api_file(path):
+        raise web.HTTPConflict(text=f"{what} is defined in {path}; change it there (the API changes only its own)")
+
+
+async def _apply(runtime: EventBridgeRuntime, path: Path, kind: str, definition: dict[str, Any]) -> None:
+    try:
+        write_definition(path, kind, definition)
+    except DefinitionError as exc:
+        raise web.HTTPBadRequest(text=str(exc)) from None
+    errors = [error for error in await runtime.reload() if Path(error.path) == path]
+    if errors:
+        # Valid alone but not next to the others (a name another file defines): undo, say why.
+        path.unlink(missing_ok=True)
+        await runtime.reload()
+        raise web.HTTPConflict(text=errors[0].reason)
+
+
+async def _definition_body(request: web.Request) -> dict[str, Any]:
+    body = await _json_body(request)
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body must be a JSON object")
+    return body
+
+
+async def put_rule(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    bus, name = request.match_info["bus"], request.match_info["name"]
+    existing = _find_rule(runtime, bus, name)
+    if existing is not None:
+        _owned_file(existing.position, f"rule {existing.key}")
+    definition = {**await _definition_body(request), "name": name, "bus": bus}
+    await _apply(runtime, rule_file_path(runtime.rules_dir, bus, name), "rules", definition)
+    rule = _find_rule(runtime, bus, name)
+    assert rule is not None
+    return web.json_response(_rule_json(runtime, rule), status=200 if existing else 201)
+
+
+def _api_rule(runtime: EventBridgeRuntime, request: web.Request) -> tuple[Path, dict[str, Any]]:
+    bus, name = request.match_info["bus"], request.match_info["name"]
+    rule = _find_rule(runtime, bus, name)
+    if rule is None:
+        raise web.HTTPNotFound(text=f"no rule {name!r} on bus {bus!r} (GET /rules lists them)")
+    _owned_file(rule.position, f"rule {rule.key}")
+    path = rule_file_path(runtime.rules_dir, bus, name)
+    return path, read_definition(path, "rules")
+
+
+async def delete_rule(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    path, _ = _api_rule(runtime, request)
+    path.unlink(missing_ok=True)
+    await runtime.reload()
+    return web.Response(status=204)
+
+
+async def enable_rule(request: web.Request, *, enabled: bool) -> web.Response:
+    runtime = _runtime(request)
+    path, definition = _api_rule(runtime, request)
+    await _apply(runtime, path, "rules", {**definition, "enabled": enabled})
+    rule = _find_rule(runtime, request.match_info["bus"], request.match_info["name"])
+    assert rule is not None
+    return web.json_response(_rule_json(runtime, rule))
+
+
+async def put_target(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    path, definition = _api_rule(runtime, request)
+    target_id = request.match_info["target"]
+    target = {**await _definition_body(request), "id": target_id}
+    targets = [t for t in definition.get("targets", []) if t.get("id") != target_id]
+    existed = len(targets) != len(definition.get("targets", []))
+    await _apply(runtime, path, "rules", {**definition, "targets": [*targets, target]})
+    rule = _find_rule(runtime, request.match_info["bus"], request.match_info["name"])
+    assert rule is not None
+    return web.json_response(_rule_json(runtime, rule), status=200 if existed else 201)
+
+
+async def delete_target(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    path, definition = _api_rule(runtime, request)
+    target_id = request.match_info["target"]
+    targets = [t for t in definition.get("targets", []) if t.get("id") != target_id]
+    if len(targets) == len(definition.get("targets", [])):
+        raise web.HTTPNotFound(text=f"the rule has no target {target_id!r}")
+    if not targets:
+        raise web.HTTPConflict(text="a rule keeps at least one target; delete the rule instead")
+    await _apply(runtime, path, "rules", {**definition, "targets": targets})
+    return web.Response(status=204)
+
+
+def _source_json(runtime: EventBridgeRuntime, name: str) -> dict[str, Any]:
+    source = runtime.rules.sources[name]
+    entry: dict[str, Any] = {"name": name, "bus": source.bus, "type": source.type, "enabled": source.enabled}
+    entry.update({"mqtt": source.mqtt} if source.mqtt is not None else {"topic": source.topic})
+    entry["file"] = str(source.position) if source.position else None
+    task = runtime.source_tasks().get(name)
+    if task is None:
+        entry["state"] = "DISABLED" if not source.enabled else "NOT_STARTED"
+    else:
+        entry.update(state=runtime.source_runner(name).state.value, forwarded=task.forwarded, refused=task.refused)
+    return entry
+
+
+async def put_source(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    name = request.match_info["name"]
+    existing = runtime.rules.sources.get(name)
+    if existing is not None:
+        _owned_file(existing.position, f"source {name!r}")
+    definition = {**await _definition_body(request), "name": name}
+    await _apply(runtime, source_file_path(runtime.rules_dir, name), "sources", definition)
+    return web.json_response(_source_json(runtime, name), status=200 if existing else 201)
+
+
+def _api_source(runtime: EventBridgeRuntime, request: web.Request) -> tuple[Path, dict[str, Any]]:
+    name = request.match_info["name"]
+    source = runtime.rules.sources.get(name)
+    if source is None:
+        raise web.HTTPNotFound(text=f"no source {name!r} (GET /sources lists them)")
+    _owned_file(source.position, f"source {name!r}")
+    path = source_file_path(runtime.rules_dir, name)
+    return path, read_definition(path, "sources")
+
+
+async def delete_source(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    path, _ = _api_source(runtime, request)
+    path.unlink(missing_ok=True)
+    await runtime.reload()
+    return web.Response(status=204)
+
+
+async def enable_source(request: web.Request, *, enabled: bool) -> web.Response:
+    runtime = _runtime(request)
+    path, definition = _api_source(runtime, request)
+    await _apply(runtime, path, "sources", {**definition, "enabled": enabled})
+    return web.json_response(_source_json(runtime, request.match_info["name"]))

@@ -9,7 +9,8 @@ rule target delivering the bus's matching events.
   reading the bus as the consumer group `connect-eb|<bus>|<rule>|<target>`. A reload restarts only the targets
   whose rule pattern or target settings changed: the others keep running, so their events are neither lost nor
   repeated. A new target starts at the end of the bus (events from its creation on, as a new AWS rule); a
-  target that existed before a restart goes on from its committed offset.
+  target that existed before a restart goes on from its committed offset. A deleted or disabled target's group
+  offsets are deleted, so when it comes back it starts at the end too (a disabled AWS rule sees nothing).
 """
 
 from __future__ import annotations
@@ -162,12 +163,18 @@ class EventBridgeRuntime:
             if want is None or not _same_delivery(running, *want):
                 await _stop(running.runner)
                 del self._running[key]
+                if want is None:
+                    # Deleted or disabled: enabled again, it starts at the end of the bus, as a new AWS rule does,
+                    # instead of delivering what came meanwhile.
+                    self.broker.offsets.delete_group(sink_group(key.connector))
                 log.info("eventbridge: target %s stopped", key)
         wanted_sources = {source.name: source for source in rules.sources.values() if source.enabled}
         for name, running_source in list(self._sources.items()):
             if wanted_sources.get(name) != running_source.source:
                 await _stop(running_source.runner)
                 del self._sources[name]
+                if name not in wanted_sources:
+                    self.broker.offsets.delete_group(sink_group(running_source.runner.connector))
                 log.info("eventbridge: source %r stopped", name)
         new = [key for key in wanted if key not in self._running]
         if new or any(name not in self._sources for name in wanted_sources):

@@ -1,0 +1,128 @@
+"""Rules, targets and sources created, changed, disabled and deleted through the HTTP API of a real `mqgate serve`,
+with events flowing to a real CloudEvents receiver; an operator's file stays the operator's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.eventbridge.target_server import TargetServer
+from tests.serve_process import ServeProcess
+
+OPERATOR_FILE = """
+rules:
+  - name: from-file
+    pattern: {type: [never]}
+    targets:
+      - {id: t, type: http, url: "http://127.0.0.1:9/x"}
+"""
+
+
+@pytest.fixture
+async def target() -> AsyncIterator[TargetServer]:
+    server = await TargetServer().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[ServeProcess]:
+    rules = tmp_path / "data" / "rules"
+    rules.mkdir(parents=True)
+    (rules / "operator.yaml").write_text(OPERATOR_FILE)
+    process = ServeProcess(tmp_path / "data")
+    yield process
+    assert process.stop() == 0
+
+
+async def call(
+    http: aiohttp.ClientSession, method: str, url: str, body: Any = None, content_type: str | None = None
+) -> tuple[int, Any]:
+    headers = {"Content-Type": content_type} if content_type else None
+    async with http.request(method, url, json=body, headers=headers) as response:
+        text = await response.text()
+        return response.status, (await response.json() if text else None)
+
+
+async def put_event(http: aiohttp.ClientSession, serve: ServeProcess, event_id: str, kind: str = "order") -> None:
+    event = {"specversion": "1.0", "id": event_id, "source": "shop", "type": kind, "data": {"n": 1}}
+    url = f"{serve.http_url}/buses/default/events"
+    status, answer = await call(http, "POST", url, [event], "application/cloudevents-batch+json")
+    assert status == 200 and answer["FailedEntryCount"] == 0, answer
+
+
+async def test_rule_life_cycle_through_the_api(serve: ServeProcess, target: TargetServer) -> None:
+    base = f"{serve.http_url}/rules/default/orders"
+    rule = {"pattern": {"type": ["order"]}, "targets": [{"id": "a", "type": "http", "url": target.url}]}
+    async with aiohttp.ClientSession() as http:
+        status, created = await call(http, "PUT", base, rule)
+        assert status == 201, created
+        assert created["name"] == "orders" and created["targets"][0]["state"] == "RUNNING"
+        assert "api-rule@default@orders.yaml" in created["file"]
+        await put_event(http, serve, "o1")
+        await target.wait_for(1)
+
+        status, disabled = await call(http, "PUT", f"{base}/disable")
+        assert status == 200 and disabled["enabled"] is False and disabled["targets"][0]["state"] == "DISABLED"
+        await put_event(http, serve, "o2")
+        status, _ = await call(http, "PUT", f"{base}/enable")
+        assert status == 200
+        await put_event(http, serve, "o3")
+        await target.wait_for(2)
+        await asyncio.sleep(0.3)
+        assert target.ids() == ["o1", "o3"]  # o2 came while the rule was disabled
+
+        status, replaced = await call(http, "PUT", base, {**rule, "pattern": {"type": ["refund"]}})
+        assert status == 200 and replaced["pattern"] == {"type": ["refund"]}
+        status, with_target = await call(http, "PUT", f"{base}/targets/b", {"type": "http", "url": target.url})
+        assert status == 201 and [t["id"] for t in with_target["targets"]] == ["a", "b"]
+        await put_event(http, serve, "r1", "refund")
+        await target.wait_for(4)
+        assert target.ids()[2:] == ["r1", "r1"]  # both targets
+        status, _ = await call(http, "DELETE", f"{base}/targets/b")
+        assert status == 204
+        status, answer = await call(http, "DELETE", f"{base}/targets/a")
+        assert status == 409 and "at least one target" in answer["message"]
+
+        status, _ = await call(http, "DELETE", base)
+        assert status == 204
+        status, _ = await call(http, "GET", base)
+        assert status == 404
+    assert not (serve.data_dir / "rules" / "api-rule@default@orders.yaml").exists()
+
+
+async def test_bad_definitions_are_refused_with_the_reason(serve: ServeProcess) -> None:
+    base = f"{serve.http_url}/rules/default"
+    async with aiohttp.ClientSession() as http:
+        status, answer = await call(
+            http, "PUT", f"{base}/x", {"pattern": {"n": [{"numeric": [">", "z"]}]}, "targets": []}
+        )
+        assert status == 400 and "numeric" in answer["message"], answer
+        status, answer = await call(http, "PUT", f"{base}/x", {"pattern": {"a": [1]}, "targets": [], "colour": 1})
+        assert status == 400 and "unknown key 'colour'" in answer["message"]
+        status, answer = await call(http, "PUT", f"{base}/from-file", {"pattern": {"a": [1]}, "targets": []})
+        assert status == 409 and "operator.yaml" in answer["message"]
+        status, answer = await call(http, "DELETE", f"{base}/from-file")
+        assert status == 409
+        status, answer = await call(http, "PUT", f"{serve.http_url}/sources/s", {"mqtt": "#"})
+        assert status == 400 and "first level" in answer["message"]
+    assert sorted(p.name for p in (serve.data_dir / "rules").iterdir()) == ["operator.yaml"]
+
+
+async def test_source_life_cycle_through_the_api(serve: ServeProcess) -> None:
+    async with aiohttp.ClientSession() as http:
+        status, source = await call(http, "PUT", f"{serve.http_url}/sources/orders", {"topic": "orders"})
+        assert status == 201 and source["state"] == "RUNNING" and source["type"] == "mqgate.message"
+        status, source = await call(http, "PUT", f"{serve.http_url}/sources/orders/disable")
+        assert status == 200 and source["state"] == "DISABLED"
+        status, listed = await call(http, "GET", f"{serve.http_url}/sources")
+        assert [s["name"] for s in listed] == ["orders"]
+        status, _ = await call(http, "DELETE", f"{serve.http_url}/sources/orders")
+        assert status == 204
+        status, listed = await call(http, "GET", f"{serve.http_url}/sources")
+        assert listed == []
