@@ -72,6 +72,9 @@ def test_example_rules_load() -> None:
     assert result.errors == ()
     names = sorted(str(rule.key) for rule in result.rules)
     assert names == ["default/cold-rooms", "default/readings-archive"]
+    assert list(result.rules.sources) == ["plant-sensors"]
+    assert result.rules.sources["plant-sensors"].core_topic == "plant"
+    assert len(result.rules.schemas) == 1
     cold = next(rule for rule in result.rules if rule.name == "cold-rooms")
     event = {"subject": "plant/a/room-7", "data": {"temp": 3}}
     assert cold.targets[0].transform.apply(event).value == {"text": "Room plant/a/room-7 is at 3 C"}
