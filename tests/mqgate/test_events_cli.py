@@ -183,3 +183,20 @@ async def test_unknown_bus_or_rule_is_an_error_naming_it(serve: ServeProcess) ->
     assert "no rule 'gone' on bus 'default'" in redrive.stderr
     bad_time = await events_cli(serve, "replay", "--bus", "default", "--from", "soon", "--to", "0")
     assert bad_time.returncode == 2 and "'--from'" in bad_time.stderr
+
+
+async def test_the_rest_api_refuses_bad_requests_saying_what_to_do(serve: ServeProcess) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    base = serve.http_url
+    async with aiohttp.ClientSession(headers=auth) as http:
+        async with http.post(f"{base}/buses/default/replays", json={"from": 0}) as response:
+            assert response.status == 400
+            assert "missing: to" in (await response.json())["message"]
+        async with http.post(f"{base}/buses/default/replays", json={"from": 5, "to": 1}) as response:
+            assert response.status == 400 and "is after 'to'" in (await response.json())["message"]
+        async with http.get(f"{base}/dead-letters/orders") as response:
+            assert response.status == 404 and "not a dead-letter topic" in (await response.json())["message"]
+        async with http.get(f"{base}/dead-letters/%25EVENTBUS-DLQ%25default?limit=many") as response:
+            assert response.status == 400 and "limit='many'" in (await response.json())["message"]
+        async with http.post(f"{base}/dead-letters/%25EVENTBUS-DLQ%25default/redrive", json={"target": "t"}) as r:
+            assert r.status == 400 and "give its 'rule' too" in (await r.json())["message"]
