@@ -55,3 +55,12 @@ class IngressError(EventBridgeError, ValueError):
         self.code = code
         self.message = message
         self.status = status
+
+
+class ReprocessError(EventBridgeError, ValueError):
+    """A replay or a dead-letter redrive that cannot be done as asked (a bad time range, name or limit); nothing
+    was appended."""
+
+
+class NotFoundError(ReprocessError):
+    """The bus, rule, target or dead-letter topic that a replay or a redrive names does not exist."""

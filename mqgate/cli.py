@@ -21,6 +21,7 @@ from core.store.config import FlushMode
 from core.store.errors import StoreError
 from core.store.message_store import MessageStore, RecoveryReport
 from mqgate.connect_cli import add_connect_parser
+from mqgate.events_cli import add_events_parser
 from mqgate.rules_cli import add_rules_parser
 from mqgate.server import run, serve
 from mqgate.settings import (
@@ -61,6 +62,7 @@ subcommands in detail:
   passwd        add, change or delete users of a Mosquitto password file (as mosquitto_passwd)
   connect       list, create, pause, resume, restart and delete connectors through the REST API
   rules test    does an event (JSON file) match an EventBridge pattern (JSON file)? exit 0 yes, 1 no, 2 invalid
+  events        replay a bus's events in a time range; list and redrive dead letters (through the REST API)
 
 configuration:
   Values come from built-in defaults, then a file (--config PATH, or DATA_DIR/{CONFIG_FILE_NAME} when it
@@ -74,6 +76,7 @@ examples:
   mqgate passwd -c /etc/mqgate/passwd alice
   mqgate connect list --url http://127.0.0.1:8082
   mqgate rules test pattern.json event.json
+  mqgate events replay --bus default --from 2024-05-01T12:00:00Z --to 2024-05-01T13:00:00Z
 
 exit codes: 0 success or clean stop, 1 store unusable (e.g. open in another process), 2 bad usage or config"""
 
@@ -141,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter)
     commands = parser.add_subparsers(
-        dest="command", metavar="{serve,config,store,passwd,connect,rules}", title="commands"
+        dest="command", metavar="{serve,config,store,passwd,connect,rules,events}", title="commands"
     )
     options = _settings_options()
 
@@ -197,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_passwd_parser(commands, formatter)
     add_connect_parser(commands, formatter)
     add_rules_parser(commands, formatter)
+    add_events_parser(commands, formatter)
     return parser
 
 

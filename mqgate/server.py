@@ -26,6 +26,7 @@ from connectors.worker import Worker
 from core.broker import Broker
 from core.store.message_store import MessageStore, RecoveryReport
 from eventbridge.http_target import HttpTargetClient
+from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import EventBridgeRuntime
 from mqgate.http_api import HttpServer, build_app
@@ -248,6 +249,7 @@ async def _start_http(
     app = build_app(config)
     add_connector_routes(app, worker)
     add_eventbridge_routes(app, eventbridge)
+    add_replay_routes(app, eventbridge)
     server = HttpServer(app, config)
     try:
         address = await server.start()

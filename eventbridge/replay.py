@@ -1,0 +1,217 @@
+"""Replay (AWS EventBridge archive and replay): the events a bus stored in a time range, appended to it again.
+
+A bus keeps its events in its core topic for the store's retention, so the bus is its own archive. A replay reads
+each queue of `%EVENTBUS%<bus>` from the first message stored at or after `from` (the broker's search_offset) up
+to the first one stored after `to`, and appends every event it finds again, as a copy that carries the
+CloudEvents extension `replayname` (AWS's `replay-name`, spelt as CloudEvents extension names must be), and that
+is restricted with OnlyFor to one rule when the replay names a rule. The rules' targets deliver the copies as they
+deliver any event: the receiver sees `replayname` among the attributes.
+
+Not replayed (counted as skipped):
+- copies that already carry `replayname`: AWS does not archive replayed events, so a replay never repeats one;
+- copies restricted to one rule (EB_ONLY_RULE, a replay's or a redrive's): the event they copy is on the bus
+  itself, and is replayed as that;
+- messages of the bus topic that are not events (a body sent to the topic by hand).
+
+Memory is bounded by REPLAY_BATCH: each batch read is appended before the next is read. The end of each queue is
+taken before the first copy is appended, so the copies (which go to the same queues) are never read by the replay
+that made them. Order is kept within a queue, as delivery keeps it; across queues it is not, as on delivery.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.broker import PullStatus
+from eventbridge.bus import PROPERTY_ONLY_RULE, BusError, OnlyFor, bus_topic, decode_event
+from eventbridge.errors import NotFoundError, ReprocessError
+from eventbridge.rule_model import RuleKey
+from eventbridge.runtime import EventBridgeRuntime
+from eventbridge.time_range import TimeRange
+
+log = logging.getLogger(__name__)
+
+# The CloudEvents extension a replayed copy carries: its replay's name. Extension names are [a-z0-9]{1,20}.
+REPLAY_NAME_EXTENSION = "replayname"
+# AWS's ReplayName: 1 to 64 of [.-_A-Za-z0-9].
+REPLAY_NAME = re.compile(r"[.\-_A-Za-z0-9]{1,64}")
+# Events read (and then appended) at a time: the target runner's batch, so a replay holds as much as a target does.
+REPLAY_BATCH = 256
+# The consumer group the replay reads as; it commits nothing, the name only shows who read in the broker's logs.
+REPLAY_GROUP = "eventbridge-replay"
+
+
+class StoredEvent(Protocol):
+    """What the selection needs of a stored message (core.store.message.StoredMessage has it)."""
+
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def properties(self) -> dict[str, str]: ...
+    @property
+    def store_timestamp(self) -> int: ...
+
+
+def new_replay_name(now_s: float, rng: random.Random) -> str:
+    """`replay-<yyyymmddHHMMSS>-<4 hex>` in UTC: sorts by start time; the hex tells apart replays of one second."""
+    stamp = datetime.datetime.fromtimestamp(now_s, datetime.UTC).strftime("%Y%m%d%H%M%S")
+    return f"replay-{stamp}-{rng.getrandbits(16):04x}"
+
+
+def check_replay_name(name: str) -> str:
+    if REPLAY_NAME.fullmatch(name) is None:
+        raise ReprocessError(f"replay name {name!r}: give 1 to 64 letters, digits, '.', '-' or '_'")
+    return name
+
+
+def is_replayable(event: Mapping[str, Any], properties: Mapping[str, str]) -> bool:
+    """False for a replayed copy and for any copy meant for one rule (see the module docstring)."""
+    return REPLAY_NAME_EXTENSION not in event and PROPERTY_ONLY_RULE not in properties
+
+
+def replay_copy(event: Mapping[str, Any], name: str) -> dict[str, Any]:
+    return {**event, REPLAY_NAME_EXTENSION: name}
+
+
+@dataclass(slots=True)
+class Selection:
+    """What one batch of a queue gives a replay."""
+
+    copies: list[dict[str, Any]] = field(default_factory=list)
+    skipped: int = 0
+    # Messages of the batch inside the range (the first message stored after `to`, and those behind it, are not).
+    considered: int = 0
+    past_end: bool = False  # a message stored after `to` was reached: the queue is done
+
+
+def select_for_replay(messages: Sequence[StoredEvent], to_ms: int, name: str) -> Selection:
+    """The copies to append for messages read in queue order from the first one stored at or after `from`."""
+    selection = Selection()
+    for message in messages:
+        if message.store_timestamp > to_ms:
+            selection.past_end = True
+            break
+        selection.considered += 1
+        try:
+            event = decode_event(message.body)
+        except BusError:
+            selection.skipped += 1
+            continue
+        if not is_replayable(event, message.properties):
+            selection.skipped += 1
+            continue
+        selection.copies.append(replay_copy(event, name))
+    return selection
+
+
+@dataclass(frozen=True, slots=True)
+class QueueReplay:
+    """One queue of the bus: the offsets read, [from_offset, to_offset), and what became of them."""
+
+    queue_id: int
+    from_offset: int
+    to_offset: int
+    replayed: int
+    skipped: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySummary:
+    name: str
+    bus: str
+    rule: str | None
+    range: TimeRange
+    queues: tuple[QueueReplay, ...]
+
+    @property
+    def replayed(self) -> int:
+        return sum(queue.replayed for queue in self.queues)
+
+    @property
+    def skipped(self) -> int:
+        return sum(queue.skipped for queue in self.queues)
+
+
+class Replayer:
+    """Runs replays on a runtime's buses; rules are looked up in the rules in force when the replay starts."""
+
+    def __init__(
+        self, runtime: EventBridgeRuntime, *, rng: random.Random | None = None, batch: int = REPLAY_BATCH
+    ) -> None:
+        self.runtime = runtime
+        self.rng = rng or random.Random()
+        self.batch = batch
+
+    async def replay(
+        self, bus: str, time_range: TimeRange, rule: str | None = None, name: str | None = None
+    ) -> ReplaySummary:
+        """Append again the events of `bus` stored in `time_range` (to `rule` only, if given). Raises
+        NotFoundError for an unknown bus or rule, ReprocessError for a bad name or a disabled rule, BusError if
+        the copies cannot be stored (those of earlier batches are then already appended)."""
+        runtime = self.runtime
+        if not runtime.buses.exists(bus):
+            raise NotFoundError(f"bus {bus!r} does not exist (GET /buses lists them)")
+        only_for = None
+        if rule is not None:
+            found = runtime.rules.get(RuleKey(bus, rule))
+            if found is None:
+                raise NotFoundError(f"no rule {rule!r} on bus {bus!r} (GET /rules lists them)")
+            if not found.enabled:
+                # Its targets do not run: the copies would be read by nobody, and a target started later
+                # begins at the end of the bus, past them.
+                raise ReprocessError(f"rule {bus}/{rule} is disabled; enable it, then replay")
+            only_for = OnlyFor(str(found.key))
+        name = check_replay_name(name) if name is not None else new_replay_name(runtime.clock.time(), self.rng)
+        broker = runtime.broker
+        topic = bus_topic(bus)
+        # Every event appended so far must be in the consume queues before their ends are taken.
+        await broker.store.wait_visible()
+        queues = sorted(queue.queue_id for queue in broker.read_queues(topic))
+        ends = {queue_id: broker.max_offset(topic, queue_id) for queue_id in queues}
+        done = []
+        for queue_id in queues:
+            # Events appended after the ends were taken are past the replay, however the search lands.
+            start = min(broker.search_offset(topic, queue_id, time_range.from_ms), ends[queue_id])
+            done.append(await self._replay_queue(topic, bus, queue_id, start, ends[queue_id], time_range, name,
+                                                 only_for))  # fmt: skip
+        summary = ReplaySummary(name, bus, rule, time_range, tuple(done))
+        log.info("replay %s of bus %r%s: %d events appended again, %d skipped", name, bus,
+                 f" to rule {rule!r}" if rule else "", summary.replayed, summary.skipped)  # fmt: skip
+        return summary
+
+    async def _replay_queue(
+        self,
+        topic: str,
+        bus: str,
+        queue_id: int,
+        start: int,
+        end: int,
+        time_range: TimeRange,
+        name: str,
+        only_for: OnlyFor | None,
+    ) -> QueueReplay:
+        broker = self.runtime.broker
+        offset, replayed, skipped = start, 0, 0
+        while offset < end:
+            got = await broker.pull(REPLAY_GROUP, topic, queue_id, offset, min(self.batch, end - offset))
+            if got.status is PullStatus.OFFSET_ILLEGAL and got.next_begin_offset > offset:
+                offset = got.next_begin_offset  # retention removed the start of the range meanwhile
+                continue
+            if got.status is not PullStatus.FOUND:
+                break
+            selection = select_for_replay(got.messages, time_range.to_ms, name)
+            if selection.copies:
+                await self.runtime.buses.put(bus, selection.copies, only_for)
+            replayed += len(selection.copies)
+            skipped += selection.skipped
+            if selection.past_end:
+                offset = got.messages[selection.considered].queue_offset
+                break
+            offset = got.next_begin_offset
+        return QueueReplay(queue_id, start, offset, replayed, skipped)
