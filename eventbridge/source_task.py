@@ -8,7 +8,8 @@ How a message becomes an event (`message_event`):
                      "mqgate/topic/<core topic>" for other messages
     type             the source's `type` (mqgate.mqtt.message, mqgate.message by default)
     subject          the MQTT topic; for other messages their first key, if any
-    time             when the message was born (its producer's clock), RFC 3339 UTC
+    time             when the message was born (its producer's clock; the MQTT gateway's when it got the PUBLISH),
+                     else when it was stored; RFC 3339 UTC
     data             the body as JSON when it parses as JSON, with datacontenttype application/json;
                      else data_base64 with application/octet-stream
     mqttqos          extension: the MQTT QoS it was published with (MQTT messages)
@@ -59,7 +60,9 @@ def message_event(source: EventSource, record: SinkRecord) -> dict[str, Any]:
     else:
         origin = f"mqgate/topic/{record.topic}"
         subject = record.keys[0] if record.keys else None
-    born = datetime.datetime.fromtimestamp(record.born_timestamp_ms / 1000, datetime.UTC)
+    # A producer that stamped no birth time (0) gets the time the core stored the message.
+    born_ms = record.born_timestamp_ms or record.store_timestamp_ms
+    born = datetime.datetime.fromtimestamp(born_ms / 1000, datetime.UTC)
     event: dict[str, Any] = {
         "specversion": "1.0",
         "id": record.msg_id,

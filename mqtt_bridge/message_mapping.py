@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import time
 from dataclasses import dataclass
 
 import mqtt5
@@ -150,7 +151,14 @@ class MqttMessage:
         return props
 
     def to_core(self, core_topic: str, queue_id: int) -> Message:
-        return Message(topic=core_topic, body=self.payload, queue_id=queue_id, properties=self.properties())
+        # Born when the gateway received it: core consumers (and EventBridge's event `time`) read it.
+        return Message(
+            topic=core_topic,
+            body=self.payload,
+            queue_id=queue_id,
+            properties=self.properties(),
+            born_timestamp=time.time_ns() // 1_000_000,
+        )
 
     @classmethod
     def from_core(cls, message: StoredMessage | Message) -> MqttMessage | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,7 @@ async def test_mqtt_to_rule_to_http(serve: ServeProcess, target: TargetServer) -
     assert first.attributes["type"] == "mqgate.mqtt.message"
     assert first.attributes["subject"] == "plant/r1/temp"
     assert first.attributes["mqttqos"] == 1
+    assert abs(first.attributes["time"].timestamp() - time.time()) < 120  # when the gateway got it, not 1970
     assert first.headers["Content-Type"].startswith("application/cloudevents+json")
     async with aiohttp.ClientSession() as http, http.get(f"{serve.http_url}/rules/default/cold") as response:
         rule = await response.json()
