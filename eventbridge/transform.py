@@ -13,8 +13,9 @@ Everything is compiled once, when the rule is loaded (`compile_transform`), and 
 Templates run in jinja's `ImmutableSandboxedEnvironment` with StrictUndefined and no autoescape, with no globals
 and an allowlist of filters. At load, a template may only use its declared variables and may not name an attribute
 or item starting with '_'; what jinja can only see at render time raises SecurityError, reported as
-`TransformRenderError`. Output is bounded while it is produced (256 KiB), as are `*`, `**`, `replace` and `join`;
-CPU time is not (nested loops over long event lists): the runtime should render with a time budget.
+`TransformRenderError`. Output is bounded while it is produced (256 KiB), as are `*`, `**`, `replace` and `join`.
+CPU time is bounded by the template's shape: no loop inside a loop, no recursive loop, no macro, so rendering is
+linear in the size of the event (256 KiB at most).
 """
 
 from __future__ import annotations
@@ -239,6 +240,19 @@ def _check_template_ast(ast: nodes.Template, declared: set[str]) -> None:
         raise TransformConfigError(
             "template", f"uses {name!r}, which is not one of its variables {sorted(declared)}; bind it in variables"
         )
+    # CPU time: a loop runs at most once per item of an event (256 KiB), but loops in loops multiply, and macros
+    # can recurse. A transform needs neither, so neither is allowed: rendering stays linear in the event's size.
+    for loop in ast.find_all(nodes.For):
+        if loop.recursive:
+            raise TransformConfigError("template", "recursive loops are not allowed", template_line=loop.lineno)
+        for inner in (*loop.body, *loop.else_):
+            nested = next(iter(inner.find_all(nodes.For)), None) if not isinstance(inner, nodes.For) else inner
+            if nested is not None:
+                raise TransformConfigError(
+                    "template", "a loop inside a loop is not allowed (its cost multiplies)", template_line=nested.lineno
+                )
+    for block in ast.find_all((nodes.Macro, nodes.CallBlock)):
+        raise TransformConfigError("template", "macros and call blocks are not allowed", template_line=block.lineno)
     if any(node.name == "self" for node in ast.find_all(nodes.Name)):
         raise TransformConfigError("template", "'self' (the template itself) is not available to a transform")
     for node in ast.find_all((nodes.Getattr, nodes.Getitem)):

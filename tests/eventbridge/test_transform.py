@@ -150,7 +150,7 @@ def test_injection_refused_at_load(text: str) -> None:
         "{{ 9 ** 9999999 }}",
         "{{ ('x' * 1000) | replace('x', 'x' * 1000) | replace('x', 'x' * 1000) }}",
         "{{ ['x' * 200000] * 1000 | join }}",
-        "{% for i in ['x'] * 200000 %}{% for j in ['x'] * 10 %}{{ j }}{% endfor %}{% endfor %}",
+        "{% for i in ['x'] * 300000 %}{{ i }}{% endfor %}",
     ],
 )
 def test_injection_refused_at_render_never_executed(text: str) -> None:
@@ -159,6 +159,29 @@ def test_injection_refused_at_render_never_executed(text: str) -> None:
     with pytest.raises(TransformRenderError):
         transform.apply(event)
     assert event["data"]["temp"] == 21.5
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("{% for i in x %}{% for j in x %}{% endfor %}{% endfor %}", "a loop inside a loop"),
+        ("{% for i in x %}{% if i %}{% for j in x %}{% endfor %}{% endif %}{% endfor %}", "a loop inside a loop"),
+        ("{% for i in x recursive %}{{ loop(i) }}{% endfor %}", "recursive loops"),
+        ("{% macro m(n) %}{{ m(n) }}{% endmacro %}{{ m(1) }}", "macros"),
+        ("{% call x.get('a') %}{% endcall %}", "call blocks"),
+    ],
+)
+def test_templates_whose_cost_can_multiply_are_refused_at_load(text: str, reason: str) -> None:
+    # Rendering stays linear in the event's size: no CPU-time bomb that emits nothing.
+    with pytest.raises(TransformConfigError, match=reason):
+        compile_transform(template(text, TemplateOutput.TEXT, x="$.data"))
+
+
+def test_one_loop_over_the_event_is_allowed() -> None:
+    transform = compile_transform(
+        template("{% for k in x %}{{ k }};{% endfor %}{% for k in x %}.{% endfor %}", TemplateOutput.TEXT, x="$.data")
+    )
+    assert transform.apply(structured_event()).value.startswith("temp;")
 
 
 def test_equal_specs_compile_to_equal_transforms() -> None:
