@@ -307,3 +307,28 @@ async def test_a_bus_message_that_is_not_an_event_is_skipped(
         assert runner.state.value == "RUNNING"
     finally:
         await runtime.close()
+
+
+async def test_a_dead_target_does_not_delay_another_target_of_the_same_rule(
+    broker: Broker, client: HttpTargetClient, targets: Callable[..., Any], tmp_path: Path
+) -> None:
+    healthy = await targets()
+    dead_url = f"http://127.0.0.1:{unused_port()}/events"
+    text = f"""
+rules:
+  - name: both
+    pattern: {{type: [sensor.reading]}}
+    targets:
+      - {{id: dead, type: http, url: "{dead_url}", retry_policy: EXPONENTIAL_DECAY_RETRY}}
+      - {{id: healthy, type: http, url: "{healthy.url}"}}
+"""
+    write_rules(tmp_path / "rules", "r.yaml", text)
+    runtime = await start_runtime(broker, tmp_path / "rules", client)
+    try:
+        for n in range(50):
+            await runtime.buses.put("default", [event(n)])
+        await healthy.wait_for(50, timeout_s=10)
+        dead = runtime.target_tasks()[TargetKey("default", "both", "dead")].stats
+        assert dead.delivered == 0 and dead.retries >= 1  # still retrying, with its own schedule
+    finally:
+        await runtime.close()
