@@ -3,7 +3,8 @@
 Two layers. `outgoing_event` and `outgoing_request` are pure: they turn the matched event (its structured JSON form,
 as `transform.event_as_json` gives it) into the CloudEvent and then the HTTP request the target receives.
 `HttpTargetClient.deliver` sends that request with aiohttp and turns what happens into a `DeliveryOutcome`; it
-never raises for an HTTP or network problem. Limiting concurrency is the caller's job (a semaphore per target).
+never raises for an HTTP or network problem. Limiting concurrency is the caller's job (target_task runs
+`concurrency` workers per target).
 
 The outgoing CloudEvent keeps the matched event's id, source, type, subject, time and extension attributes; its
 data is the transformed value and its datacontenttype says what that value is. It is always specversion 1.0.
@@ -205,7 +206,7 @@ class HttpTargetClient:
     """Sends events to HTTP targets over one aiohttp session.
 
     Given a session, the client uses it and leaves closing it to its owner. Without one, it creates its own on
-    first use (aiohttp wants a running loop), with no connection limit: the caller's per-target semaphores are
+    first use (aiohttp wants a running loop), with no connection limit: the callers' per-target worker counts are
     the limit, and a connector-wide one would make targets wait for each other.
     """
 
