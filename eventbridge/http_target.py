@@ -271,6 +271,15 @@ async def _drain(response: aiohttp.ClientResponse, deadline: float) -> bytes:
     costs the connection (closed instead of reused), never the answer. A target that said 200 has the event;
     reporting a timeout would make us send it again.
     """
+    content = response.content
+    if content.is_eof() and content.exception() is None:
+        # The whole body has arrived already (a 204, a short answer in the same packets): reading it cannot wait,
+        # so no deadline is armed. What follows is the loop below without its awaits.
+        head = content.read_nowait(MAX_DRAINED_BODY_BYTES)
+        if len(head) < MAX_DRAINED_BODY_BYTES and content.at_eof():
+            return head
+        response.close()
+        return head
     received = bytearray()
     try:
         async with asyncio.timeout_at(deadline):

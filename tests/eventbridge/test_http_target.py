@@ -516,3 +516,20 @@ def test_a_spec_attribute_of_the_wrong_type_is_still_refused_by_the_sdk(mode: st
     # Only extensions get the canonical string form: a boolean subject is not turned into "true".
     with pytest.raises(CloudEventValidationError):
         outgoing_request(target_from("http://x/h", f"mode: {mode}\n"), {**EVENT, "subject": True})
+
+
+@pytest.mark.parametrize(("status", "text"), [(204, None), (200, '{"ok": true}'), (500, "busy")])
+async def test_a_short_answer_read_whole_leaves_the_connection_for_the_next_event(
+    receiver: Receiver, client: HttpTargetClient, status: int, text: str | None
+) -> None:
+    peers: list[Any] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        peers.append(request.transport.get_extra_info("peername"))
+        return web.Response(status=status, text=text)
+
+    receiver.respond = answer
+    outcomes = [await client.deliver(target_from(receiver.url), EVENT) for _ in range(3)]
+    assert [outcome.status for outcome in outcomes] == [status] * 3
+    assert len(set(peers)) == 1  # one connection for the three
