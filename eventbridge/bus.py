@@ -56,8 +56,12 @@ def bus_of_topic(topic: str) -> str | None:
     return topic[len(BUS_TOPIC_PREFIX) :] if topic.startswith(BUS_TOPIC_PREFIX) else None
 
 
+# json.dumps with options builds an encoder per call; this one is built once (the same options, the same bytes).
+_encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def encode_event(event: Mapping[str, Any]) -> bytes:
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
+    return _encode_json(event).encode()
 
 
 def decode_event(body: bytes) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Two layers. `outgoing_event` and `outgoing_request` are pure: they turn the matched event (its structured JSON form,
 as `transform.event_as_json` gives it) into the CloudEvent and then the HTTP request the target receives.
 `HttpTargetClient.deliver` sends that request with aiohttp and turns what happens into a `DeliveryOutcome`; it
-never raises for an HTTP or network problem. Limiting concurrency is the caller's job (a semaphore per target).
+never raises for an HTTP or network problem. Limiting concurrency is the caller's job (target_task runs
+`concurrency` workers per target).
 
 The outgoing CloudEvent keeps the matched event's id, source, type, subject, time and extension attributes; its
 data is the transformed value and its datacontenttype says what that value is. It is always specversion 1.0.
@@ -41,6 +42,7 @@ POST into a GET without the event); a 3xx is a failure like any other non-2xx. R
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -53,7 +55,7 @@ import aiohttp
 from cloudevents.core.bindings.http import HTTPMessage, to_binary, to_structured
 from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.spec import SPECVERSION_V1_0
-from cloudevents.core.v1.event import CloudEvent
+from cloudevents.core.v1.event import OPTIONAL_ATTRIBUTES, REQUIRED_ATTRIBUTES, CloudEvent
 from dateutil.parser import isoparse
 
 from eventbridge.errors import TransformRenderError
@@ -76,6 +78,15 @@ MAX_DRAINED_BODY_BYTES = 64 * 1024
 # Members of the structured JSON form that are not copied as attributes of the outgoing event: the data and how
 # it was encoded (replaced by the transformed data), and the schema of the data that was replaced.
 _NOT_COPIED = frozenset({"specversion", "data", "data_base64", "datacontenttype", "dataschema"})
+
+# The attributes the CloudEvents 1.0 spec defines; every other attribute is an extension. Only extensions are
+# given their canonical string form in binary mode: a defined attribute of the wrong type stays wrong, so that the
+# SDK refuses it as before.
+_SPEC_ATTRIBUTES = frozenset(REQUIRED_ATTRIBUTES) | frozenset(OPTIONAL_ATTRIBUTES)
+
+# Distinct `time` strings parsed recently. The events of one PutEvents call share their stamp, and a producer's
+# events often share a second; past that, a miss costs one isoparse, as without the cache.
+TIME_CACHE_ENTRIES = 1024
 
 # The target's timeout_ms is the one deadline of a delivery; a session's own defaults (aiohttp: 5 minutes total,
 # 30 s to connect) must not cut it short or stretch it.
@@ -117,10 +128,14 @@ class _JsonDataFormat(JSONFormat):
         is_json = self.JSON_CONTENT_TYPE_PATTERN.match(datacontenttype or self.DEFAULT_CONTENT_TYPE)
         if data is None or isinstance(data, bytes | bytearray) or not is_json:
             return super().write_data(data, datacontenttype)
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return _encode_json(data).encode("utf-8")
 
 
 _FORMAT = _JsonDataFormat()
+# json.dumps with options builds an encoder per call; this one is built once.
+_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# The SDK holds `time` as a datetime (it refuses a string); datetimes are immutable, so events may share one.
+_parse_time = functools.lru_cache(maxsize=TIME_CACHE_ENTRIES)(isoparse)
 
 
 def outgoing_event(target: HttpTarget, event: Mapping[str, Any]) -> CloudEvent:
@@ -129,26 +144,15 @@ def outgoing_event(target: HttpTarget, event: Mapping[str, Any]) -> CloudEvent:
     Raises TransformRenderError when the target's transform fails on this event. A malformed matched event (no
     id, a time that is not RFC 3339) is the caller's bug and raises the SDK's or dateutil's error.
     """
-    transformed = target.transform.apply(event)
-    attributes: dict[str, Any] = {name: value for name, value in event.items() if name not in _NOT_COPIED}
-    attributes["specversion"] = SPECVERSION_V1_0
-    time = attributes.get("time")
-    if isinstance(time, str):
-        attributes["time"] = isoparse(time)
-    # Set even for null data: without it, aiohttp would label an empty binary body application/octet-stream.
-    attributes["datacontenttype"] = transformed.content_type
-    return CloudEvent(attributes, transformed.value)
+    return _cloud_event(target, event, canonical_extensions=False)
 
 
 def outgoing_request(target: HttpTarget, event: Mapping[str, Any]) -> OutgoingRequest:
     """The HTTP request for `event`, in the target's mode, with its headers. Pure; raises TransformRenderError."""
-    cloud_event = outgoing_event(target, event)
+    binary = target.mode is TargetMode.BINARY
+    cloud_event = _cloud_event(target, event, canonical_extensions=binary)
     extra = target_headers(target, event)
-    message: HTTPMessage
-    if target.mode is TargetMode.BINARY:
-        message = to_binary(_with_canonical_extensions(cloud_event), _FORMAT)
-    else:
-        message = to_structured(cloud_event, _FORMAT)
+    message: HTTPMessage = to_binary(cloud_event, _FORMAT) if binary else to_structured(cloud_event, _FORMAT)
     headers = list(message.headers.items())
     if not any(name.lower() == "accept-encoding" for name, _ in extra):
         headers.append(_IDENTITY_ENCODING)
@@ -156,13 +160,28 @@ def outgoing_request(target: HttpTarget, event: Mapping[str, Any]) -> OutgoingRe
     return OutgoingRequest(target.url, tuple(headers), message.body)
 
 
-def _with_canonical_extensions(event: CloudEvent) -> CloudEvent:
-    # Headers carry strings; the SDK writes str(value), which spells booleans the Python way.
-    attributes = {
-        name: ("true" if value else "false") if isinstance(value, bool) else value
-        for name, value in event.get_attributes().items()
-    }
-    return CloudEvent(attributes, event.get_data())
+def _cloud_event(target: HttpTarget, event: Mapping[str, Any], canonical_extensions: bool) -> CloudEvent:
+    """The one CloudEvent built (and validated by the SDK) for a request.
+
+    With `canonical_extensions` (binary mode), boolean extensions are given as "true"/"false": headers carry
+    strings, and the SDK would write str(value), Python's spelling. Set before construction, so the SDK builds
+    and validates the event once.
+    """
+    transformed = target.transform.apply(event)
+    attributes: dict[str, Any] = {}
+    for name, value in event.items():
+        if name in _NOT_COPIED:
+            continue
+        if canonical_extensions and isinstance(value, bool) and name not in _SPEC_ATTRIBUTES:
+            value = "true" if value else "false"
+        attributes[name] = value
+    attributes["specversion"] = SPECVERSION_V1_0
+    time = attributes.get("time")
+    if isinstance(time, str):
+        attributes["time"] = _parse_time(time)
+    # Set even for null data: without it, aiohttp would label an empty binary body application/octet-stream.
+    attributes["datacontenttype"] = transformed.content_type
+    return CloudEvent(attributes, transformed.value)
 
 
 def outcome_for_status(status: int, reason: str | None, body_head: bytes) -> DeliveryOutcome:
@@ -187,7 +206,7 @@ class HttpTargetClient:
     """Sends events to HTTP targets over one aiohttp session.
 
     Given a session, the client uses it and leaves closing it to its owner. Without one, it creates its own on
-    first use (aiohttp wants a running loop), with no connection limit: the caller's per-target semaphores are
+    first use (aiohttp wants a running loop), with no connection limit: the callers' per-target worker counts are
     the limit, and a connector-wide one would make targets wait for each other.
     """
 
@@ -252,6 +271,15 @@ async def _drain(response: aiohttp.ClientResponse, deadline: float) -> bytes:
     costs the connection (closed instead of reused), never the answer. A target that said 200 has the event;
     reporting a timeout would make us send it again.
     """
+    content = response.content
+    if content.is_eof() and content.exception() is None:
+        # The whole body has arrived already (a 204, a short answer in the same packets): reading it cannot wait,
+        # so no deadline is armed. What follows is the loop below without its awaits.
+        head = content.read_nowait(MAX_DRAINED_BODY_BYTES)
+        if len(head) < MAX_DRAINED_BODY_BYTES and content.at_eof():
+            return head
+        response.close()
+        return head
     received = bytearray()
     try:
         async with asyncio.timeout_at(deadline):

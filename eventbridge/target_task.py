@@ -6,8 +6,11 @@ or dead target holds up nobody else. `put` returns once every matched event of t
 dead-lettered; the runner then commits the batch's offsets. A crash before that delivers the batch again: at
 least once, never lost.
 
-Inside a batch, events are delivered concurrently, at most `target.concurrency` requests at a time; each event
-keeps its own attempt count and schedule (a failing event does not hold the slot while it waits). The age that
+Inside a batch, events are delivered concurrently, at most `target.concurrency` requests at a time: that many
+workers take the batch's events in order, one attempt at a time. Each event keeps its own attempt count and
+schedule; a failed event waits for its next attempt in a task of its own, not in a worker (it does not hold the
+slot while it waits), and goes back to the workers' queue when its time comes. Only failures cost a task; the
+events of a healthy target cost none. The age that
 EXPONENTIAL_DECAY_RETRY's max_age_s bounds counts from the event's arrival on the bus, as AWS's 24 hours do: an
 event that waited in a backlog behind a dead target does not get another full day.
 
@@ -25,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from connectors.api import SinkRecord, SinkTask
@@ -59,6 +63,25 @@ class Deliverer(Protocol):
 
 
 @dataclass(slots=True)
+class _Delivery:
+    """One matched event of a batch on its way to the target."""
+
+    record: SinkRecord
+    event: dict[str, Any]
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class _Batch:
+    """The events of one `put` still to deliver or dead-letter: those ready for an attempt, in order, and a count
+    of all not yet finished (ready, in an attempt, or waiting for their next one)."""
+
+    ready: deque[_Delivery]
+    unfinished: int
+    changed: asyncio.Event = field(default_factory=asyncio.Event)  # an event became ready, or the last finished
+
+
+@dataclass(slots=True)
 class TargetStats:
     matched: int = 0
     delivered: int = 0
@@ -86,13 +109,12 @@ class TargetTask(SinkTask):
         self.rng = rng or random.Random()
         self.matcher: Matcher[str] = Matcher([(rule.name, rule.pattern.value)])
         self.producer = Producer(broker, "eventbridge-dead-letters")
-        self.semaphore = asyncio.Semaphore(target.concurrency)
         self.stats = TargetStats()
         self._rule_key = str(rule.key)
         self._label = f"rule {rule.key} target {target.id!r}"
 
     async def put(self, records: list[SinkRecord]) -> None:
-        deliveries = []
+        matched: deque[_Delivery] = deque()
         for record in records:
             only = OnlyFor.of(record.properties)
             if only is not None and (
@@ -108,32 +130,66 @@ class TargetTask(SinkTask):
             if not self.matcher.matches(event):
                 continue
             self.stats.matched += 1
-            deliveries.append(self._deliver(record, event))
-        if deliveries:
-            await asyncio.gather(*deliveries)
+            matched.append(_Delivery(record, event))
+        if matched:
+            await self._deliver_all(_Batch(matched, len(matched)))
 
-    async def _deliver(self, record: SinkRecord, event: dict[str, Any]) -> None:
-        arrived_s = record.store_timestamp_ms / 1000
-        attempt = 0
+    async def _deliver_all(self, batch: _Batch) -> None:
+        """Return once every event of the batch is delivered or dead-lettered. A failure to dead-letter stops the
+        batch's other deliveries and is raised (the runner puts the batch again)."""
+        workers = min(self.target.concurrency, batch.unfinished)
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(workers - 1):
+                    group.create_task(self._work(batch, group))
+                await self._work(batch, group)
+        except ExceptionGroup as failed:
+            raise failed.exceptions[0] from None  # what one coroutine per event raised through gather
+
+    async def _work(self, batch: _Batch, group: asyncio.TaskGroup) -> None:
+        ready = batch.ready
         while True:
-            attempt += 1
-            async with self.semaphore:
-                outcome = await self.deliverer.deliver(self.target, event)
-            if outcome.ok:
-                self.stats.delivered += 1
+            if ready:
+                delivery = ready.popleft()
+            elif batch.unfinished:
+                batch.changed.clear()
+                await batch.changed.wait()  # for an event's next attempt, or the end of the batch
+                continue
+            else:
                 return
-            self.stats.last_error = outcome.error
-            delay = None
-            if outcome.retryable:
-                age = max(0.0, self.clock.time() - arrived_s)
-                delay = self.target.retry_policy.next_delay(attempt, self.rng, age)
+            delay = await self._attempt(delivery)
             if delay is None:
-                await self._dead_letter(record, event, outcome, attempt)
-                return
-            self.stats.retries += 1
-            log.info("%s: event %s attempt %d failed (%s); again in %.1f s", self._label, event.get("id"), attempt,
-                     outcome.error, delay)  # fmt: skip
-            await self.clock.sleep(delay)
+                batch.unfinished -= 1
+                if not batch.unfinished:
+                    batch.changed.set()
+            else:
+                group.create_task(self._again_after(batch, delivery, delay))
+
+    async def _attempt(self, delivery: _Delivery) -> float | None:
+        """One delivery attempt; the delay before the next one, or None when the event is delivered or
+        dead-lettered."""
+        delivery.attempts += 1
+        outcome = await self.deliverer.deliver(self.target, delivery.event)
+        if outcome.ok:
+            self.stats.delivered += 1
+            return None
+        self.stats.last_error = outcome.error
+        delay = None
+        if outcome.retryable:
+            age = max(0.0, self.clock.time() - delivery.record.store_timestamp_ms / 1000)
+            delay = self.target.retry_policy.next_delay(delivery.attempts, self.rng, age)
+        if delay is None:
+            await self._dead_letter(delivery.record, delivery.event, outcome, delivery.attempts)
+            return None
+        self.stats.retries += 1
+        log.info("%s: event %s attempt %d failed (%s); again in %.1f s", self._label, delivery.event.get("id"),
+                 delivery.attempts, outcome.error, delay)  # fmt: skip
+        return delay
+
+    async def _again_after(self, batch: _Batch, delivery: _Delivery, delay: float) -> None:
+        await self.clock.sleep(delay)
+        batch.ready.append(delivery)
+        batch.changed.set()
 
     async def _dead_letter(
         self, record: SinkRecord, event: Mapping[str, Any], outcome: DeliveryOutcome, attempts: int

@@ -444,3 +444,92 @@ def test_outgoing_request_binary_json_string_is_quoted() -> None:
     assert headers["content-type"] == JSON_CONTENT_TYPE
     assert headers["ce-subject"] == "rooms/7"
     assert headers["ce-time"] == "2024-05-01T12:00:00.123456Z"
+
+
+# The request as the SDK gives it when used plainly: the event built with a parsed `time`, built again with
+# boolean extensions as "true"/"false" for binary mode, then written by the HTTP binding. outgoing_request builds
+# the event once and caches parsed times; what it sends must not differ by a byte.
+def reference_request(target: HttpTarget, event: dict[str, Any]) -> tuple[dict[str, str], bytes]:
+    import cloudevents.core.bindings.http as sdk_http
+    from cloudevents.core.v1.event import CloudEvent
+
+    from eventbridge.http_target import _FORMAT
+
+    skipped = {"specversion", "data", "data_base64", "datacontenttype", "dataschema"}
+    transformed = target.transform.apply(event)
+    attributes = {name: value for name, value in event.items() if name not in skipped}
+    attributes["specversion"] = "1.0"
+    attributes["time"] = isoparse(attributes["time"])
+    attributes["datacontenttype"] = transformed.content_type
+    built = CloudEvent(attributes, transformed.value)
+    if target.mode.value == "structured":
+        message = sdk_http.to_structured(built, _FORMAT)
+    else:
+        canonical = {
+            name: ("true" if value else "false") if isinstance(value, bool) else value
+            for name, value in built.get_attributes().items()
+        }
+        message = sdk_http.to_binary(CloudEvent(canonical, built.get_data()), _FORMAT)
+    return message.headers, message.body
+
+
+REFERENCE_EVENTS = {
+    "plain": EVENT,
+    "extensions": {**EVENT, "region": 'eu west/ü %"', "seq": 42, "urgent": True, "quiet": False, "ratio": 0.5},
+    "millisecond-time": {**EVENT, "time": "2024-05-01T12:00:00.123Z"},
+    "offset-time": {**EVENT, "time": "2024-05-01T14:00:00+02:00"},
+    "second-time": {**EVENT, "time": "2024-05-01T12:00:00Z"},
+    "no-subject": {name: value for name, value in EVENT.items() if name != "subject"},
+}
+
+
+@pytest.mark.parametrize("mode", ["binary", "structured"])
+@pytest.mark.parametrize("kind", ["original", "part-number", "constant-string", "template-json"])
+@pytest.mark.parametrize("name", list(REFERENCE_EVENTS))
+def test_outgoing_request_is_what_the_sdk_gives_plainly(mode: str, kind: str, name: str) -> None:
+    target = target_from("http://x/h", f"mode: {mode}\n" + textwrap.dedent(TRANSFORMS[kind][0]))
+    event = REFERENCE_EVENTS[name]
+    for _ in range(2):  # the second time with `time` from the cache
+        request = outgoing_request(target, event)
+        headers, body = reference_request(target, event)
+        assert request.headers[: len(headers)] == tuple(headers.items())
+        assert request.body == body
+
+
+def test_events_with_different_times_keep_their_own_time() -> None:
+    target = target_from("http://x/h")
+    first = dict(outgoing_request(target, {**EVENT, "time": "2024-05-01T12:00:00Z"}).headers)
+    second = dict(outgoing_request(target, {**EVENT, "time": "2024-05-01T12:00:01Z"}).headers)
+    assert (first["ce-time"], second["ce-time"]) == ("2024-05-01T12:00:00Z", "2024-05-01T12:00:01Z")
+
+
+def test_an_event_without_time_is_sent_with_one() -> None:
+    event = {name: value for name, value in EVENT.items() if name != "time"}
+    headers = dict(outgoing_request(target_from("http://x/h"), event).headers)
+    assert isoparse(headers["ce-time"]).tzinfo is not None
+
+
+@pytest.mark.parametrize("mode", ["binary", "structured"])
+def test_a_spec_attribute_of_the_wrong_type_is_still_refused_by_the_sdk(mode: str) -> None:
+    from cloudevents.core.exceptions import CloudEventValidationError
+
+    # Only extensions get the canonical string form: a boolean subject is not turned into "true".
+    with pytest.raises(CloudEventValidationError):
+        outgoing_request(target_from("http://x/h", f"mode: {mode}\n"), {**EVENT, "subject": True})
+
+
+@pytest.mark.parametrize(("status", "text"), [(204, None), (200, '{"ok": true}'), (500, "busy")])
+async def test_a_short_answer_read_whole_leaves_the_connection_for_the_next_event(
+    receiver: Receiver, client: HttpTargetClient, status: int, text: str | None
+) -> None:
+    peers: list[Any] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        peers.append(request.transport.get_extra_info("peername"))
+        return web.Response(status=status, text=text)
+
+    receiver.respond = answer
+    outcomes = [await client.deliver(target_from(receiver.url), EVENT) for _ in range(3)]
+    assert [outcome.status for outcome in outcomes] == [status] * 3
+    assert len(set(peers)) == 1  # one connection for the three
