@@ -120,6 +120,8 @@ class MqttConnection:
         self._codec: V311Codec | V5Codec | None = None
         self._frames = FrameBuffer(min(MAX_CONNECT_SIZE, self.limits.max_packet_size))
         self._out: list[bytes] = []
+        # A protocol error found after packets whose events the caller has yet to act on (see receive_data).
+        self.pending_error: ProtocolError | None = None
         # Inbound QoS 1/2 publishes handed to the gateway and not yet acknowledged (Receive Maximum).
         self.inbound_unacked = 0
         self._aliases: dict[int, str] = {}
@@ -134,7 +136,14 @@ class MqttConnection:
     # --- input --------------------------------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> list[Event]:
-        if self.state is State.CLOSED:
+        """The events of the packets completed by `data`, in order.
+
+        A packet that breaks the protocol ends the connection, but not what came before it: if packets before it
+        (in this call) gave events, they are returned and the error is kept in `pending_error` for the caller to
+        `fail` with once it has acted on them (the PUBLISHes before a malformed packet are stored). Otherwise the
+        ProtocolError is raised, with the connection already failed. Nothing is read after the error.
+        """
+        if self.state is State.CLOSED or self.pending_error is not None:
             return []
         events: list[Event] = []
         try:
@@ -150,6 +159,9 @@ class MqttConnection:
                 if self.state is State.CLOSED:
                     break
         except ProtocolError as exc:
+            if events:
+                self.pending_error = exc
+                return events
             self.fail(exc)
             raise
         return events
