@@ -398,6 +398,46 @@ class MessageStore:
 
     # --- writing -----------------------------------------------------------------------------------------
 
+    def _prepare_record(self, message: Message) -> tuple[Message, bytes, bytes, tuple[str, ...]]:
+        """Check a message and encode what of its record does not depend on where it lands: (message, body,
+        tail, light queues), as CommitLog.append takes them. Raises as `append` does."""
+        topic = message.topic
+        topic_part = self._topics.get(topic)
+        if topic_part is None:
+            topic_part = self._topics[topic] = encode_topic(validate_topic(topic).encode())
+        body = message.body
+        if type(body) is not bytes:
+            if not isinstance(body, bytes | bytearray | memoryview):
+                raise InvalidMessageError(f"topic {topic!r}: body must be bytes, not {type(body).__name__}")
+            body = bytes(body)
+        if message.queue_id < 0:
+            raise InvalidMessageError(f"topic {topic!r}: queue id {message.queue_id} is negative")
+        properties = message.properties
+        tail = encode_tail(topic_part, encode_properties(properties) if properties else b"")
+        if HEADER_SIZE + len(body) + len(tail) > self._max_size:
+            raise MessageTooLargeError(
+                f"topic {topic!r}: message of {len(body) + len(tail)} bytes (body and properties) is over"
+                f" max_message_size {self.config.max_message_size}"
+            )
+        light = properties.get(PROPERTY_MULTI_DISPATCH) if properties else None
+        return message, body, tail, self._light_queues(light) if light else ()
+
+    def append_batch(self, messages: Iterable[Message]) -> list[PutResult]:
+        """`append` for several messages in one go: all are checked and encoded before any is written, so a bad
+        one refuses the whole batch and nothing is written; then one commit-log call lays them down in order."""
+        if self._refusal is not None:
+            raise StoreNotWritableError(f"store {self.config.store_dir}: {self._refusal}")
+        records = [self._prepare_record(message) for message in messages]
+        placed = self.commit_log.append_batch(records)
+        if self.dispatcher.sleeping:
+            self.dispatcher.wake()
+        host = self._store_host
+        ok = PutStatus.PUT_OK
+        return [
+            PutResult(ok, message.topic, message.queue_id, queue_offset, offset, size, stamp, host)
+            for (message, _, _, _), (offset, size, queue_offset, stamp) in zip(records, placed, strict=True)
+        ]
+
     def append(self, message: Message) -> PutResult:
         """Append without waiting for the disk (the record is in the page cache and will be dispatched).
 
@@ -457,7 +497,7 @@ class MessageStore:
 
     async def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """Append several messages and wait once, for the last, under SYNC_FLUSH."""
-        results = [self.append(message) for message in messages]
+        results = self.append_batch(messages)
         if self._sync and results:
             future = self.waiters.add_async(results[-1].end_offset)
             self.flush_service.wake()
