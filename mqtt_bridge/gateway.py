@@ -614,9 +614,9 @@ class MqttGateway:
             log.error("client %r: %d PUBLISHes to %r not stored: %s", link.client_id, len(run), run[0].topic, exc)
             link.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
             return False
-        put = self.messages.put
-        for result, message in zip(sent, mqtt_run, strict=True):
-            put(result.commit_log_offset, message)
+        self.messages.put_many(
+            (result.commit_log_offset, message) for result, message in zip(sent, mqtt_run, strict=True)
+        )
         self.stats["published"] += len(run)
         return True
 

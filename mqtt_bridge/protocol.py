@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import mqtt5
 
-from mqtt_bridge.codec import check_first_byte, protocol_level
+from mqtt_bridge.codec import MQTT_3_1_1, check_first_byte, protocol_level
 from mqtt_bridge.codec_v5 import V5Codec
-from mqtt_bridge.codec_v311 import V311Codec
+from mqtt_bridge.codec_v311 import V311Codec, decode_qos0_publish
 from mqtt_bridge.errors import ProtocolError, UnsupportedProtocol
 from mqtt_bridge.framing import FrameBuffer
 from mqtt_bridge.topic import TopicError, validate_topic_name
@@ -125,6 +125,8 @@ class MqttConnection:
         # Inbound QoS 1/2 publishes handed to the gateway and not yet acknowledged (Receive Maximum).
         self.inbound_unacked = 0
         self._aliases: dict[int, str] = {}
+        # The last topic name a PUBLISH passed validate_topic_name with.
+        self._valid_topic = ""
         # Set from the CONNECT: what the client accepts.
         self.client_receive_maximum = MAX_PACKET_ID
         self.client_max_packet_size: int | None = None
@@ -151,9 +153,22 @@ class MqttConnection:
                 # Nothing received yet: the first byte tells a peer that does not speak MQTT at all, refused at once
                 # rather than after the connect timeout (Mosquitto checks the first byte the same way).
                 check_first_byte(data[0])
-            self._frames.feed(data)
-            for frame in self._frames.frames():
-                event = self._handle(frame)
+            frames = self._frames
+            frames.feed(data)
+            buffer = frames.data
+            fast = self._codec is not None and self.version == MQTT_3_1_1
+            while (bounds := frames.next_bounds()) is not None:
+                start, body, end = bounds
+                # A 3.1.1 QoS 0 PUBLISH (short enough for a one-byte length) is read in place, without a copy.
+                packet = decode_qos0_publish(buffer, body, end) if fast and body == start + 2 else None
+                if packet is not None:
+                    frames.advance(end)
+                    event: Event | None = self._handle_publish(packet)
+                else:
+                    frame = memoryview(bytes(buffer[start:end]))
+                    frames.advance(end)
+                    event = self._handle(frame)
+                    fast = self._codec is not None and self.version == MQTT_3_1_1
                 if event is not None:
                     events.append(event)
                 if self.state is State.CLOSED:
@@ -243,10 +258,12 @@ class MqttConnection:
                 if known is None:
                     raise ProtocolError(f"PUBLISH: topic alias {alias} was never set")
                 topic = known
-        try:
-            validate_topic_name(topic)
-        except TopicError as exc:
-            raise ProtocolError(f"PUBLISH: {exc}", 0x90) from None
+        if topic != self._valid_topic:  # a client mostly publishes to the topic it published to last
+            try:
+                validate_topic_name(topic)
+            except TopicError as exc:
+                raise ProtocolError(f"PUBLISH: {exc}", 0x90) from None
+            self._valid_topic = topic
         if int(packet.qos):  # an mqtt5 QoS is truthy even at QoS 0
             if self.inbound_unacked >= self.limits.receive_maximum and self.version == 5:
                 raise ProtocolError(

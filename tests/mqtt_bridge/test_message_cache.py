@@ -110,6 +110,20 @@ async def test_the_cache_is_bounded_by_count_and_by_bytes(make_broker):
     assert by_bytes.bytes <= 10_000 or len(by_bytes) == 1
 
 
+async def test_put_many_keeps_what_puts_one_by_one_keep(make_broker):
+    broker = await make_broker()
+    one, many = MessageCache(broker, capacity=4, max_bytes=5_000), MessageCache(broker, capacity=4, max_bytes=5_000)
+    entries = [(n % 6, MqttMessage(f"t/{n}", bytes(100 * n), 0, False)) for n in range(9)]  # offsets repeat
+    for offset, message in entries:
+        one.put(offset, message)
+    many.put_many(entries[:5])
+    many.put_many(entries[5:])
+    assert len(many) == len(one) and many.bytes == one.bytes
+    for offset in range(6):
+        kept, expected = many.get(offset), one.get(offset)
+        assert (kept.message if kept else None) == (expected.message if expected else None)
+
+
 async def test_a_hit_keeps_an_entry_from_eviction(make_broker):
     broker = await make_broker()
     cache = MessageCache(broker, capacity=2)
