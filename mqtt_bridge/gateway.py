@@ -563,6 +563,10 @@ class MqttGateway:
         topic_error: ValueError | None = None
         core_topic = ""
         queue_id = 0
+        # The core properties of a message with nothing but topic, QoS, retain flag and client (all of 3.1.1's):
+        # the same for the run of one topic, so they are checked and built once.
+        plain_properties: dict[str, str] = {}
+        properties_key: tuple[str, bool] | None = None
         for event in events:
             topic = event.topic
             if topic != last_topic:
@@ -582,7 +586,13 @@ class MqttGateway:
             if error is None:
                 try:
                     message = MqttMessage.from_publish(event.packet, topic, client_id, now)
-                    core = message.to_core(core_topic, queue_id)
+                    if message.is_plain() and properties_key == (topic, message.retain):
+                        properties = plain_properties.copy()  # the send hooks add to it
+                    else:
+                        properties = message.properties()
+                        if message.is_plain():
+                            plain_properties, properties_key = properties.copy(), (topic, message.retain)
+                    core = Message(core_topic, message.payload, queue_id, properties, born_timestamp=now)
                 except ValueError as exc:
                     error = exc
             if error is not None:

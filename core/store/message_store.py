@@ -74,6 +74,8 @@ RECOVERY_BATCH = 10_000
 # (RocketMQ's maxFilterMessageCount is 16,000), so a selective filter cannot make one pull scan forever.
 MAX_FILTERED_ENTRIES = 16_000
 END_OF_TIME_MS = 2**62
+# Checked light-queue lists remembered, at most (then forgotten all at once: re-checking one is cheap).
+MAX_LIGHT_LISTS = 4096
 
 
 class PutStatus(enum.Enum):
@@ -170,6 +172,9 @@ class MessageStore:
         self._store_host = (config.store_host, config.store_port)
         self._max_size = config.max_message_size
         self._topics: dict[str, bytes] = {}
+        # Light-queue lists (the INNER_MULTI_DISPATCH value) already checked, split and deduplicated: a front door
+        # names the same few lists again and again (the MQTT gateway: one per topic with its matching filters).
+        self._light_lists: dict[str, tuple[str, ...]] = {}
         # Why appends are refused right now, or None; one attribute so the append path checks it once.
         self._refusal: str | None = "the store is not open"
         self._disk_refusal: str | None = None
@@ -473,6 +478,9 @@ class MessageStore:
         return PutResult(PutStatus.PUT_OK, topic, queue_id, queue_offset, offset, size, stamp, self._store_host)
 
     def _light_queues(self, names: str) -> tuple[str, ...]:
+        queues = self._light_lists.get(names)
+        if queues is not None:
+            return queues
         queues = tuple(dict.fromkeys(names.split(MULTI_DISPATCH_SEPARATOR)))
         for name in queues:
             if name not in self._topics:
@@ -482,6 +490,9 @@ class MessageStore:
                         f" start with {LIGHT_QUEUE_PREFIX!r}"
                     )
                 self._topics[name] = encode_topic(validate_topic(name).encode())
+        if len(self._light_lists) >= MAX_LIGHT_LISTS:
+            self._light_lists.clear()
+        self._light_lists[names] = queues
         return queues
 
     async def put(self, message: Message) -> PutResult:

@@ -310,3 +310,23 @@ def test_qos0_publishes_before_a_malformed_packet_in_the_same_read_are_stored(se
         assert sock.recv(10) == b""  # closed
     got = sub.receive(20)
     assert [m.payload for m in got] == [b"%d" % n for n in range(20)]
+
+
+def test_qos0_runs_of_one_topic_keep_each_messages_own_properties_and_retain_flag(server):
+    """Within a run of one topic the gateway builds the core properties once for plain messages: one with MQTT 5
+    properties or a retain flag in the middle of the run keeps its own."""
+    sub = Client(server, "sub5", paho.MQTTv5)
+    sub.subscribe("run/#", options=SubscribeOptions(qos=0, retainAsPublished=True))
+    pub = Client(server, "pub5", paho.MQTTv5)
+    props = Properties(PacketTypes.PUBLISH)
+    props.UserProperty = [("k", "v")]
+    props.ContentType = "text/plain"
+    pub.paho.publish("run/t", b"1", qos=0)
+    pub.paho.publish("run/t", b"2", qos=0, properties=props)
+    pub.paho.publish("run/t", b"3", qos=0, retain=True)
+    pub.paho.publish("run/t", b"4", qos=0)
+    got = sub.receive(4)
+    assert [m.payload for m in got] == [b"1", b"2", b"3", b"4"]
+    assert [m.retain for m in got] == [False, False, True, False]
+    assert [getattr(m.properties, "UserProperty", None) for m in got] == [None, [("k", "v")], None, None]
+    assert [getattr(m.properties, "ContentType", None) for m in got] == [None, "text/plain", None, None]
