@@ -802,20 +802,23 @@ class MqttGateway:
                     session.read_offsets[queue] = got.next_begin_offset
             stopped = False
             now = now_ms()
-            # The subscriptions behind each queue, found once per round: most messages sit in one queue only.
-            queue_subs: dict[str, list[Subscription]] = {}
+            # How a message of one queue is delivered depends on its QoS, retain flag and whether this client
+            # published it, and on the queue's subscriptions: found once per round for each such kind (most
+            # messages sit in one queue only).
+            deliveries: dict[tuple[str, int, bool, bool], tuple[int, bool, list[int]] | None] = {}
             for commit_offset in sorted(batch):
                 cached, positions = batch[commit_offset]
                 message = cached.message if cached is not None else None
                 delivery = None
                 if message is not None and (message.expires_at_ms is None or message.expires_at_ms > now):
                     if len(positions) == 1:
-                        subs = queue_subs.get(positions[0][0])
-                        if subs is None:
-                            subs = queue_subs[positions[0][0]] = session.matching(positions)
+                        kind = (positions[0][0], message.qos, message.retain, message.client_id == session.client_id)
+                        if kind in deliveries:
+                            delivery = deliveries[kind]
+                        else:
+                            delivery = deliveries[kind] = session.delivery(message, session.matching(positions))
                     else:
-                        subs = session.matching(positions)
-                    delivery = session.delivery(message, subs)
+                        delivery = session.delivery(message, session.matching(positions))
                 if delivery is None or (message is not None and not self.allowed(link, message.topic, Access.READ)):
                     session.advance(positions)
                     progressed = True
