@@ -554,7 +554,7 @@ class MqttGateway:
         broker = self.broker
         acl = self.acl
         run: list[Message] = []
-        mqtt_run: list[MqttMessage] = []
+        mqtt_run: list[tuple[MqttMessage, bytes | None]] = []
         run_key: tuple[str, int] | None = None
         run_bytes = 0
         # What depends on the topic alone is found once per run of one topic (a device publishes to few).
@@ -611,12 +611,14 @@ class MqttGateway:
                 run, mqtt_run, run_bytes = [], [], 0
             run_key = key
             run.append(core)
-            mqtt_run.append(message)
+            mqtt_run.append((message, event.wire))
             run_bytes += size
         if run:
             await self._store_run(link, run, mqtt_run)
 
-    async def _store_run(self, link: ClientLink, run: list[Message], mqtt_run: list[MqttMessage]) -> bool:
+    async def _store_run(
+        self, link: ClientLink, run: list[Message], mqtt_run: list[tuple[MqttMessage, bytes | None]]
+    ) -> bool:
         """Store messages of one core topic and queue; False (and the connection closed) if the core failed."""
         try:
             sent = await self.broker.send_batch(run) if len(run) > 1 else [await self.broker.send(run[0])]
@@ -625,7 +627,7 @@ class MqttGateway:
             link.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
             return False
         self.messages.put_many(
-            (result.commit_log_offset, message) for result, message in zip(sent, mqtt_run, strict=True)
+            (result.commit_log_offset, message, wire) for result, (message, wire) in zip(sent, mqtt_run, strict=True)
         )
         self.stats["published"] += len(run)
         return True

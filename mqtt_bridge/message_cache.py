@@ -88,15 +88,18 @@ class MessageCache:
         self._trim()
         return cached
 
-    def put_many(self, entries: Iterable[tuple[int, MqttMessage]]) -> None:
-        """`put` for (commit-log offset, message) pairs, with one trim at the end."""
+    def put_many(self, entries: Iterable[tuple[int, MqttMessage, bytes | None]]) -> None:
+        """`put` for (commit-log offset, message, its QoS 0 MQTT 3.1.1 PUBLISH without retain flag if known)
+        triples, with one trim at the end."""
         cache = self._entries
         added = 0
-        for commit_log_offset, message in entries:
+        for commit_log_offset, message, wire in entries:
             old = cache.pop(commit_log_offset, None)
             if old is not None:
                 added -= old.size
-            cached = cache[commit_log_offset] = CachedMessage(message, 2 * len(message.payload) + _ENTRY_OVERHEAD)
+            cached = cache[commit_log_offset] = CachedMessage(
+                message, 2 * len(message.payload) + _ENTRY_OVERHEAD, {(MQTT_3_1_1, False): wire} if wire else None
+            )
             added += cached.size
         self.bytes += added
         self._trim()

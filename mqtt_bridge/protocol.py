@@ -31,6 +31,8 @@ from mqtt_bridge.topic import TopicError, validate_topic_name
 MAX_CONNECT_SIZE = 256 * 1024
 # Packet ids are 16-bit and 0 is not one.
 MAX_PACKET_ID = 0xFFFF
+# The fixed header byte of a PUBLISH at QoS 0 without DUP or RETAIN.
+_PLAIN_QOS0_PUBLISH = 0x30
 
 
 class State(enum.Enum):
@@ -69,6 +71,9 @@ class Published:
 
     packet: mqtt5.PublishPacket
     topic: str
+    # The packet's own bytes when they are also how a QoS 0 copy goes to an MQTT 3.1.1 subscriber (a 3.1.1
+    # QoS 0 PUBLISH without retain flag): the gateway keeps them instead of encoding the message again.
+    wire: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -162,8 +167,11 @@ class MqttConnection:
                 # A 3.1.1 QoS 0 PUBLISH (short enough for a one-byte length) is read in place, without a copy.
                 packet = decode_qos0_publish(buffer, body, end) if fast and body == start + 2 else None
                 if packet is not None:
+                    published = self._handle_publish(packet)
+                    if buffer[start] == _PLAIN_QOS0_PUBLISH:
+                        published.wire = bytes(buffer[start:end])
                     frames.advance(end)
-                    event: Event | None = self._handle_publish(packet)
+                    event: Event | None = published
                 else:
                     frame = memoryview(bytes(buffer[start:end]))
                     frames.advance(end)
@@ -239,7 +247,7 @@ class MqttConnection:
             self.request_problem_info = packet.request_problem_info
         return Connected(packet, self.version)
 
-    def _handle_publish(self, packet: mqtt5.PublishPacket) -> Event:
+    def _handle_publish(self, packet: mqtt5.PublishPacket) -> Published:
         # A client may publish right after its CONNECT, before the CONNACK (MQTT 3.1.4): the events are handled
         # in order, so the gateway accepts the connection first, and drops them if it refuses it.
         if packet.subscription_ids:

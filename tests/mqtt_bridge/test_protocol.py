@@ -87,3 +87,20 @@ def test_events_before_a_malformed_packet_in_the_same_data_are_returned_and_the_
     packet, _ = mqtt5.read(conn.data_to_send())
     assert packet.reason_code == mqtt5.DisconnectReasonCode.MALFORMED_PACKET
     assert conn.state is State.CLOSED
+
+
+def test_a_plain_3_1_1_qos0_publish_keeps_its_own_bytes_for_3_1_1_subscribers():
+    from mqtt_bridge.codec_v311 import V311Codec, encode_publish
+
+    conn = MqttConnection()
+    conn.receive_data(V311Codec(client_side=True).encode(mqtt5.ConnectPacket("c")))
+    conn.accept(False)
+    plain = encode_publish("a/b", b"1", 0, False, None)
+    retained = encode_publish("a/b", b"2", 0, True, None)
+    qos1 = encode_publish("a/b", b"3", 1, False, 5)
+    events = conn.receive_data(plain + retained + qos1)
+    assert [(event.packet.payload, event.wire) for event in events] == [  # type: ignore[union-attr]
+        (b"1", plain),
+        (b"2", None),
+        (b"3", None),
+    ]
