@@ -33,6 +33,7 @@ from core.store.record_codec import (
     STORE_TIMESTAMP,
     STORE_TIMESTAMP_POS,
     RecordFormatError,
+    append_record,
     check_record,
     decode_record,
     encode_blank,
@@ -146,6 +147,9 @@ class CommitLog:
         results: list[tuple[int, int, int, int]] = []
         requests: list[DispatchRequest] = []
         offsets = self.queue_offsets
+        store_host, store_port = self.store_host, self.store_port
+        born_address: str | None = None
+        born_host = b""
         with self.lock:
             store_timestamp = time.time_ns() // 1_000_000
             pos = self.write_pos
@@ -165,6 +169,8 @@ class CommitLog:
                 topic = message.topic
                 queue_id = message.queue_id
                 key = (topic, queue_id)
+                queue_offset = offsets.get(key, 0)
+                offsets[key] = queue_offset + 1
                 properties = message.properties
                 if properties:
                     tags = properties.get(PROPERTY_TAGS)
@@ -173,11 +179,12 @@ class CommitLog:
                     unique_id = properties.get(PROPERTY_UNIQ_KEY)
                 else:
                     code, keys, unique_id = 0, None, None
-                born_address, born_port = message.born_host
-                queue_offset = offsets.get(key, 0)
-                buffer += encode_header(
+                address, born_port = message.born_host
+                if address != born_address:
+                    born_address, born_host = address, encode_host(address)
+                append_record(
+                    buffer,
                     body,
-                    crc32(body),
                     tail,
                     queue_id,
                     message.flag,
@@ -185,17 +192,14 @@ class CommitLog:
                     pos,
                     message.sys_flag,
                     message.born_timestamp,
-                    encode_host(born_address),
+                    born_host,
                     born_port,
                     store_timestamp,
-                    self.store_host,
-                    self.store_port,
+                    store_host,
+                    store_port,
                     message.reconsume_times,
                     message.prepared_transaction_offset,
                 )
-                buffer += body
-                buffer += tail
-                offsets[key] = queue_offset + 1
                 requests.append((topic, queue_id, queue_offset, pos, size, code, store_timestamp, keys, unique_id))
                 if light_queues:
                     self.add_light_entries(light_queues, pos, size, code, store_timestamp, requests)

@@ -432,7 +432,8 @@ class MessageStore:
         one refuses the whole batch and nothing is written; then one commit-log call lays them down in order."""
         if self._refusal is not None:
             raise StoreNotWritableError(f"store {self.config.store_dir}: {self._refusal}")
-        records = [self._prepare_record(message) for message in messages]
+        prepare = self._prepare_record
+        records = [prepare(message) for message in messages]
         placed = self.commit_log.append_batch(records)
         if self.dispatcher.sleeping:
             self.dispatcher.wake()
