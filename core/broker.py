@@ -251,16 +251,20 @@ class Broker:
     def _prepare(self, message: Message) -> Route:
         for hook in self._send_hooks:
             hook(message)
-        route = self.route(message.topic)
-        if not route.writable:
-            raise BrokerError(f"topic {message.topic!r} is not writable (perm {route.config.perm!r})")
-        if not 0 <= message.queue_id < len(route.write_queues):
-            raise InvalidMessageError(
-                f"topic {message.topic!r}: queue {message.queue_id} does not exist; the topic has"
-                f" {len(route.write_queues)} write queues (0..{len(route.write_queues) - 1})"
-            )
+        route = self._check_route(message.topic, message.queue_id)
         if PROPERTY_UNIQ_KEY not in message.properties:
             message.properties[PROPERTY_UNIQ_KEY] = self.ids.next_id()
+        return route
+
+    def _check_route(self, topic: str, queue_id: int) -> Route:
+        route = self.route(topic)
+        if not route.writable:
+            raise BrokerError(f"topic {topic!r} is not writable (perm {route.config.perm!r})")
+        if not 0 <= queue_id < len(route.write_queues):
+            raise InvalidMessageError(
+                f"topic {topic!r}: queue {queue_id} does not exist; the topic has"
+                f" {len(route.write_queues)} write queues (0..{len(route.write_queues) - 1})"
+            )
         return route
 
     def _result(self, message: Message, route: Route, put: PutResult) -> SendResult:
@@ -283,18 +287,39 @@ class Broker:
         if not messages:
             return []
         first = messages[0]
+        topic = first.topic
+        queue_id = first.queue_id
         total = 0
         for message in messages:
-            if message.topic != first.topic or message.queue_id != first.queue_id:
+            if message.topic != topic or message.queue_id != queue_id:
                 raise InvalidMessageError("a batch holds messages of one topic and one queue")
             if "DELAY" in message.properties or "TIMER_DELIVER_MS" in message.properties:
                 raise InvalidMessageError("a batch cannot hold delayed messages; send them one by one")
             total += len(message.body)
-            route = self._prepare(message)
         if total > MAX_BATCH_BYTES:
             raise MessageTooLargeError(f"batch of {total} bytes is over the {MAX_BATCH_BYTES}-byte limit")
+        # One topic and queue: the route is checked once, before any hook sees a message of a refused batch.
+        route = self._check_route(topic, queue_id)
+        hooks = self._send_hooks
+        ids = self.ids.next_ids(len(messages))
+        for message, unique_id in zip(messages, ids, strict=True):
+            for hook in hooks:
+                hook(message)
+            message.properties.setdefault(PROPERTY_UNIQ_KEY, unique_id)
         puts = await self.store.put_batch(messages)
-        return [self._result(message, route, put) for message, put in zip(messages, puts, strict=True)]
+        queue = route.write_queues[queue_id]
+        ok, timeout = SendStatus.SEND_OK, SendStatus.FLUSH_DISK_TIMEOUT
+        return [
+            SendResult(
+                ok if put.status is PutStatus.PUT_OK else timeout,
+                message.properties[PROPERTY_UNIQ_KEY],
+                queue,
+                put.queue_offset,
+                put.commit_log_offset,
+                put.store_host,
+            )
+            for message, put in zip(messages, puts, strict=True)
+        ]
 
     # --- pulling -----------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import resource
 import signal
@@ -49,6 +50,14 @@ RULES_SUBDIR = "rules"
 T = TypeVar("T")
 
 READY_PREFIX = "ready"
+# Tracked objects allocated (net of those freed) between young-generation collections; CPython's default is 700.
+# The server keeps hundreds of thousands of objects alive (the MQTT gateway's message cache alone holds 100,000
+# messages of two objects each), and with the default every 7,000 surviving objects promote into a full
+# collection as soon as a quarter of that population is new: a pass over all of it about every 25,000 MQTT
+# messages, 50-90 ms each. Measured on the QoS 0 fan-in of bench/mqtt.py: the collector took about 20% of the
+# event loop with the default and 3% with this, and no full collection ran during a run. Short-lived garbage
+# is freed by reference counting either way; only cycles wait longer, and the server creates few.
+GC_YOUNG_THRESHOLD = 50_000
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -110,6 +119,8 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     raise_open_file_limit()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
     # A bad certificate is a configuration error: found before the store opens.
     tls = tls_context(settings.mqtt) if settings.mqtt.enabled else None
 

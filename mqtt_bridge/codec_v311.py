@@ -165,6 +165,32 @@ def _decode_publish(frame: memoryview, offset: int, first: int) -> mqtt5.Packet:
     )
 
 
+_QOS0 = QOS_LEVELS[0]
+_QOS0_PUBLISH = PUBLISH << 4  # fixed header byte of a QoS 0 PUBLISH without DUP; RETAIN_FLAG may be set
+
+
+def decode_qos0_publish(buffer: bytearray, body: int, end: int) -> mqtt5.PublishPacket | None:
+    """A well-formed QoS 0 PUBLISH read straight from a connection's receive buffer (its fixed header at
+    `body - 2`, remaining length under 128, body `buffer[body:end]`), else None: anything unusual, including a
+    malformed packet, goes through `V311Codec.decode`, which names the error. Most inbound traffic is this packet,
+    and the general path copies the frame out of the buffer and parses the fixed header again first."""
+    first = buffer[body - 2]
+    if first & ~RETAIN_FLAG != _QOS0_PUBLISH or body + 2 > end:
+        return None
+    topic_end = body + 2 + ((buffer[body] << 8) | buffer[body + 1])
+    if topic_end > end or topic_end == body + 2:
+        return None
+    try:
+        topic = buffer[body + 2 : topic_end].decode()
+    except UnicodeDecodeError:
+        return None
+    if "\x00" in topic or "+" in topic or "#" in topic:
+        return None
+    return mqtt5.PublishPacket(
+        topic, bytes(buffer[topic_end:end]), qos=_QOS0, retain=bool(first & RETAIN_FLAG), packet_id=None
+    )
+
+
 def _check_connect(frame: memoryview, offset: int) -> bytes | None:
     """Walk a CONNECT; return its password, as bytes (amqtt decodes it as text)."""
     reader, flags = read_connect_header(frame, offset, MQTT_3_1_1)

@@ -147,8 +147,15 @@ class FrameBuffer:
             self._start = 0
         self._buffer += data
 
-    def next_frame(self) -> memoryview | None:
-        """Return the next complete packet, fixed header included, or None until more bytes are fed."""
+    @property
+    def data(self) -> bytearray:
+        """The buffer that `next_bounds` positions refer to; read it, do not change it."""
+        return self._buffer
+
+    def next_bounds(self) -> tuple[int, int, int] | None:
+        """(start, body, end): where the next complete packet, its body (after the fixed header) and its end are in
+        `data`, without copying it; None until more bytes are fed. `advance(end)` hands the packet out; until
+        then this returns the same packet again."""
         buffer = self._buffer
         start = self._start
         if len(buffer) - start < MIN_PACKET_SIZE:
@@ -169,15 +176,27 @@ class FrameBuffer:
         end = start + size
         if end > len(buffer):
             return None
-        # A view into the bytearray would forbid resizing it while the caller holds the frame, so the frame is
-        # copied out; slicing then bytes() copies twice but beats a memoryview's set-up below a few KiB, and a
-        # packet costs more to decode than to copy.
-        frame = bytes(buffer[start:end])
-        if end == len(buffer):
-            buffer.clear()
+        return start, start + 1 + length_size, end
+
+    def advance(self, end: int) -> None:
+        """Hand out the packet that ends at `end` (from `next_bounds`): positions in `data` are void after this."""
+        if end == len(self._buffer):
+            self._buffer.clear()
             self._start = 0
         else:
             self._start = end
+
+    def next_frame(self) -> memoryview | None:
+        """Return the next complete packet, fixed header included, or None until more bytes are fed."""
+        bounds = self.next_bounds()
+        if bounds is None:
+            return None
+        start, _, end = bounds
+        # A view into the bytearray would forbid resizing it while the caller holds the frame, so the frame is
+        # copied out; slicing then bytes() copies twice but beats a memoryview's set-up below a few KiB, and a
+        # packet costs more to decode than to copy.
+        frame = bytes(self._buffer[start:end])
+        self.advance(end)
         return memoryview(frame)
 
     def frames(self) -> Iterator[memoryview]:

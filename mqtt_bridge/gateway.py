@@ -21,7 +21,7 @@ import logging
 import secrets
 import time
 import zlib
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,7 @@ from mqtt_bridge.topic_trie import SubscriptionTrie, TopicTree
 
 if TYPE_CHECKING:
     from mqtt_bridge.listener import ClientLink
+    from mqtt_bridge.protocol import Published
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,11 @@ SESSIONS_TOPIC = "MQTT_SESSIONS"
 PROPERTY_SESSION = "MQTT_SESSION"
 # Messages read from one light queue per round of a session's delivery loop.
 READ_BATCH = 64
+# Inbound QoS 0 PUBLISHes of one connection stored with one store call, at most: a run of a pipelining publisher
+# (a read of 64 KiB holds about 800 small ones) is cut into batches of this many messages or payload bytes, well
+# under the core's batch limit of 4 MiB (core.broker.MAX_BATCH_BYTES) whatever the packet size.
+PUBLISH_BATCH = 256
+PUBLISH_BATCH_BYTES = 1024 * 1024
 Reason = mqtt5.ConnAckReasonCode
 
 
@@ -537,6 +543,95 @@ class MqttGateway:
         if qos:
             conn.acknowledge_publish(packet_id, qos)
 
+    async def publish_qos0(self, link: ClientLink, events: Sequence[Published]) -> None:
+        """A run of inbound QoS 0 PUBLISHes of one connection, in the order received: each run of consecutive
+        messages for the same core topic and queue goes to the core in one `Broker.send_batch` (the send hooks
+        still see every message). Refusals (ACL, a topic or text the core cannot take) skip that message only;
+        a store failure closes the connection, as for a single publish."""
+        assert link.session is not None
+        client_id = link.client_id
+        now = now_ms()
+        broker = self.broker
+        acl = self.acl
+        run: list[Message] = []
+        mqtt_run: list[tuple[MqttMessage, bytes | None]] = []
+        run_key: tuple[str, int] | None = None
+        run_bytes = 0
+        # What depends on the topic alone is found once per run of one topic (a device publishes to few).
+        last_topic: str | None = None
+        allowed = True
+        topic_error: ValueError | None = None
+        core_topic = ""
+        queue_id = 0
+        # The core properties of a message with nothing but topic, QoS, retain flag and client (all of 3.1.1's):
+        # the same for the run of one topic, so they are checked and built once.
+        plain_properties: dict[str, str] = {}
+        properties_key: tuple[str, bool] | None = None
+        for event in events:
+            topic = event.topic
+            if topic != last_topic:
+                last_topic = topic
+                allowed = acl is None or self.allowed(link, topic, Access.WRITE)
+                try:
+                    core_topic = self.core_topic(topic)
+                    queue_id = zlib.crc32(topic.encode()) % len(broker.write_queues(core_topic))
+                    topic_error = None
+                except ValueError as exc:
+                    topic_error = exc
+            if not allowed:
+                self.stats["refused"] += 1
+                log.info("client %r: PUBLISH to %r refused by the ACL", client_id, topic)
+                continue
+            error = topic_error
+            if error is None:
+                try:
+                    message = MqttMessage.from_publish(event.packet, topic, client_id, now)
+                    if message.is_plain() and properties_key == (topic, message.retain):
+                        properties = plain_properties.copy()  # the send hooks add to it
+                    else:
+                        properties = message.properties()
+                        if message.is_plain():
+                            plain_properties, properties_key = properties.copy(), (topic, message.retain)
+                    core = Message(core_topic, message.payload, queue_id, properties, born_timestamp=now)
+                except ValueError as exc:
+                    error = exc
+            if error is not None:
+                self.stats["refused"] += 1
+                log.warning("client %r: PUBLISH to %r refused: %s", client_id, topic, error)
+                continue
+            # A retained message goes alone: the send hook records it as the topic's retained message, which must
+            # not happen for one that a failure earlier in its batch would leave unstored.
+            key = (core_topic, queue_id) if not message.retain else None
+            size = len(message.payload)
+            if run and (
+                key is None or key != run_key or len(run) >= PUBLISH_BATCH or run_bytes + size > PUBLISH_BATCH_BYTES
+            ):
+                if not await self._store_run(link, run, mqtt_run):
+                    return
+                run, mqtt_run, run_bytes = [], [], 0
+            run_key = key
+            run.append(core)
+            mqtt_run.append((message, event.wire))
+            run_bytes += size
+        if run:
+            await self._store_run(link, run, mqtt_run)
+
+    async def _store_run(
+        self, link: ClientLink, run: list[Message], mqtt_run: list[tuple[MqttMessage, bytes | None]]
+    ) -> bool:
+        """Store messages of one core topic and queue; False (and the connection closed) if the core failed."""
+        try:
+            sent = await self.broker.send_batch(run) if len(run) > 1 else [await self.broker.send(run[0])]
+        except (BrokerError, StoreError) as exc:
+            log.error("client %r: %d PUBLISHes to %r not stored: %s", link.client_id, len(run), run[0].topic, exc)
+            link.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
+            return False
+        self.messages.put_many(
+            (result.commit_log_offset, message, wire) for result, (message, wire) in zip(sent, mqtt_run, strict=True)
+        )
+        self.stats["published"] += len(run)
+        return True
+
     def released(self, link: ClientLink, packet_id: int) -> None:
         session = link.session
         if session is not None:
@@ -709,12 +804,23 @@ class MqttGateway:
                     session.read_offsets[queue] = got.next_begin_offset
             stopped = False
             now = now_ms()
+            # How a message of one queue is delivered depends on its QoS, retain flag and whether this client
+            # published it, and on the queue's subscriptions: found once per round for each such kind (most
+            # messages sit in one queue only).
+            deliveries: dict[tuple[str, int, bool, bool], tuple[int, bool, list[int]] | None] = {}
             for commit_offset in sorted(batch):
                 cached, positions = batch[commit_offset]
                 message = cached.message if cached is not None else None
                 delivery = None
                 if message is not None and (message.expires_at_ms is None or message.expires_at_ms > now):
-                    delivery = session.delivery(message, session.matching(positions))
+                    if len(positions) == 1:
+                        kind = (positions[0][0], message.qos, message.retain, message.client_id == session.client_id)
+                        if kind in deliveries:
+                            delivery = deliveries[kind]
+                        else:
+                            delivery = deliveries[kind] = session.delivery(message, session.matching(positions))
+                    else:
+                        delivery = session.delivery(message, session.matching(positions))
                 if delivery is None or (message is not None and not self.allowed(link, message.topic, Access.READ)):
                     session.advance(positions)
                     progressed = True

@@ -130,6 +130,10 @@ class DequeOnDemand(typing.Generic[T]):
         return self._items.popleft()
 
 
+def _is_qos0_publish(event: Event) -> bool:
+    return type(event) is Published and not int(event.packet.qos)  # an mqtt5 QoS is truthy even at QoS 0
+
+
 class ClientLink(abc.ABC):
     """One client connection, whatever the transport: what the gateway talks to."""
 
@@ -204,11 +208,27 @@ class ClientLink(abc.ABC):
                 self._has_events.clear()
                 while self._events:
                     batch, self._events = self._events, []
-                    for event in batch:
-                        await self._handle(gateway, event)
+                    index, count = 0, len(batch)
+                    while index < count:
+                        event = batch[index]
+                        index += 1
+                        if _is_qos0_publish(event):
+                            # A run of QoS 0 publishes is stored with one store call per topic and queue.
+                            end = index
+                            while end < count and _is_qos0_publish(batch[end]):
+                                end += 1
+                            await gateway.publish_qos0(self, typing.cast(list[Published], batch[index - 1 : end]))
+                            index = end
+                        else:
+                            await self._handle(gateway, event)
                         if self._closed:
                             return
                     batch.clear()  # an idle connection would otherwise hold its last packets (its CONNECT) for good
+                error = self.conn.pending_error
+                if error is not None:  # a broken packet followed those events: the connection ends now
+                    self.conn.fail(error)
+                    self._protocol_failure(error)
+                    return
                 self.resume_reading()
                 self.flush()
         except ProtocolError as exc:

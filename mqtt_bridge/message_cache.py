@@ -18,7 +18,8 @@ which carry no properties, are encoded from the message's fields without a packe
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from core.broker import Broker, PullStatus
 from mqtt_bridge.codec import MQTT_3_1_1
@@ -45,7 +46,8 @@ class CachedMessage:
 
     message: MqttMessage
     size: int
-    qos0: dict[tuple[int, bool], bytes] = field(default_factory=dict)
+    # Made on the first encoding: the empty dict for every stored message cost more than the lookups it saves.
+    qos0: dict[tuple[int, bool], bytes] | None = None
 
 
 @dataclass(slots=True)
@@ -85,6 +87,22 @@ class MessageCache:
         self.bytes += cached.size
         self._trim()
         return cached
+
+    def put_many(self, entries: Iterable[tuple[int, MqttMessage, bytes | None]]) -> None:
+        """`put` for (commit-log offset, message, its QoS 0 MQTT 3.1.1 PUBLISH without retain flag if known)
+        triples, with one trim at the end."""
+        cache = self._entries
+        added = 0
+        for commit_log_offset, message, wire in entries:
+            old = cache.pop(commit_log_offset, None)
+            if old is not None:
+                added -= old.size
+            cached = cache[commit_log_offset] = CachedMessage(
+                message, 2 * len(message.payload) + _ENTRY_OVERHEAD, {(MQTT_3_1_1, False): wire} if wire else None
+            )
+            added += cached.size
+        self.bytes += added
+        self._trim()
 
     def _trim(self) -> None:
         entries = self._entries
@@ -136,11 +154,14 @@ class MessageCache:
         elif qos or subscription_ids or message.expires_at_ms is not None:
             return conn.publish(message.to_publish(qos, retain, packet_id, now_ms, subscription_ids))
         key = (conn.version, retain)
-        data = cached.qos0.get(key)
+        encoded = cached.qos0
+        data = encoded.get(key) if encoded is not None else None
         if data is None:
             if conn.version == MQTT_3_1_1:
                 data = encode_publish(message.topic, message.payload, 0, retain, None)
             else:
                 data = conn.encode(message.to_publish(0, retain, None, now_ms))
-            cached.qos0[key] = data
+            if encoded is None:
+                encoded = cached.qos0 = {}
+            encoded[key] = data
         return conn.publish_encoded(data)

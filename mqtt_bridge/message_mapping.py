@@ -126,6 +126,17 @@ class MqttMessage:
             will.user_properties or None,
         )
 
+    def is_plain(self) -> bool:
+        """True if only topic, QoS, retain flag and client id are set (its core properties depend on no more)."""
+        return (
+            self.expires_at_ms is None
+            and not self.payload_format
+            and self.content_type is None
+            and self.response_topic is None
+            and self.correlation_data is None
+            and not self.user_properties
+        )
+
     def properties(self) -> dict[str, str]:
         """The core message properties; raises ValueError for text the record cannot carry."""
         topic = self.topic

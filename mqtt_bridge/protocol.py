@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import mqtt5
 
-from mqtt_bridge.codec import check_first_byte, protocol_level
+from mqtt_bridge.codec import MQTT_3_1_1, check_first_byte, protocol_level
 from mqtt_bridge.codec_v5 import V5Codec
-from mqtt_bridge.codec_v311 import V311Codec
+from mqtt_bridge.codec_v311 import V311Codec, decode_qos0_publish
 from mqtt_bridge.errors import ProtocolError, UnsupportedProtocol
 from mqtt_bridge.framing import FrameBuffer
 from mqtt_bridge.topic import TopicError, validate_topic_name
@@ -31,6 +31,8 @@ from mqtt_bridge.topic import TopicError, validate_topic_name
 MAX_CONNECT_SIZE = 256 * 1024
 # Packet ids are 16-bit and 0 is not one.
 MAX_PACKET_ID = 0xFFFF
+# The fixed header byte of a PUBLISH at QoS 0 without DUP or RETAIN.
+_PLAIN_QOS0_PUBLISH = 0x30
 
 
 class State(enum.Enum):
@@ -69,6 +71,9 @@ class Published:
 
     packet: mqtt5.PublishPacket
     topic: str
+    # The packet's own bytes when they are also how a QoS 0 copy goes to an MQTT 3.1.1 subscriber (a 3.1.1
+    # QoS 0 PUBLISH without retain flag): the gateway keeps them instead of encoding the message again.
+    wire: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -120,9 +125,13 @@ class MqttConnection:
         self._codec: V311Codec | V5Codec | None = None
         self._frames = FrameBuffer(min(MAX_CONNECT_SIZE, self.limits.max_packet_size))
         self._out: list[bytes] = []
+        # A protocol error found after packets whose events the caller has yet to act on (see receive_data).
+        self.pending_error: ProtocolError | None = None
         # Inbound QoS 1/2 publishes handed to the gateway and not yet acknowledged (Receive Maximum).
         self.inbound_unacked = 0
         self._aliases: dict[int, str] = {}
+        # The last topic name a PUBLISH passed validate_topic_name with.
+        self._valid_topic = ""
         # Set from the CONNECT: what the client accepts.
         self.client_receive_maximum = MAX_PACKET_ID
         self.client_max_packet_size: int | None = None
@@ -134,7 +143,14 @@ class MqttConnection:
     # --- input --------------------------------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> list[Event]:
-        if self.state is State.CLOSED:
+        """The events of the packets completed by `data`, in order.
+
+        A packet that breaks the protocol ends the connection, but not what came before it: if packets before it
+        (in this call) gave events, they are returned and the error is kept in `pending_error` for the caller to
+        `fail` with once it has acted on them (the PUBLISHes before a malformed packet are stored). Otherwise the
+        ProtocolError is raised, with the connection already failed. Nothing is read after the error.
+        """
+        if self.state is State.CLOSED or self.pending_error is not None:
             return []
         events: list[Event] = []
         try:
@@ -142,14 +158,33 @@ class MqttConnection:
                 # Nothing received yet: the first byte tells a peer that does not speak MQTT at all, refused at once
                 # rather than after the connect timeout (Mosquitto checks the first byte the same way).
                 check_first_byte(data[0])
-            self._frames.feed(data)
-            for frame in self._frames.frames():
-                event = self._handle(frame)
+            frames = self._frames
+            frames.feed(data)
+            buffer = frames.data
+            fast = self._codec is not None and self.version == MQTT_3_1_1
+            while (bounds := frames.next_bounds()) is not None:
+                start, body, end = bounds
+                # A 3.1.1 QoS 0 PUBLISH (short enough for a one-byte length) is read in place, without a copy.
+                packet = decode_qos0_publish(buffer, body, end) if fast and body == start + 2 else None
+                if packet is not None:
+                    published = self._handle_publish(packet)
+                    if buffer[start] == _PLAIN_QOS0_PUBLISH:
+                        published.wire = bytes(buffer[start:end])
+                    frames.advance(end)
+                    event: Event | None = published
+                else:
+                    frame = memoryview(bytes(buffer[start:end]))
+                    frames.advance(end)
+                    event = self._handle(frame)
+                    fast = self._codec is not None and self.version == MQTT_3_1_1
                 if event is not None:
                     events.append(event)
                 if self.state is State.CLOSED:
                     break
         except ProtocolError as exc:
+            if events:
+                self.pending_error = exc
+                return events
             self.fail(exc)
             raise
         return events
@@ -212,7 +247,7 @@ class MqttConnection:
             self.request_problem_info = packet.request_problem_info
         return Connected(packet, self.version)
 
-    def _handle_publish(self, packet: mqtt5.PublishPacket) -> Event:
+    def _handle_publish(self, packet: mqtt5.PublishPacket) -> Published:
         # A client may publish right after its CONNECT, before the CONNACK (MQTT 3.1.4): the events are handled
         # in order, so the gateway accepts the connection first, and drops them if it refuses it.
         if packet.subscription_ids:
@@ -231,10 +266,12 @@ class MqttConnection:
                 if known is None:
                     raise ProtocolError(f"PUBLISH: topic alias {alias} was never set")
                 topic = known
-        try:
-            validate_topic_name(topic)
-        except TopicError as exc:
-            raise ProtocolError(f"PUBLISH: {exc}", 0x90) from None
+        if topic != self._valid_topic:  # a client mostly publishes to the topic it published to last
+            try:
+                validate_topic_name(topic)
+            except TopicError as exc:
+                raise ProtocolError(f"PUBLISH: {exc}", 0x90) from None
+            self._valid_topic = topic
         if int(packet.qos):  # an mqtt5 QoS is truthy even at QoS 0
             if self.inbound_unacked >= self.limits.receive_maximum and self.version == 5:
                 raise ProtocolError(

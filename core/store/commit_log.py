@@ -33,6 +33,7 @@ from core.store.record_codec import (
     STORE_TIMESTAMP,
     STORE_TIMESTAMP_POS,
     RecordFormatError,
+    append_record,
     check_record,
     decode_record,
     encode_blank,
@@ -136,6 +137,87 @@ class CommitLog:
                 self.add_light_entries(light_queues, pos, size, code, store_timestamp, self.pending)
             self.write_pos = pos + size
         return pos, size, queue_offset, store_timestamp
+
+    def append_batch(
+        self, records: list[tuple[Message, bytes, bytes, tuple[str, ...]]]
+    ) -> list[tuple[int, int, int, int]]:
+        """`append` for several records (message, body, tail, light queues, each as `append` takes them), under one
+        lock with one store time: the records of a segment are laid out in one buffer and copied into the mapping
+        at once. Their dispatch requests are queued after their bytes are in place, in log order, as `append`'s."""
+        results: list[tuple[int, int, int, int]] = []
+        requests: list[DispatchRequest] = []
+        offsets = self.queue_offsets
+        store_host, store_port = self.store_host, self.store_port
+        born_address: str | None = None
+        born_host = b""
+        with self.lock:
+            store_timestamp = time.time_ns() // 1_000_000
+            pos = self.write_pos
+            mapped = self._current
+            buffer = bytearray()
+            buffer_pos = pos
+            for message, body, tail, light_queues in records:
+                size = HEADER_SIZE + len(body) + len(tail)
+                if mapped is None or pos + size + BLANK_MIN_SIZE > mapped.end:
+                    if buffer:
+                        self._place(mapped, buffer_pos, buffer, requests, pos)  # type: ignore[arg-type]
+                        buffer = bytearray()
+                        requests = []
+                    mapped = self._roll(pos, size)
+                    pos = mapped.base if pos < mapped.base else pos
+                    buffer_pos = pos
+                topic = message.topic
+                queue_id = message.queue_id
+                key = (topic, queue_id)
+                queue_offset = offsets.get(key, 0)
+                offsets[key] = queue_offset + 1
+                properties = message.properties
+                if properties:
+                    tags = properties.get(PROPERTY_TAGS)
+                    code = crc32(tags.encode()) if tags else 0
+                    keys = properties.get(PROPERTY_KEYS)
+                    unique_id = properties.get(PROPERTY_UNIQ_KEY)
+                else:
+                    code, keys, unique_id = 0, None, None
+                address, born_port = message.born_host
+                if address != born_address:
+                    born_address, born_host = address, encode_host(address)
+                append_record(
+                    buffer,
+                    body,
+                    tail,
+                    queue_id,
+                    message.flag,
+                    queue_offset,
+                    pos,
+                    message.sys_flag,
+                    message.born_timestamp,
+                    born_host,
+                    born_port,
+                    store_timestamp,
+                    store_host,
+                    store_port,
+                    message.reconsume_times,
+                    message.prepared_transaction_offset,
+                )
+                requests.append((topic, queue_id, queue_offset, pos, size, code, store_timestamp, keys, unique_id))
+                if light_queues:
+                    self.add_light_entries(light_queues, pos, size, code, store_timestamp, requests)
+                results.append((pos, size, queue_offset, store_timestamp))
+                pos += size
+            if buffer:
+                self._place(mapped, buffer_pos, buffer, requests, pos)  # type: ignore[arg-type]
+        return results
+
+    def _place(
+        self, mapped: MappedFile, pos: int, buffer: bytearray, requests: list[DispatchRequest], end: int
+    ) -> None:
+        """Copy records laid out in `buffer` to log position `pos`, then queue their dispatch requests and move
+        write_pos to `end` (under the lock)."""
+        start = pos - mapped.base
+        mapped.mm[start : start + len(buffer)] = buffer
+        self.pending.extend(requests)
+        self.write_pos = end
 
     def add_light_entries(
         self,

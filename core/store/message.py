@@ -123,9 +123,34 @@ def tags_code(tags: str | None) -> int:
     return zlib.crc32(tags.encode()) if tags else 0
 
 
+_join_name_value = NAME_VALUE_SEPARATOR.join
+
+
 def encode_properties(properties: dict[str, str]) -> bytes:
     if not properties:
         return b""
+    # Every append encodes its properties, so the usual case is checked by C string methods: str.join refuses
+    # anything but strings, and with one name-value separator per property, one property separator between each
+    # two and no empty name, no name or value can hold a separator. Anything else goes to the loop below, which
+    # says what is wrong.
+    try:
+        text = PROPERTY_SEPARATOR.join(map(_join_name_value, properties.items()))
+    except TypeError:
+        text = ""
+    count = len(properties)
+    if (
+        text.count(NAME_VALUE_SEPARATOR) == count
+        and text.count(PROPERTY_SEPARATOR) == count - 1
+        and text[0] != NAME_VALUE_SEPARATOR
+        and PROPERTY_SEPARATOR + NAME_VALUE_SEPARATOR not in text
+    ):
+        encoded = (text + PROPERTY_SEPARATOR).encode()
+        if len(encoded) <= MAX_PROPERTIES_LENGTH:
+            return encoded
+    return _encode_properties_checked(properties)
+
+
+def _encode_properties_checked(properties: dict[str, str]) -> bytes:
     parts = []
     for name, value in properties.items():
         if not isinstance(name, str) or not isinstance(value, str):

@@ -66,3 +66,12 @@ class UniqueIdGenerator:
         with self._lock:
             n = next(self._counter)
         return f"{self._prefix}{n & 0xFFFFFFFFFFFF:012X}"
+
+    def next_ids(self, count: int) -> list[str]:
+        """`count` ids in a row, for a batch: one lock for all."""
+        with self._lock:
+            first = next(self._counter)
+            if count > 1:
+                self._counter = itertools.count(first + count)
+        prefix = self._prefix
+        return [f"{prefix}{n & 0xFFFFFFFFFFFF:012X}" for n in range(first, first + count)]

@@ -74,6 +74,8 @@ RECOVERY_BATCH = 10_000
 # (RocketMQ's maxFilterMessageCount is 16,000), so a selective filter cannot make one pull scan forever.
 MAX_FILTERED_ENTRIES = 16_000
 END_OF_TIME_MS = 2**62
+# Checked light-queue lists remembered, at most (then forgotten all at once: re-checking one is cheap).
+MAX_LIGHT_LISTS = 4096
 
 
 class PutStatus(enum.Enum):
@@ -170,6 +172,9 @@ class MessageStore:
         self._store_host = (config.store_host, config.store_port)
         self._max_size = config.max_message_size
         self._topics: dict[str, bytes] = {}
+        # Light-queue lists (the INNER_MULTI_DISPATCH value) already checked, split and deduplicated: a front door
+        # names the same few lists again and again (the MQTT gateway: one per topic with its matching filters).
+        self._light_lists: dict[str, tuple[str, ...]] = {}
         # Why appends are refused right now, or None; one attribute so the append path checks it once.
         self._refusal: str | None = "the store is not open"
         self._disk_refusal: str | None = None
@@ -398,6 +403,47 @@ class MessageStore:
 
     # --- writing -----------------------------------------------------------------------------------------
 
+    def _prepare_record(self, message: Message) -> tuple[Message, bytes, bytes, tuple[str, ...]]:
+        """Check a message and encode what of its record does not depend on where it lands: (message, body,
+        tail, light queues), as CommitLog.append takes them. Raises as `append` does."""
+        topic = message.topic
+        topic_part = self._topics.get(topic)
+        if topic_part is None:
+            topic_part = self._topics[topic] = encode_topic(validate_topic(topic).encode())
+        body = message.body
+        if type(body) is not bytes:
+            if not isinstance(body, bytes | bytearray | memoryview):
+                raise InvalidMessageError(f"topic {topic!r}: body must be bytes, not {type(body).__name__}")
+            body = bytes(body)
+        if message.queue_id < 0:
+            raise InvalidMessageError(f"topic {topic!r}: queue id {message.queue_id} is negative")
+        properties = message.properties
+        tail = encode_tail(topic_part, encode_properties(properties) if properties else b"")
+        if HEADER_SIZE + len(body) + len(tail) > self._max_size:
+            raise MessageTooLargeError(
+                f"topic {topic!r}: message of {len(body) + len(tail)} bytes (body and properties) is over"
+                f" max_message_size {self.config.max_message_size}"
+            )
+        light = properties.get(PROPERTY_MULTI_DISPATCH) if properties else None
+        return message, body, tail, self._light_queues(light) if light else ()
+
+    def append_batch(self, messages: Iterable[Message]) -> list[PutResult]:
+        """`append` for several messages in one go: all are checked and encoded before any is written, so a bad
+        one refuses the whole batch and nothing is written; then one commit-log call lays them down in order."""
+        if self._refusal is not None:
+            raise StoreNotWritableError(f"store {self.config.store_dir}: {self._refusal}")
+        prepare = self._prepare_record
+        records = [prepare(message) for message in messages]
+        placed = self.commit_log.append_batch(records)
+        if self.dispatcher.sleeping:
+            self.dispatcher.wake()
+        host = self._store_host
+        ok = PutStatus.PUT_OK
+        return [
+            PutResult(ok, message.topic, message.queue_id, queue_offset, offset, size, stamp, host)
+            for (message, _, _, _), (offset, size, queue_offset, stamp) in zip(records, placed, strict=True)
+        ]
+
     def append(self, message: Message) -> PutResult:
         """Append without waiting for the disk (the record is in the page cache and will be dispatched).
 
@@ -433,6 +479,9 @@ class MessageStore:
         return PutResult(PutStatus.PUT_OK, topic, queue_id, queue_offset, offset, size, stamp, self._store_host)
 
     def _light_queues(self, names: str) -> tuple[str, ...]:
+        queues = self._light_lists.get(names)
+        if queues is not None:
+            return queues
         queues = tuple(dict.fromkeys(names.split(MULTI_DISPATCH_SEPARATOR)))
         for name in queues:
             if name not in self._topics:
@@ -442,6 +491,9 @@ class MessageStore:
                         f" start with {LIGHT_QUEUE_PREFIX!r}"
                     )
                 self._topics[name] = encode_topic(validate_topic(name).encode())
+        if len(self._light_lists) >= MAX_LIGHT_LISTS:
+            self._light_lists.clear()
+        self._light_lists[names] = queues
         return queues
 
     async def put(self, message: Message) -> PutResult:
@@ -457,7 +509,7 @@ class MessageStore:
 
     async def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """Append several messages and wait once, for the last, under SYNC_FLUSH."""
-        results = [self.append(message) for message in messages]
+        results = self.append_batch(messages)
         if self._sync and results:
             future = self.waiters.add_async(results[-1].end_offset)
             self.flush_service.wake()

@@ -123,6 +123,49 @@ def encode_header(
     return PREFIX.pack(HEADER_SIZE + len(body) + len(tail), RECORD_MAGIC, crc32(tail, crc32(rest))) + rest
 
 
+def append_record(
+    out: bytearray,
+    body: bytes,
+    tail: bytes,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    born_port: int,
+    store_timestamp: int,
+    store_host: bytes,
+    store_port: int,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+) -> None:
+    """Append the whole record (header, body, tail) to `out`: `encode_header`'s layout, for writers that lay out
+    several records before one copy into place."""
+    rest = REST.pack(
+        crc32(body),
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp,
+        born_host,
+        born_port,
+        store_timestamp,
+        store_host,
+        store_port,
+        reconsume_times,
+        prepared_transaction_offset,
+        len(body),
+    )
+    out += PREFIX.pack(HEADER_SIZE + len(body) + len(tail), RECORD_MAGIC, crc32(tail, crc32(rest)))
+    out += rest
+    out += body
+    out += tail
+
+
 def encode_record(body: bytes, body_crc: int, tail: bytes, *fields: int | bytes) -> bytes:
     """The whole record as one bytes object (encode_header's arguments)."""
     return b"".join((encode_header(body, body_crc, tail, *fields), body, tail))  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ import pytest
 from core.broker import PullStatus
 from core.client import Producer
 from core.errors import BrokerError
+from core.store.errors import InvalidMessageError
 from core.store.message import PROPERTY_MULTI_DISPATCH, Message
 
 
@@ -45,6 +46,20 @@ async def test_a_hook_that_raises_refuses_the_message(make_broker):
     with pytest.raises(ValueError, match="no"):
         await Producer(broker).send("sensors", b"x")
     assert broker.store.commit_log.write_pos == 0
+
+
+async def test_a_batch_gets_unique_ids_once_its_hooks_ran_and_a_refused_batch_reaches_no_hook(make_broker):
+    broker = await make_broker()
+    seen = []
+    broker.add_send_hook(lambda message: seen.append(dict(message.properties)))
+    given = Message(topic="t", body=b"b", properties={"UNIQ_KEY": "mine"})
+    results = await broker.send_batch([Message(topic="t", body=b"a"), given, Message(topic="t", body=b"c")])
+    assert [s.get("UNIQ_KEY") for s in seen] == [None, "mine", None]  # hooks run before ids are given
+    assert results[1].msg_id == "mine" and len({r.msg_id for r in results}) == 3
+    seen.clear()
+    with pytest.raises(InvalidMessageError, match="queue 9 does not exist"):
+        await broker.send_batch([Message(topic="t", body=b"x", queue_id=9), Message(topic="t", body=b"y", queue_id=9)])
+    assert seen == []
 
 
 async def test_long_poll_on_a_light_queue_wakes_on_arrival(make_broker):

@@ -994,3 +994,38 @@ def test_encode_publish_refuses_what_3_1_1_cannot_carry():
         encode_publish("", b"", 0, False, None)
     with pytest.raises(ValueError, match="cannot encode"):
         encode_publish("t" * 70_000, b"", 0, False, None)
+
+
+@given(
+    st.sampled_from([0x30, 0x31, 0x32, 0x38, 0x39, 0x3F]),
+    st.one_of(
+        st.text(max_size=12).map(lambda topic: len(topic.encode()).to_bytes(2, "big") + topic.encode()),
+        st.binary(max_size=14),
+    ),
+    st.binary(max_size=20),
+)
+def test_the_in_place_qos0_publish_decoder_agrees_with_the_codec(first, head, payload):
+    """decode_qos0_publish either declines (None) or gives exactly what V311Codec.decode gives for the frame."""
+    from mqtt_bridge.codec_v311 import decode_qos0_publish
+    from mqtt_bridge.errors import ProtocolError as CodecError
+
+    body = head + payload
+    frame = bytes([first, len(body)]) + body
+    buffer = bytearray(b"junk") + frame + b"more"
+    fast = decode_qos0_publish(buffer, 6, 6 + len(body))
+    if fast is None:
+        return
+    try:
+        slow = V311Codec().decode(memoryview(frame))
+    except CodecError as exc:
+        raise AssertionError(f"the fast path accepted a packet the codec refuses: {exc}") from exc
+    assert isinstance(slow, mqtt5.PublishPacket)
+    assert (fast.topic, fast.payload, int(fast.qos), fast.retain, fast.packet_id, fast.duplicate) == (
+        slow.topic,
+        slow.payload,
+        int(slow.qos),
+        slow.retain,
+        slow.packet_id,
+        slow.duplicate,
+    )
+    assert type(fast.payload) is bytes

@@ -254,3 +254,79 @@ def test_a_v5_protocol_error_gets_a_disconnect_with_its_reason(server):
     props.TopicAlias = 1000  # over the Topic Alias Maximum we announce (64)
     pub.paho.publish("alias/x", b"1", qos=0, properties=props)
     assert pub.disconnects.get(timeout=10) == 0x94  # Topic Alias invalid
+
+
+def _connect_311(client_id: bytes) -> bytes:
+    body = b"\x00\x04MQTT\x04\x02\x00\x3c" + len(client_id).to_bytes(2, "big") + client_id
+    return bytes([0x10, len(body)]) + body
+
+
+def _publish_311(topic: str, payload: bytes, qos: int = 0, retain: bool = False, packet_id: int = 1) -> bytes:
+    name = topic.encode()
+    body = len(name).to_bytes(2, "big") + name + (packet_id.to_bytes(2, "big") if qos else b"") + payload
+    return bytes([0x30 | qos << 1 | retain, len(body)]) + body
+
+
+def test_a_burst_of_qos0_publishes_in_one_write_keeps_its_order_across_topics(server):
+    """Many QoS 0 PUBLISHes arriving in one read are stored in runs (one store call per run of one core topic and
+    queue); a subscriber of every topic involved still gets them in the order they were sent, with the QoS 1
+    publish, the retained one and a refused one (its first level cannot name a core topic) in their places."""
+    sub = Client(server, "sub")
+    sub.subscribe("#", 1)  # one filter: the order of one light queue (several are merged by windows of entries)
+    sent = []
+    for n in range(300):
+        topic = ["burst/a", "burst/b", "other/c"][(n // 7) % 3]  # runs of 7 on one topic, then the next
+        sent.append((topic, b"%d" % n))
+    stream = _connect_311(b"burster")
+    for index, (topic, payload) in enumerate(sent):
+        stream += _publish_311(topic, payload)
+        if index == 100:
+            stream += _publish_311("burst/q1", b"qos1", qos=1, packet_id=9)
+        if index == 150:
+            stream += _publish_311("bad level/x", b"refused")
+        if index == 200:
+            stream += _publish_311("burst/kept", b"retained", retain=True)
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(stream)
+        assert sock.recv(4) == b"\x20\x02\x00\x00"
+        assert sock.recv(4) == b"\x40\x02\x00\x09"  # the PUBACK of the QoS 1 publish
+        expected = [*sent[:101], ("burst/q1", b"qos1"), *sent[101:201], ("burst/kept", b"retained"), *sent[201:]]
+        got = sub.receive(len(expected), timeout=30)
+    assert [(m.topic, m.payload) for m in got] == expected
+    assert sub.nothing_more()
+    late = Client(server, "late")
+    late.subscribe("burst/kept", 0)
+    assert late.receive(1)[0].payload == b"retained"
+
+
+def test_qos0_publishes_before_a_malformed_packet_in_the_same_read_are_stored(server):
+    sub = Client(server, "sub")
+    sub.subscribe("before/#", 0)
+    stream = _connect_311(b"breaker") + b"".join(_publish_311("before/x", b"%d" % n) for n in range(20))
+    stream += b"\x30\x05\x00\x09abc"  # a PUBLISH whose topic length runs past the packet
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(stream)
+        assert sock.recv(4) == b"\x20\x02\x00\x00"
+        assert sock.recv(10) == b""  # closed
+    got = sub.receive(20)
+    assert [m.payload for m in got] == [b"%d" % n for n in range(20)]
+
+
+def test_qos0_runs_of_one_topic_keep_each_messages_own_properties_and_retain_flag(server):
+    """Within a run of one topic the gateway builds the core properties once for plain messages: one with MQTT 5
+    properties or a retain flag in the middle of the run keeps its own."""
+    sub = Client(server, "sub5", paho.MQTTv5)
+    sub.subscribe("run/#", options=SubscribeOptions(qos=0, retainAsPublished=True))
+    pub = Client(server, "pub5", paho.MQTTv5)
+    props = Properties(PacketTypes.PUBLISH)
+    props.UserProperty = [("k", "v")]
+    props.ContentType = "text/plain"
+    pub.paho.publish("run/t", b"1", qos=0)
+    pub.paho.publish("run/t", b"2", qos=0, properties=props)
+    pub.paho.publish("run/t", b"3", qos=0, retain=True)
+    pub.paho.publish("run/t", b"4", qos=0)
+    got = sub.receive(4)
+    assert [m.payload for m in got] == [b"1", b"2", b"3", b"4"]
+    assert [m.retain for m in got] == [False, False, True, False]
+    assert [getattr(m.properties, "UserProperty", None) for m in got] == [None, [("k", "v")], None, None]
+    assert [getattr(m.properties, "ContentType", None) for m in got] == [None, "text/plain", None, None]

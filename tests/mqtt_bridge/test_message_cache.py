@@ -7,7 +7,7 @@ import pytest
 
 from core.broker import Broker, PullStatus
 from core.store.message import PROPERTY_MULTI_DISPATCH, Message
-from mqtt_bridge.codec_v311 import V311Codec
+from mqtt_bridge.codec_v311 import V311Codec, encode_publish
 from mqtt_bridge.message_cache import MessageCache
 from mqtt_bridge.message_mapping import MqttMessage
 from mqtt_bridge.protocol import MqttConnection
@@ -108,6 +108,36 @@ async def test_the_cache_is_bounded_by_count_and_by_bytes(make_broker):
         by_bytes.put(n, MqttMessage(f"t/{n}", bytes(3000), 0, False))
     assert len(by_bytes) == 1 and by_bytes.get(4) is not None
     assert by_bytes.bytes <= 10_000 or len(by_bytes) == 1
+
+
+async def test_put_many_keeps_what_puts_one_by_one_keep(make_broker):
+    broker = await make_broker()
+    one, many = MessageCache(broker, capacity=4, max_bytes=5_000), MessageCache(broker, capacity=4, max_bytes=5_000)
+    entries = [(n % 6, MqttMessage(f"t/{n}", bytes(100 * n), 0, False)) for n in range(9)]  # offsets repeat
+    for offset, message in entries:
+        one.put(offset, message)
+    many.put_many((offset, message, None) for offset, message in entries[:5])
+    many.put_many((offset, message, None) for offset, message in entries[5:])
+    assert len(many) == len(one) and many.bytes == one.bytes
+    for offset in range(6):
+        kept, expected = many.get(offset), one.get(offset)
+        assert (kept.message if kept else None) == (expected.message if expected else None)
+
+
+async def test_the_received_bytes_of_a_plain_qos0_publish_are_sent_to_3_1_1_receivers_as_they_are(make_broker):
+    broker = await make_broker()
+    cache = MessageCache(broker)
+    message = mqtt(1)
+    wire = encode_publish(message.topic, message.payload, 0, False, None)
+    cache.put_many([(42, message, wire)])
+    cached = cache.get(42)
+    assert cached is not None
+    conn = connection(4)
+    assert cache.publish(conn, cached, 0, False, None, 0, [])
+    assert conn.data_to_send() is wire
+    v5 = connection(5)
+    assert cache.publish(v5, cached, 0, False, None, 0, [])
+    assert mqtt5.read(v5.data_to_send())[0].payload == message.payload
 
 
 async def test_a_hit_keeps_an_entry_from_eviction(make_broker):

@@ -73,3 +73,34 @@ def test_topic_alias_0_is_topic_alias_invalid():
     assert raised.value.reason_code == 0x94
     packet, _ = mqtt5.read(conn.data_to_send())
     assert packet.reason_code == mqtt5.DisconnectReasonCode.TOPIC_ALIAS_INVALID
+
+
+def test_events_before_a_malformed_packet_in_the_same_data_are_returned_and_the_error_kept():
+    conn = connected_v5()
+    good = mqtt5.PublishPacket("a/b", b"1").write() + mqtt5.PublishPacket("a/c", b"2").write()
+    events = conn.receive_data(good + b"\x30\x03\x00\x01\xff" + mqtt5.PublishPacket("a/d", b"3").write())
+    assert [event.topic for event in events] == ["a/b", "a/c"]  # type: ignore[union-attr]
+    assert isinstance(conn.pending_error, MalformedPacket)
+    assert conn.data_to_send() == b""  # the DISCONNECT waits for the caller's fail(), after acting on the events
+    assert conn.receive_data(mqtt5.PublishPacket("a/e", b"4").write()) == []  # nothing is read after the error
+    conn.fail(conn.pending_error)
+    packet, _ = mqtt5.read(conn.data_to_send())
+    assert packet.reason_code == mqtt5.DisconnectReasonCode.MALFORMED_PACKET
+    assert conn.state is State.CLOSED
+
+
+def test_a_plain_3_1_1_qos0_publish_keeps_its_own_bytes_for_3_1_1_subscribers():
+    from mqtt_bridge.codec_v311 import V311Codec, encode_publish
+
+    conn = MqttConnection()
+    conn.receive_data(V311Codec(client_side=True).encode(mqtt5.ConnectPacket("c")))
+    conn.accept(False)
+    plain = encode_publish("a/b", b"1", 0, False, None)
+    retained = encode_publish("a/b", b"2", 0, True, None)
+    qos1 = encode_publish("a/b", b"3", 1, False, 5)
+    events = conn.receive_data(plain + retained + qos1)
+    assert [(event.packet.payload, event.wire) for event in events] == [  # type: ignore[union-attr]
+        (b"1", plain),
+        (b"2", None),
+        (b"3", None),
+    ]

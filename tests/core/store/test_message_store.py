@@ -91,6 +91,50 @@ def test_segments_roll_with_a_filler(open_store):
     assert [m.body for m in got.messages] == bodies
 
 
+def test_append_batch_writes_what_appends_one_by_one_write(open_store, tmp_path):
+    """A batch crossing segments, with light queues and mixed queues, gives the same records, offsets and
+    consume-queue entries as the same messages appended one at a time."""
+    bodies = [bytes([n % 256]) * (20_000 + 37 * n) for n in range(120)]  # about 2.7 MB over 1 MiB segments
+
+    def messages():
+        return [
+            msg(body=b, queue_id=n % 3, UNIQ_KEY=f"id{n}", INNER_MULTI_DISPATCH="%LMQ%a,%LMQ%b" if n % 2 else "%LMQ%a")
+            for n, b in enumerate(bodies)
+        ]
+
+    one = open_store(tmp_path / "one")
+    singles = [one.append(m) for m in messages()]
+    batched = open_store(tmp_path / "batched")
+    results = batched.append_batch(messages()[:50]) + batched.append_batch(messages()[50:])
+    one.wait_dispatched()
+    batched.wait_dispatched()
+    assert len(batched.commit_log.files.files) >= 3
+    assert [(r.commit_log_offset, r.queue_id, r.queue_offset, r.size) for r in results] == [
+        (r.commit_log_offset, r.queue_id, r.queue_offset, r.size) for r in singles
+    ]
+    for store in (one, batched):
+        for queue_id in range(3):
+            got = store.get_messages("orders", queue_id, 0, max_count=200, max_bytes=10**9)
+            assert [m.body for m in got.messages] == bodies[queue_id::3]
+        light_b = store.get_messages("%LMQ%b", 0, 0, max_count=200, max_bytes=10**9)
+        assert [m.body for m in light_b.messages] == bodies[1::2]
+        assert [m.queue_offset for m in light_b.messages] == list(range(60))
+        assert store.get_messages("%LMQ%a", 0, 0, max_count=200, max_bytes=10**9).next_begin_offset == 120
+    found = batched.find_by_unique_id("orders", "id77")
+    assert found is not None and found.body == bodies[77]
+
+
+def test_append_batch_with_a_bad_message_writes_nothing(open_store):
+    store = open_store()
+    before = store.commit_log.write_pos
+    with pytest.raises(InvalidMessageError, match="separators"):
+        store.append_batch([msg(body=b"a"), msg(body=b"b", KEYS="a\x02b"), msg(body=b"c")])
+    with pytest.raises(MessageTooLargeError):
+        store.append_batch([msg(body=b"a"), msg(body=b"x" * 300_000)])
+    assert store.commit_log.write_pos == before
+    assert [r.queue_offset for r in store.append_batch([msg(body=b"a"), msg(body=b"b")])] == [0, 1]
+
+
 def test_restart_after_clean_close_reads_no_log(open_store, tmp_path):
     store = open_store()
     generator = UniqueIdGenerator()

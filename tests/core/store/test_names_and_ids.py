@@ -59,3 +59,12 @@ def test_unique_ids_are_unique_and_32_hex():
     assert ids[0].startswith("0A010203")
     other = UniqueIdGenerator("10.1.2.3")
     assert not set(ids[:1000]) & {other.next_id() for _ in range(1000)}
+
+
+def test_ids_taken_in_batches_and_one_by_one_never_repeat():
+    generator = UniqueIdGenerator("10.1.2.3")
+    ids = []
+    for n in range(500):
+        ids += generator.next_ids(n % 7) if n % 2 else [generator.next_id()]
+    assert len(set(ids)) == len(ids) == 250 + sum(n % 7 for n in range(1, 500, 2))
+    assert all(len(i) == 32 for i in ids)

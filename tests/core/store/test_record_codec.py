@@ -168,6 +168,34 @@ def test_properties_round_trip(props):
     assert decode_properties(encode_properties(props)) == props
 
 
+any_text = st.text(st.sampled_from("ab\x01\x02é"), max_size=4)
+
+
+@given(st.dictionaries(any_text, any_text, max_size=4))
+@settings(max_examples=500)
+def test_properties_refuse_exactly_what_cannot_round_trip(props):
+    """The fast check (counting separators) agrees with a plain reference: refused iff a name is empty or a name
+    or value holds a separator; everything else round-trips."""
+    from core.store.errors import InvalidMessageError
+
+    bad = any(
+        not name or any(sep in text for text in (name, value) for sep in "\x01\x02") for name, value in props.items()
+    )
+    if bad:
+        with pytest.raises(InvalidMessageError):
+            encode_properties(props)
+    else:
+        assert decode_properties(encode_properties(props)) == props
+
+
+def test_properties_refuse_what_is_not_a_string():
+    from core.store.errors import InvalidMessageError
+
+    for props in ({"a": 1}, {2: "b"}, {"a": "b", "c": None}):
+        with pytest.raises(InvalidMessageError, match="must be strings"):
+            encode_properties(props)  # type: ignore[arg-type]
+
+
 def test_properties_refuse_separators():
     from core.store.errors import InvalidMessageError
 
