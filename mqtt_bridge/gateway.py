@@ -774,6 +774,11 @@ class MqttGateway:
             link.woken.clear()
             progressed = self._send_retained(link)
             batch: dict[int, tuple[CachedMessage | None, list[tuple[str, int]]]] = {}
+            # Queues are read READ_BATCH entries at a time. When one has more past what was read, a message of
+            # another queue stored later than the last one read here may not go first: the round delivers up to
+            # the lowest such commit-log offset (the horizon) and reads the rest again next round, so overlapping
+            # subscriptions keep the publish order.
+            horizon: int | None = None
             for queue in list(session.own_queues()):
                 offset = session.read_offsets.get(queue)
                 if offset is None:
@@ -802,6 +807,9 @@ class MqttGateway:
                         entry[1].append((queue, queue_offset))
                 if not got.messages and got.next_begin_offset > offset:  # only holes or corrupt entries: skip them
                     session.read_offsets[queue] = got.next_begin_offset
+                if got.messages and got.next_begin_offset < high:
+                    last = got.messages[-1][0]
+                    horizon = last if horizon is None else min(horizon, last)
             stopped = False
             now = now_ms()
             # How a message of one queue is delivered depends on its QoS, retain flag and whether this client
@@ -809,6 +817,8 @@ class MqttGateway:
             # messages sit in one queue only).
             deliveries: dict[tuple[str, int, bool, bool], tuple[int, bool, list[int]] | None] = {}
             for commit_offset in sorted(batch):
+                if horizon is not None and commit_offset > horizon:
+                    break  # read again next round, after what comes before it in the other queues
                 cached, positions = batch[commit_offset]
                 message = cached.message if cached is not None else None
                 delivery = None

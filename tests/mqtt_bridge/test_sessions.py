@@ -152,3 +152,23 @@ def test_will_is_published_at_session_end_if_sooner_than_the_delay(server):
     short.drop()
     [got] = watcher.receive(1, timeout=10)  # the session ends with the connection: the will goes now
     assert got.payload == b"session ended"
+
+
+def test_overlapping_subscriptions_keep_the_publish_order_over_a_long_backlog(server):
+    # Two filters, two queues: each is read 64 entries at a time, and the merge must not let one queue's later
+    # messages overtake the other's earlier ones. QoS 0, so that no send window cuts a round short.
+    sub = Client(server, "merge", paho.MQTTv5, clean=False, properties=v5_connect_properties(SessionExpiryInterval=60))
+    sub.subscribe([("order/#", 0), ("order/a", 0)])
+    sub.disconnect()
+    pub = Client(server, "pub")
+    sent = []
+    for n in range(300):
+        topic = "order/a" if n % 3 == 0 else f"order/b{n % 2}"
+        payload = f"{n}".encode()
+        pub.publish(topic, payload, qos=1)
+        sent.append(payload)
+    pub.disconnect()
+    again = Client(server, "merge", paho.MQTTv5, clean=False)
+    received = [message.payload for message in again.receive(300, timeout=30)]
+    assert received == sent
+    assert again.nothing_more()
