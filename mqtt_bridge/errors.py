@@ -6,6 +6,8 @@ Messages say what went wrong, where (client, packet, file and line) and what to 
 
 from __future__ import annotations
 
+from core.store.errors import StoreError
+
 
 class MqttBridgeError(Exception):
     """Base class of every error the MQTT gateway raises."""
@@ -45,3 +47,8 @@ class UnsupportedProtocol(ProtocolError):
     """The CONNECT asks for a protocol level other than 4 (3.1.1) or 5."""
 
     reason_code = 0x84
+
+
+class StoreNotDurableError(MqttBridgeError, StoreError):
+    """A message was written but the disk did not confirm it in time (SYNC_FLUSH's FLUSH_DISK_TIMEOUT): it must not
+    be acknowledged as durable. A StoreError, so it ends the publishing connection as a store failure does."""

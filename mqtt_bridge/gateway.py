@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import mqtt5
 
-from core.broker import Broker, PullStatus
+from core.broker import Broker, PullStatus, SendStatus
 from core.errors import BrokerError
 from core.state_table import StateTable
 from core.store.errors import StoreError
@@ -36,7 +36,7 @@ from core.store.topic_name import validate_topic
 from core.topic_config import MessageType
 from mqtt_bridge.acl_file import Access, AclFile
 from mqtt_bridge.config import MqttConfig
-from mqtt_bridge.errors import ProtocolError
+from mqtt_bridge.errors import ProtocolError, StoreNotDurableError
 from mqtt_bridge.message_cache import CachedMessage, MessageCache
 from mqtt_bridge.message_mapping import (
     PROPERTY_CLIENT,
@@ -492,6 +492,9 @@ class MqttGateway:
             raise
         self.messages.put(sent.commit_log_offset, message)
         self.stats["published"] += 1
+        if sent.status is not SendStatus.SEND_OK:
+            # Written, but not known to be on disk (SYNC_FLUSH timed out): no acknowledgement may claim it is.
+            raise StoreNotDurableError(f"{sent.status.value}: the disk did not confirm the write in time")
 
     def _stored_before(self, session: Session, packet: mqtt5.PublishPacket, topic: str) -> bool:
         """Is this QoS 2 PUBLISH one we stored and acknowledged with PUBREC (a resend)?
@@ -543,18 +546,21 @@ class MqttGateway:
         if qos:
             conn.acknowledge_publish(packet_id, qos)
 
-    async def publish_qos0(self, link: ClientLink, events: Sequence[Published]) -> None:
-        """A run of inbound QoS 0 PUBLISHes of one connection, in the order received: each run of consecutive
-        messages for the same core topic and queue goes to the core in one `Broker.send_batch` (the send hooks
-        still see every message). Refusals (ACL, a topic or text the core cannot take) skip that message only;
-        a store failure closes the connection, as for a single publish."""
+    async def publish_run(self, link: ClientLink, events: Sequence[Published]) -> None:
+        """A run of inbound QoS 0 and 1 PUBLISHes of one connection, in the order received: each run of
+        consecutive messages for the same core topic and queue goes to the core in one `Broker.send_batch` (the
+        send hooks still see every message), and the QoS 1 ones are acknowledged once that returned, in the order
+        received ([MQTT-4.6.0-2]; a refusal's PUBACK waits for the stored run before it). Refusals (ACL, a topic
+        or text the core cannot take) skip that message only; a store failure closes the connection unacknowledged,
+        as for a single publish."""
         assert link.session is not None
+        conn = link.conn
         client_id = link.client_id
         now = now_ms()
         broker = self.broker
         acl = self.acl
         run: list[Message] = []
-        mqtt_run: list[tuple[MqttMessage, bytes | None]] = []
+        mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]] = []
         run_key: tuple[str, int] | None = None
         run_bytes = 0
         # What depends on the topic alone is found once per run of one topic (a device publishes to few).
@@ -566,7 +572,7 @@ class MqttGateway:
         # The core properties of a message with nothing but topic, QoS, retain flag and client (all of 3.1.1's):
         # the same for the run of one topic, so they are checked and built once.
         plain_properties: dict[str, str] = {}
-        properties_key: tuple[str, bool] | None = None
+        properties_key: tuple[str, bool, int] | None = None
         for event in events:
             topic = event.topic
             if topic != last_topic:
@@ -578,26 +584,40 @@ class MqttGateway:
                     topic_error = None
                 except ValueError as exc:
                     topic_error = exc
+            qos = int(event.packet.qos)
             if not allowed:
                 self.stats["refused"] += 1
                 log.info("client %r: PUBLISH to %r refused by the ACL", client_id, topic)
+                if qos:
+                    if run and not await self._store_run(link, run, mqtt_run):
+                        return
+                    run, mqtt_run, run_bytes = [], [], 0
+                    # 3.1.1 has no way to say no: acknowledge and drop (as Mosquitto does); v5 says 0x87.
+                    conn.acknowledge_publish(event.packet.packet_id or 0, 1, 0x87 if conn.version == 5 else 0,
+                                             "not authorized")  # fmt: skip
                 continue
             error = topic_error
             if error is None:
                 try:
                     message = MqttMessage.from_publish(event.packet, topic, client_id, now)
-                    if message.is_plain() and properties_key == (topic, message.retain):
+                    if message.is_plain() and properties_key == (topic, message.retain, qos):
                         properties = plain_properties.copy()  # the send hooks add to it
                     else:
                         properties = message.properties()
                         if message.is_plain():
-                            plain_properties, properties_key = properties.copy(), (topic, message.retain)
+                            plain_properties, properties_key = properties.copy(), (topic, message.retain, qos)
                     core = Message(core_topic, message.payload, queue_id, properties, born_timestamp=now)
                 except ValueError as exc:
                     error = exc
             if error is not None:
                 self.stats["refused"] += 1
                 log.warning("client %r: PUBLISH to %r refused: %s", client_id, topic, error)
+                if qos:
+                    if run and not await self._store_run(link, run, mqtt_run):
+                        return
+                    run, mqtt_run, run_bytes = [], [], 0
+                    conn.acknowledge_publish(event.packet.packet_id or 0, 1, 0x90 if conn.version == 5 else 0,
+                                             str(error))  # fmt: skip
                 continue
             # A retained message goes alone: the send hook records it as the topic's retained message, which must
             # not happen for one that a failure earlier in its batch would leave unstored.
@@ -611,15 +631,16 @@ class MqttGateway:
                 run, mqtt_run, run_bytes = [], [], 0
             run_key = key
             run.append(core)
-            mqtt_run.append((message, event.wire))
+            mqtt_run.append((message, event.wire, event.packet.packet_id if qos else None))
             run_bytes += size
         if run:
             await self._store_run(link, run, mqtt_run)
 
     async def _store_run(
-        self, link: ClientLink, run: list[Message], mqtt_run: list[tuple[MqttMessage, bytes | None]]
+        self, link: ClientLink, run: list[Message], mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]]
     ) -> bool:
-        """Store messages of one core topic and queue; False (and the connection closed) if the core failed."""
+        """Store messages of one core topic and queue, then acknowledge its QoS 1 ones; False (and the connection
+        closed, nothing acknowledged) if the core failed."""
         try:
             sent = await self.broker.send_batch(run) if len(run) > 1 else [await self.broker.send(run[0])]
         except (BrokerError, StoreError) as exc:
@@ -627,9 +648,20 @@ class MqttGateway:
             link.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
             return False
         self.messages.put_many(
-            (result.commit_log_offset, message, wire) for result, (message, wire) in zip(sent, mqtt_run, strict=True)
+            (result.commit_log_offset, message, wire) for result, (message, wire, _) in zip(sent, mqtt_run, strict=True)
         )
         self.stats["published"] += len(run)
+        if any(result.status is not SendStatus.SEND_OK for result in sent):
+            # Written, but not known to be on disk (SYNC_FLUSH timed out): no PUBACK may claim it is; the client
+            # sends them again after reconnecting (the log may then hold them twice: at least once).
+            log.error("client %r: %d PUBLISHes to %r not confirmed on disk in time; disconnecting it unacknowledged",
+                      link.client_id, len(run), run[0].topic)  # fmt: skip
+            link.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
+            return False
+        conn = link.conn
+        for _, _, packet_id in mqtt_run:
+            if packet_id is not None:
+                conn.acknowledge_publish(packet_id, 1)
         return True
 
     def released(self, link: ClientLink, packet_id: int) -> None:

@@ -130,8 +130,9 @@ class DequeOnDemand(typing.Generic[T]):
         return self._items.popleft()
 
 
-def _is_qos0_publish(event: Event) -> bool:
-    return type(event) is Published and not int(event.packet.qos)  # an mqtt5 QoS is truthy even at QoS 0
+def _is_run_publish(event: Event) -> bool:
+    """A QoS 0 or 1 PUBLISH: those go to the core in runs (QoS 2 has its own duplicate check)."""
+    return type(event) is Published and int(event.packet.qos) < 2  # an mqtt5 QoS is truthy even at QoS 0
 
 
 class ClientLink(abc.ABC):
@@ -212,12 +213,12 @@ class ClientLink(abc.ABC):
                     while index < count:
                         event = batch[index]
                         index += 1
-                        if _is_qos0_publish(event):
-                            # A run of QoS 0 publishes is stored with one store call per topic and queue.
+                        if _is_run_publish(event):
+                            # A run of QoS 0/1 publishes is stored with one store call per topic and queue.
                             end = index
-                            while end < count and _is_qos0_publish(batch[end]):
+                            while end < count and _is_run_publish(batch[end]):
                                 end += 1
-                            await gateway.publish_qos0(self, typing.cast(list[Published], batch[index - 1 : end]))
+                            await gateway.publish_run(self, typing.cast(list[Published], batch[index - 1 : end]))
                             index = end
                         else:
                             await self._handle(gateway, event)

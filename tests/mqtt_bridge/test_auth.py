@@ -195,6 +195,26 @@ def test_refused_publish_is_acknowledged_and_dropped_in_v311_and_gets_0x87_in_v5
     assert admin.nothing_more()
 
 
+def test_pubacks_of_a_run_with_a_refusal_inside_come_in_publish_order(secured):
+    # QoS 1 publishes read together are stored as a run; the refused one's PUBACK must not overtake those before
+    # it, nor the stored ones be lost ([MQTT-4.6.0-2]).
+    admin = as_user(secured, "admin")
+    admin.subscribe("alice/#", 1)
+    alice = as_user(secured, "alice", "alice-run", paho.MQTTv5)
+    acks: queue.Queue[tuple[int, int]] = queue.Queue()
+    alice.paho.on_publish = lambda c, u, mid, reason, props: acks.put((mid, int(reason.value)))
+    topics = ["alice/1", "alice/2", "bob/x", "alice/3", "alice/secret/y", "alice/4"]
+    infos = [alice.paho.publish(topic, topic.encode(), qos=1) for topic in topics]  # no wait: one read, one run
+    for info in infos:
+        info.wait_for_publish(10)
+    got = [acks.get(timeout=10) for _ in topics]
+    assert [mid for mid, _ in got] == [info.mid for info in infos]
+    assert [reason for _, reason in got] == [0, 0, 0x87, 0, 0x87, 0]
+    stored = admin.receive(4)
+    assert [m.payload for m in stored] == [b"alice/1", b"alice/2", b"alice/3", b"alice/4"]
+    assert admin.nothing_more()
+
+
 def test_read_only_topic_can_be_subscribed_but_not_published(secured):
     alice = as_user(secured, "alice", version=paho.MQTTv5)
     assert [code.value for code in alice.subscribe("news/#", 1)] == [1]
