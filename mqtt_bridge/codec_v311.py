@@ -166,17 +166,25 @@ def _decode_publish(frame: memoryview, offset: int, first: int) -> mqtt5.Packet:
 
 
 _QOS0 = QOS_LEVELS[0]
-_QOS0_PUBLISH = PUBLISH << 4  # fixed header byte of a QoS 0 PUBLISH without DUP; RETAIN_FLAG may be set
+_QOS1 = QOS_LEVELS[1]
+# The fixed header byte of a PUBLISH: type (high nibble), DUP (0x08), QoS (0x06), RETAIN (0x01).
+_TYPE_BITS = 0xF0
+_PUBLISH_TYPE = PUBLISH << 4
+_QOS_BITS = 0x06
+_QOS1_BITS = 0x02
 
 
-def decode_qos0_publish(buffer: bytearray, body: int, end: int) -> mqtt5.PublishPacket | None:
-    """A well-formed QoS 0 PUBLISH read straight from a connection's receive buffer (its fixed header at
+def decode_short_publish(buffer: bytearray, body: int, end: int) -> mqtt5.PublishPacket | None:
+    """A well-formed QoS 0 or QoS 1 PUBLISH read straight from a connection's receive buffer (its fixed header at
     `body - 2`, remaining length under 128, body `buffer[body:end]`), else None: anything unusual, including a
     malformed packet, goes through `V311Codec.decode`, which names the error. Most inbound traffic is this packet,
     and the general path copies the frame out of the buffer and parses the fixed header again first."""
     first = buffer[body - 2]
-    if first & ~RETAIN_FLAG != _QOS0_PUBLISH or body + 2 > end:
+    qos_bits = first & _QOS_BITS
+    if first & _TYPE_BITS != _PUBLISH_TYPE or qos_bits > _QOS1_BITS or body + 2 > end:
         return None
+    if qos_bits == 0 and first & DUP_FLAG:
+        return None  # [MQTT-3.3.1-2]: DUP must be 0 for QoS 0; the codec says so
     topic_end = body + 2 + ((buffer[body] << 8) | buffer[body + 1])
     if topic_end > end or topic_end == body + 2:
         return None
@@ -186,8 +194,21 @@ def decode_qos0_publish(buffer: bytearray, body: int, end: int) -> mqtt5.Publish
         return None
     if "\x00" in topic or "+" in topic or "#" in topic:
         return None
+    retain = bool(first & RETAIN_FLAG)
+    if not qos_bits:
+        return mqtt5.PublishPacket(topic, bytes(buffer[topic_end:end]), qos=_QOS0, retain=retain, packet_id=None)
+    if topic_end + 2 > end:
+        return None
+    packet_id = (buffer[topic_end] << 8) | buffer[topic_end + 1]
+    if not packet_id:
+        return None  # [MQTT-2.3.1-1]: a QoS 1 PUBLISH needs a non-zero packet id; the codec refuses it
     return mqtt5.PublishPacket(
-        topic, bytes(buffer[topic_end:end]), qos=_QOS0, retain=bool(first & RETAIN_FLAG), packet_id=None
+        topic,
+        bytes(buffer[topic_end + 2 : end]),
+        qos=_QOS1,
+        retain=retain,
+        packet_id=packet_id,
+        duplicate=bool(first & DUP_FLAG),
     )
 
 

@@ -21,7 +21,7 @@ import mqtt5
 
 from mqtt_bridge.codec import MQTT_3_1_1, check_first_byte, protocol_level
 from mqtt_bridge.codec_v5 import V5Codec
-from mqtt_bridge.codec_v311 import V311Codec, decode_qos0_publish
+from mqtt_bridge.codec_v311 import V311Codec, decode_short_publish
 from mqtt_bridge.errors import ProtocolError, UnsupportedProtocol
 from mqtt_bridge.framing import FrameBuffer
 from mqtt_bridge.topic import TopicError, validate_topic_name
@@ -164,8 +164,8 @@ class MqttConnection:
             fast = self._codec is not None and self.version == MQTT_3_1_1
             while (bounds := frames.next_bounds()) is not None:
                 start, body, end = bounds
-                # A 3.1.1 QoS 0 PUBLISH (short enough for a one-byte length) is read in place, without a copy.
-                packet = decode_qos0_publish(buffer, body, end) if fast and body == start + 2 else None
+                # A 3.1.1 QoS 0/1 PUBLISH (short enough for a one-byte length) is read in place, without a copy.
+                packet = decode_short_publish(buffer, body, end) if fast and body == start + 2 else None
                 if packet is not None:
                     published = self._handle_publish(packet)
                     if buffer[start] == _PLAIN_QOS0_PUBLISH:

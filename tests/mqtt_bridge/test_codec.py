@@ -997,22 +997,22 @@ def test_encode_publish_refuses_what_3_1_1_cannot_carry():
 
 
 @given(
-    st.sampled_from([0x30, 0x31, 0x32, 0x38, 0x39, 0x3F]),
+    st.sampled_from([0x30, 0x31, 0x32, 0x33, 0x34, 0x38, 0x39, 0x3A, 0x3B, 0x3F]),
     st.one_of(
         st.text(max_size=12).map(lambda topic: len(topic.encode()).to_bytes(2, "big") + topic.encode()),
         st.binary(max_size=14),
     ),
     st.binary(max_size=20),
 )
-def test_the_in_place_qos0_publish_decoder_agrees_with_the_codec(first, head, payload):
-    """decode_qos0_publish either declines (None) or gives exactly what V311Codec.decode gives for the frame."""
-    from mqtt_bridge.codec_v311 import decode_qos0_publish
+def test_the_in_place_publish_decoder_agrees_with_the_codec(first, head, payload):
+    """decode_short_publish either declines (None) or gives exactly what V311Codec.decode gives for the frame."""
+    from mqtt_bridge.codec_v311 import decode_short_publish
     from mqtt_bridge.errors import ProtocolError as CodecError
 
     body = head + payload
     frame = bytes([first, len(body)]) + body
     buffer = bytearray(b"junk") + frame + b"more"
-    fast = decode_qos0_publish(buffer, 6, 6 + len(body))
+    fast = decode_short_publish(buffer, 6, 6 + len(body))
     if fast is None:
         return
     try:
@@ -1029,3 +1029,37 @@ def test_the_in_place_qos0_publish_decoder_agrees_with_the_codec(first, head, pa
         slow.duplicate,
     )
     assert type(fast.payload) is bytes
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (b"\x30\x05\x00\x01ahi", ("a", b"hi", 0, False, None, False)),
+        (b"\x31\x05\x00\x01ahi", ("a", b"hi", 0, True, None, False)),
+        (b"\x32\x07\x00\x01a\x12\x34hi", ("a", b"hi", 1, False, 0x1234, False)),
+        (b"\x3b\x05\x00\x01a\x00\x07", ("a", b"", 1, True, 7, True)),
+    ],
+)
+def test_the_in_place_publish_decoder_takes_ordinary_qos0_and_qos1_publishes(frame, expected):
+    from mqtt_bridge.codec_v311 import decode_short_publish
+
+    buffer = bytearray(frame)
+    packet = decode_short_publish(buffer, 2, len(frame))
+    assert packet is not None
+    got = (packet.topic, packet.payload, int(packet.qos), packet.retain, packet.packet_id, packet.duplicate)
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"\x32\x05\x00\x01a\x00\x00",  # packet id 0
+        b"\x32\x03\x00\x01a",  # no room for the packet id
+        b"\x38\x03\x00\x01a",  # DUP on QoS 0
+        b"\x34\x05\x00\x01a\x00\x01",  # QoS 2: its own path
+    ],
+)
+def test_the_in_place_publish_decoder_leaves_the_rest_to_the_codec(frame):
+    from mqtt_bridge.codec_v311 import decode_short_publish
+
+    assert decode_short_publish(bytearray(frame), 2, len(frame)) is None
