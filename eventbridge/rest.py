@@ -265,6 +265,12 @@ async def _apply(runtime: EventBridgeRuntime, path: Path, kind: str, definition:
         raise web.HTTPConflict(text=errors[0].reason)
 
 
+async def _delete_definition(runtime: EventBridgeRuntime, path: Path) -> web.Response:
+    path.unlink(missing_ok=True)
+    await runtime.reload()
+    return web.Response(status=204)
+
+
 async def _definition_body(request: web.Request) -> dict[str, Any]:
     body = await _json_body(request)
     if not isinstance(body, dict):
@@ -298,9 +304,7 @@ def _api_rule(runtime: EventBridgeRuntime, request: web.Request) -> tuple[Path, 
 async def delete_rule(request: web.Request) -> web.Response:
     runtime = _runtime(request)
     path, _ = _api_rule(runtime, request)
-    path.unlink(missing_ok=True)
-    await runtime.reload()
-    return web.Response(status=204)
+    return await _delete_definition(runtime, path)
 
 
 async def enable_rule(request: web.Request, *, enabled: bool) -> web.Response:
@@ -375,9 +379,7 @@ def _api_source(runtime: EventBridgeRuntime, request: web.Request) -> tuple[Path
 async def delete_source(request: web.Request) -> web.Response:
     runtime = _runtime(request)
     path, _ = _api_source(runtime, request)
-    path.unlink(missing_ok=True)
-    await runtime.reload()
-    return web.Response(status=204)
+    return await _delete_definition(runtime, path)
 
 
 async def enable_source(request: web.Request, *, enabled: bool) -> web.Response:

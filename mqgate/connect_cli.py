@@ -60,6 +60,20 @@ class CliError(Exception):
         self.code = code
 
 
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """--url and --token: where the REST API of `mqgate serve` is and how to get in (every REST command)."""
+    parser.add_argument(
+        "--url",
+        default=os.environ.get(URL_ENV, DEFAULT_URL),
+        help=f"the HTTP port of mqgate serve (default: ${URL_ENV} or {DEFAULT_URL})",
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV),
+        help=f"bearer token, when [http] token is set (default: ${TOKEN_ENV}; the flag shows in ps)",
+    )
+
+
 def add_connect_parser(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
 ) -> None:
@@ -70,16 +84,7 @@ def add_connect_parser(
         description="Manage the connectors of a running `mqgate serve` through its REST API.",
         epilog=EPILOG,
     )
-    connect.add_argument(
-        "--url",
-        default=os.environ.get(URL_ENV, DEFAULT_URL),
-        help=f"the HTTP port of mqgate serve (default: ${URL_ENV} or {DEFAULT_URL})",
-    )
-    connect.add_argument(
-        "--token",
-        default=os.environ.get(TOKEN_ENV),
-        help=f"bearer token, when [http] token is set (default: ${TOKEN_ENV}; the flag shows in ps)",
-    )
+    add_server_options(connect)
     actions = connect.add_subparsers(dest="connect_command", metavar="ACTION", title="actions")
     actions.add_parser("list", help="connectors with their plugin, state and tasks").set_defaults(connect_handler=_list)
     actions.add_parser("plugins", help="the installed connector plugins").set_defaults(connect_handler=_plugins)

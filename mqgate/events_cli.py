@@ -13,7 +13,6 @@ with --topic. It speaks HTTP to `--url` with `--token` as `mqgate connect` does,
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import urllib.parse
 from typing import Any
@@ -25,7 +24,7 @@ from eventbridge.bus import default_dead_letter_topic
 from eventbridge.errors import ReprocessError
 from eventbridge.rule_model import DEFAULT_BUS
 from eventbridge.time_range import parse_time_ms
-from mqgate.connect_cli import DEFAULT_URL, EXIT_OK, EXIT_USAGE, TOKEN_ENV, URL_ENV, CliError, RestClient
+from mqgate.connect_cli import EXIT_OK, EXIT_USAGE, CliError, RestClient, add_server_options
 
 EPILOG = """\
 examples:
@@ -48,16 +47,7 @@ def add_events_parser(
         description=__doc__,
         epilog=EPILOG,
     )
-    events.add_argument(
-        "--url",
-        default=os.environ.get(URL_ENV, DEFAULT_URL),
-        help=f"the HTTP port of mqgate serve (default: ${URL_ENV} or {DEFAULT_URL})",
-    )
-    events.add_argument(
-        "--token",
-        default=os.environ.get(TOKEN_ENV),
-        help=f"bearer token, when [http] token is set (default: ${TOKEN_ENV}; the flag shows in ps)",
-    )
+    add_server_options(events)
     actions = events.add_subparsers(dest="events_command", metavar="ACTION", title="actions")
     replay = actions.add_parser(
         "replay", formatter_class=formatter, help="deliver again the events a bus stored in a time range"

@@ -452,31 +452,13 @@ class MessageStore:
         """
         if self._refusal is not None:
             raise StoreNotWritableError(f"store {self.config.store_dir}: {self._refusal}")
-        topic = message.topic
-        topic_part = self._topics.get(topic)
-        if topic_part is None:
-            topic_part = self._topics[topic] = encode_topic(validate_topic(topic).encode())
-        body = message.body
-        if type(body) is not bytes:
-            if not isinstance(body, bytes | bytearray | memoryview):
-                raise InvalidMessageError(f"topic {topic!r}: body must be bytes, not {type(body).__name__}")
-            body = bytes(body)
-        queue_id = message.queue_id
-        if queue_id < 0:
-            raise InvalidMessageError(f"topic {topic!r}: queue id {queue_id} is negative")
-        properties = message.properties
-        tail = encode_tail(topic_part, encode_properties(properties) if properties else b"")
-        if HEADER_SIZE + len(body) + len(tail) > self._max_size:
-            raise MessageTooLargeError(
-                f"topic {topic!r}: message of {len(body) + len(tail)} bytes (body and properties) is over"
-                f" max_message_size {self.config.max_message_size}"
-            )
-        light = properties.get(PROPERTY_MULTI_DISPATCH) if properties else None
-        light_queues = self._light_queues(light) if light else ()
+        _, body, tail, light_queues = self._prepare_record(message)
         offset, size, queue_offset, stamp = self.commit_log.append(message, body, tail, light_queues)
         if self.dispatcher.sleeping:
             self.dispatcher.wake()
-        return PutResult(PutStatus.PUT_OK, topic, queue_id, queue_offset, offset, size, stamp, self._store_host)
+        return PutResult(
+            PutStatus.PUT_OK, message.topic, message.queue_id, queue_offset, offset, size, stamp, self._store_host
+        )
 
     def _light_queues(self, names: str) -> tuple[str, ...]:
         queues = self._light_lists.get(names)
