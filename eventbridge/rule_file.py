@@ -326,7 +326,7 @@ def _read_source(reader: _Reader, node: Node) -> EventSource:
     if "mqtt" in fields:
         mqtt_node = fields["mqtt"][1]
         mqtt = reader.string(mqtt_node, f"{where}: mqtt")
-        first = mqtt.split("/", 1)[0]
+        first = mqtt.split("/", 1)[0]  # any first level works: the gateway's mapping names its core topic
         if first in ("+", "#") or first.startswith("$share"):
             raise reader.error(
                 mqtt_node, f"{where}: mqtt {mqtt!r}: the first level names the core topic read; spell it out"
@@ -335,7 +335,6 @@ def _read_source(reader: _Reader, node: Node) -> EventSource:
             validate_topic_filter(mqtt)
         except TopicError as exc:
             raise reader.error(mqtt_node, f"{where}: {exc}") from None
-        _check_topic(reader, mqtt_node, where, first)
         default_type = DEFAULT_MQTT_EVENT_TYPE
     else:
         topic_node = fields["topic"][1]

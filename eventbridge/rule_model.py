@@ -15,6 +15,9 @@ from eventbridge.json_path import JsonPath
 from eventbridge.retry_policy import BackoffRetry, RetryPolicy
 from eventbridge.transform import Transform, TransformSpec, canonical_json, compile_transform
 
+# The MQTT gateway's topic mapping: pure, shared with the gateway so that a source reads where messages are stored.
+from mqtt_bridge.topic_mapping import core_topic_of
+
 DEFAULT_BUS = "default"
 DEFAULT_TIMEOUT_MS = 5_000  # AWS API destinations: 5 s
 MAX_TIMEOUT_MS = 300_000
@@ -113,7 +116,8 @@ DEFAULT_TOPIC_EVENT_TYPE = "mqgate.message"
 @dataclass(frozen=True, slots=True)
 class EventSource:
     """Messages of the core that become events on a bus: those of an MQTT topic filter (`mqtt`), or all those of a
-    core topic (`topic`); exactly one of the two is set. An MQTT filter's first level is the core topic read."""
+    core topic (`topic`); exactly one of the two is set. An MQTT filter's first level names the core topic read,
+    through the gateway's mapping (mqtt_bridge/topic_mapping.py: `sensors/+` reads `sensors`, `/x/#` reads `%MQTT%`)."""
 
     name: str
     bus: str
@@ -126,7 +130,7 @@ class EventSource:
     @property
     def core_topic(self) -> str:
         if self.mqtt is not None:
-            return self.mqtt.split("/", 1)[0]
+            return core_topic_of(self.mqtt)
         assert self.topic is not None
         return self.topic
 

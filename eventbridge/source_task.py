@@ -44,7 +44,7 @@ from eventbridge.target_task import (
 )
 
 # The MQTT gateway's message properties and topic-filter matching: pure definitions shared with the gateway.
-from mqtt_bridge.message_mapping import PROPERTY_CLIENT, PROPERTY_QOS, PROPERTY_TOPIC
+from mqtt_bridge.message_mapping import PROPERTY_QOS, mqtt_client_of, mqtt_view
 from mqtt_bridge.topic import matches
 
 log = logging.getLogger(__name__)
@@ -52,9 +52,10 @@ log = logging.getLogger(__name__)
 
 def message_event(source: EventSource, record: SinkRecord) -> dict[str, Any]:
     """The event (structured JSON form) a message becomes."""
-    mqtt_topic = record.properties.get(PROPERTY_TOPIC)
+    view = mqtt_view(record.properties, record.body)
+    mqtt_topic, body = view if view is not None else (None, record.body)
     if mqtt_topic is not None:
-        client = record.properties.get(PROPERTY_CLIENT)
+        client = mqtt_client_of(record.properties, record.body)
         origin = f"mqgate/mqtt/{client}" if client else "mqgate/mqtt"
         subject: str | None = mqtt_topic
     else:
@@ -76,10 +77,10 @@ def message_event(source: EventSource, record: SinkRecord) -> dict[str, Any]:
     if mqtt_topic is not None and qos is not None and qos.isdigit():
         event["mqttqos"] = int(qos)
     try:
-        data = json.loads(record.body, parse_constant=_not_json)
+        data = json.loads(body, parse_constant=_not_json)
     except (UnicodeDecodeError, ValueError):
         event["datacontenttype"] = "application/octet-stream"
-        event["data_base64"] = base64.b64encode(record.body).decode("ascii")
+        event["data_base64"] = base64.b64encode(body).decode("ascii")
     else:
         event["datacontenttype"] = "application/json"
         event["data"] = data
@@ -103,8 +104,8 @@ class EventSourceTask(SinkTask):
     def wants(self, record: SinkRecord) -> bool:
         if self.source.mqtt is None:
             return True
-        topic = record.properties.get(PROPERTY_TOPIC)
-        return topic is not None and matches(self.source.mqtt, topic)
+        view = mqtt_view(record.properties, record.body)
+        return view is not None and matches(self.source.mqtt, view[0])
 
     async def put(self, records: list[SinkRecord]) -> None:
         schemas = self.schemas()

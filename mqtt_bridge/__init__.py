@@ -11,8 +11,13 @@ Design (decided for issue 4):
 - Sans-IO. protocol.py (`MqttConnection`) turns bytes into events and the gateway's answers into bytes: no
   socket, no clock. session.py holds what outlives a connection. listener.py is the thin network side (TCP,
   TLS, WebSocket at `/mqtt`); gateway.py talks to the core.
-- Mapping. The first level of an MQTT topic names the core topic; the full topic and MQTT attributes travel as
-  message properties (message_mapping.py), so core producers and consumers see the same messages.
+- Mapping (topic_mapping.py). Total: every valid MQTT topic is stored. The first level chooses the core topic: itself
+  when it is a plain name ([A-Za-z0-9_-], 127 characters at most, not one the core uses), else `%MQTT%` and a
+  reversible escape of its UTF-8 bytes ('/TopicA' -> '%MQTT%', 'dev.1/t' -> '%MQTT%dev_2E1'). The full topic and
+  the MQTT attributes travel as message properties, or as a JSON header at the start of the body when the properties
+  cannot hold them (message_mapping.py), so core producers and consumers see the same messages.
+- Refusals (publish_refusal.py). Nothing refused is acknowledged as stored: MQTT 5 gets the reason code, 3.1.1 a
+  closed connection (ACL denials: acknowledged and dropped, as Mosquitto).
 - Light queues. Every subscription filter has a light queue in the core (RocketMQ's LMQ). A send hook matches a
   message's MQTT topic against the subscription trie and names the matching filters' queues: one commit-log
   record, one 20-byte consume-queue entry per matching filter, however many sessions share the filter.

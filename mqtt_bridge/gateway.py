@@ -32,23 +32,35 @@ from core.errors import BrokerError
 from core.state_table import StateTable
 from core.store.errors import StoreError
 from core.store.message import LIGHT_QUEUE_PREFIX, PROPERTY_MULTI_DISPATCH, Message, StoredMessage
-from core.store.topic_name import validate_topic
 from core.topic_config import MessageType
 from mqtt_bridge.acl_file import Access, AclFile
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.errors import ProtocolError, StoreNotDurableError
 from mqtt_bridge.message_cache import CachedMessage, MessageCache
 from mqtt_bridge.message_mapping import (
-    PROPERTY_CLIENT,
+    PROPERTY_HEADER,
     PROPERTY_PACKET_ID,
     PROPERTY_RETAIN,
     PROPERTY_TOPIC,
     MqttMessage,
+    mqtt_client_of,
+    mqtt_view,
 )
 from mqtt_bridge.password_file import PasswordFile
+from mqtt_bridge.publish_refusal import (
+    ACL_DENIED,
+    UNSPECIFIED_ERROR,
+    Answer,
+    Refusal,
+    TopicNotAccepted,
+    answer,
+    not_confirmed,
+    refusal_of,
+)
 from mqtt_bridge.session import NEVER_EXPIRES, Outgoing, Session, Subscription, session_group
 from mqtt_bridge.shared_group import TAKE_BATCH, SharedGroup
 from mqtt_bridge.topic import TopicError, first_level, parse_subscription
+from mqtt_bridge.topic_mapping import core_topic_of_level
 from mqtt_bridge.topic_trie import SubscriptionTrie, TopicTree
 
 if TYPE_CHECKING:
@@ -105,7 +117,8 @@ class MqttGateway:
         self.shared: dict[str, SharedGroup] = {}
         self._expiry: dict[str, asyncio.TimerHandle] = {}
         self._wills: dict[str, asyncio.TimerHandle] = {}
-        self._known_topics: set[str] = set()
+        # Core topics by MQTT first level, once checked (and created).
+        self._known_topics: dict[str, str] = {}
         # Recent messages decoded, by commit-log offset: what the gateway stores, its sessions read without the log.
         self.messages = MessageCache(broker, max_bytes=config.message_cache_mb * 1024 * 1024)
         self.connection_count = 0
@@ -180,13 +193,21 @@ class MqttGateway:
     def _on_send(self, message: Message) -> None:
         properties = message.properties
         topic = properties.get(PROPERTY_TOPIC)
-        if topic is None or PROPERTY_MULTI_DISPATCH in properties:
+        if topic is None:
+            if PROPERTY_HEADER not in properties:
+                return
+            view = mqtt_view(properties, bytes(message.body))  # text the properties could not carry
+            if view is None:
+                return
+            topic = view[0]
+        if PROPERTY_MULTI_DISPATCH in properties:
             return
         queues = [queue for _, queue, _ in self.trie.match(topic)]
         packet_id = properties.get(PROPERTY_PACKET_ID)
         if packet_id is not None:
             queues.append(INBOUND_QOS2_QUEUE)
-            self.inbound_qos2.changed(qos2_key(properties.get(PROPERTY_CLIENT, ""), packet_id), qos2_digest(message))
+            client = mqtt_client_of(properties, bytes(message.body)) or ""
+            self.inbound_qos2.changed(qos2_key(client, packet_id), qos2_digest(message))
         if properties.get(PROPERTY_RETAIN) == "1":
             queues.append(RETAINED_QUEUE)
             retained = MqttMessage.from_core(message)
@@ -456,28 +477,31 @@ class MqttGateway:
     # --- publishing ------------------------------------------------------------------------------------------
 
     def core_topic(self, mqtt_topic: str) -> str:
-        """The core topic of an MQTT topic (its first level); raises ValueError when it cannot be used."""
-        name = first_level(mqtt_topic)
-        if name in self._known_topics:
+        """The core topic that stores `mqtt_topic` (topic_mapping.py), created on first use; raises
+        TopicNotAccepted when the configuration does not let it be used."""
+        level = first_level(mqtt_topic)
+        name = self._known_topics.get(level)
+        if name is not None:
             return name
-        if self.config.topics and name not in self.config.topics:
-            raise ValueError(f"first-level topic {name!r} is not one of the configured MQTT topics")
-        try:
-            validate_topic(name)
-        except StoreError as exc:
-            raise ValueError(f"first level {name!r} cannot name a core topic: {exc}") from None
+        if self.config.topics and level not in self.config.topics:
+            raise TopicNotAccepted(f"first level {level!r} is not one of the configured MQTT topics ([mqtt] topics)")
+        name = core_topic_of_level(level)
         if self.broker.topics.get(name) is None:
             if not self.config.auto_create_topics:
-                raise ValueError(f"core topic {name!r} does not exist and MQTT topics are not created on the fly")
+                raise TopicNotAccepted(
+                    f"core topic {name!r} (of first level {level!r}) does not exist and MQTT topics are not "
+                    "created on the fly ([mqtt] auto_create_topics = false)"
+                )
             self.broker.create_topic(name, self.config.queue_nums, MessageType.NORMAL)
-        self._known_topics.add(name)
+        self._known_topics[level] = name
         return name
 
     async def store(self, message: MqttMessage, qos2_packet_id: int | None = None) -> None:
         """Store an MQTT message in the core (durable under the flush mode when this returns).
 
-        `qos2_packet_id`: the packet id of a persistent session's QoS 2 publish, recorded with the message so
-        that a resend after a broker crash is recognised."""
+        Raises what refusal_of classifies: TopicNotAccepted, a core or store error, or StoreNotDurableError for a
+        write the disk did not confirm in time. `qos2_packet_id`: the packet id of a persistent session's QoS 2
+        publish, recorded with the message so that a resend after a broker crash is recognised."""
         core_topic = self.core_topic(message.topic)
         queues = self.broker.write_queues(core_topic)
         queue_id = zlib.crc32(message.topic.encode()) % len(queues)
@@ -494,7 +518,7 @@ class MqttGateway:
         self.stats["published"] += 1
         if sent.status is not SendStatus.SEND_OK:
             # Written, but not known to be on disk (SYNC_FLUSH timed out): no acknowledgement may claim it is.
-            raise StoreNotDurableError(f"{sent.status.value}: the disk did not confirm the write in time")
+            raise StoreNotDurableError(not_confirmed(sent.status).reason)
 
     def _stored_before(self, session: Session, packet: mqtt5.PublishPacket, topic: str) -> bool:
         """Is this QoS 2 PUBLISH one we stored and acknowledged with PUBREC (a resend)?
@@ -509,6 +533,25 @@ class MqttGateway:
         recorded = self.inbound_qos2.entries.get(qos2_key(session.client_id, str(packet_id)))
         return recorded is not None and recorded == payload_digest(topic, packet.payload)
 
+    def _refuse(self, link: ClientLink, topic: str, qos: int, packet_id: int, refusal: Refusal) -> bool:
+        """Answer a PUBLISH that was not stored (publish_refusal.py); False if the connection was closed."""
+        self.stats["refused"] += 1
+        conn = link.conn
+        action = answer(conn.version, qos, refusal)
+        if refusal.by_acl:
+            log.info("client %r: PUBLISH to %r refused by the ACL", link.client_id, topic)
+        else:
+            log.warning("client %r: QoS %d PUBLISH to %r not stored (%s): %s", link.client_id, qos, topic,
+                        action.value, refusal.reason)  # fmt: skip
+        if action is Answer.ACKNOWLEDGE_REFUSAL:
+            conn.acknowledge_publish(packet_id, qos, refusal.reason_code, refusal.reason)
+        elif action is Answer.ACKNOWLEDGE_AND_DROP:
+            conn.acknowledge_publish(packet_id, qos)
+        elif action is Answer.CLOSE:
+            link.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
+            return False
+        return True
+
     async def publish(self, link: ClientLink, packet: mqtt5.PublishPacket, topic: str) -> None:
         """An inbound PUBLISH: store it (unless refused or a QoS 2 duplicate), then acknowledge."""
         conn = link.conn
@@ -521,25 +564,16 @@ class MqttGateway:
             conn.acknowledge_publish(packet_id, 2)  # a resend of one we stored: PUBREC again, store nothing
             return
         if not self.allowed(link, topic, Access.WRITE):
-            self.stats["refused"] += 1
-            log.info("client %r: PUBLISH to %r refused by the ACL", link.client_id, topic)
-            if qos:
-                # 3.1.1 has no way to say no: acknowledge and drop (as Mosquitto does); v5 says 0x87.
-                conn.acknowledge_publish(packet_id, qos, 0x87 if conn.version == 5 else 0, "not authorized")
+            self._refuse(link, topic, qos, packet_id, ACL_DENIED)
             return
         try:
             message = MqttMessage.from_publish(packet, topic, link.client_id, now_ms())
             await self.store(message, packet_id if qos == 2 and session.persistent else None)
-        except ValueError as exc:
-            self.stats["refused"] += 1
-            log.warning("client %r: PUBLISH to %r refused: %s", link.client_id, topic, exc)
-            if qos:
-                conn.acknowledge_publish(packet_id, qos, 0x90 if conn.version == 5 else 0, str(exc))
+        except StoreNotDurableError as exc:
+            self._refuse(link, topic, qos, packet_id, Refusal(UNSPECIFIED_ERROR, str(exc)))
             return
-        except (BrokerError, StoreError) as exc:
-            # Not stored: no acknowledgement that could claim otherwise. The client resends after reconnecting.
-            log.error("client %r: PUBLISH to %r not stored: %s", link.client_id, topic, exc)
-            link.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
+        except (BrokerError, StoreError, ValueError) as exc:
+            self._refuse(link, topic, qos, packet_id, refusal_of(exc))
             return
         if qos == 2:
             session.awaiting_release.add(packet_id)
@@ -550,11 +584,9 @@ class MqttGateway:
         """A run of inbound QoS 0 and 1 PUBLISHes of one connection, in the order received: each run of
         consecutive messages for the same core topic and queue goes to the core in one `Broker.send_batch` (the
         send hooks still see every message), and the QoS 1 ones are acknowledged once that returned, in the order
-        received ([MQTT-4.6.0-2]; a refusal's PUBACK waits for the stored run before it). Refusals (ACL, a topic
-        or text the core cannot take) skip that message only; a store failure closes the connection unacknowledged,
-        as for a single publish."""
+        received ([MQTT-4.6.0-2]; a refusal's answer waits for the stored run before it). A refused message is
+        answered as publish_refusal.py says; when that closes the connection, nothing after it is handled."""
         assert link.session is not None
-        conn = link.conn
         client_id = link.client_id
         now = now_ms()
         broker = self.broker
@@ -566,7 +598,7 @@ class MqttGateway:
         # What depends on the topic alone is found once per run of one topic (a device publishes to few).
         last_topic: str | None = None
         allowed = True
-        topic_error: ValueError | None = None
+        topic_error: Exception | None = None
         core_topic = ""
         queue_id = 0
         # The core properties of a message with nothing but topic, QoS, retain flag and client (all of 3.1.1's):
@@ -582,45 +614,31 @@ class MqttGateway:
                     core_topic = self.core_topic(topic)
                     queue_id = zlib.crc32(topic.encode()) % len(broker.write_queues(core_topic))
                     topic_error = None
-                except ValueError as exc:
+                except (BrokerError, StoreError, ValueError) as exc:
                     topic_error = exc
             qos = int(event.packet.qos)
-            if not allowed:
-                self.stats["refused"] += 1
-                log.info("client %r: PUBLISH to %r refused by the ACL", client_id, topic)
-                if qos:
-                    if run and not await self._store_run(link, run, mqtt_run):
+            packet_id = event.packet.packet_id or 0
+            refusal = ACL_DENIED if not allowed else refusal_of(topic_error) if topic_error is not None else None
+            if refusal is None:
+                message = MqttMessage.from_publish(event.packet, topic, client_id, now)
+                if message.is_plain() and properties_key == (topic, message.retain, qos):
+                    core = Message(core_topic, message.payload, queue_id, plain_properties.copy(), born_timestamp=now)
+                else:
+                    properties, body = message.core_fields()
+                    if message.is_plain() and PROPERTY_HEADER not in properties:
+                        plain_properties, properties_key = properties.copy(), (topic, message.retain, qos)
+                    core = Message(core_topic, body, queue_id, properties, born_timestamp=now)
+            else:
+                if qos and run:
+                    # The answer goes after those of the messages before it, which are stored first.
+                    if not await self._store_run(link, run, mqtt_run):
                         return
                     run, mqtt_run, run_bytes = [], [], 0
-                    # 3.1.1 has no way to say no: acknowledge and drop (as Mosquitto does); v5 says 0x87.
-                    conn.acknowledge_publish(event.packet.packet_id or 0, 1, 0x87 if conn.version == 5 else 0,
-                                             "not authorized")  # fmt: skip
+                if not self._refuse(link, topic, qos, packet_id, refusal):
+                    return
                 continue
-            error = topic_error
-            if error is None:
-                try:
-                    message = MqttMessage.from_publish(event.packet, topic, client_id, now)
-                    if message.is_plain() and properties_key == (topic, message.retain, qos):
-                        properties = plain_properties.copy()  # the send hooks add to it
-                    else:
-                        properties = message.properties()
-                        if message.is_plain():
-                            plain_properties, properties_key = properties.copy(), (topic, message.retain, qos)
-                    core = Message(core_topic, message.payload, queue_id, properties, born_timestamp=now)
-                except ValueError as exc:
-                    error = exc
-            if error is not None:
-                self.stats["refused"] += 1
-                log.warning("client %r: PUBLISH to %r refused: %s", client_id, topic, error)
-                if qos:
-                    if run and not await self._store_run(link, run, mqtt_run):
-                        return
-                    run, mqtt_run, run_bytes = [], [], 0
-                    conn.acknowledge_publish(event.packet.packet_id or 0, 1, 0x90 if conn.version == 5 else 0,
-                                             str(error))  # fmt: skip
-                continue
-            # A retained message goes alone: the send hook records it as the topic's retained message, which must
-            # not happen for one that a failure earlier in its batch would leave unstored.
+            # A retained message goes alone: its send is what makes it the topic's retained message, and one run
+            # is one store call.
             key = (core_topic, queue_id) if not message.retain else None
             size = len(message.payload)
             if run and (
@@ -639,29 +657,33 @@ class MqttGateway:
     async def _store_run(
         self, link: ClientLink, run: list[Message], mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]]
     ) -> bool:
-        """Store messages of one core topic and queue, then acknowledge its QoS 1 ones; False (and the connection
-        closed, nothing acknowledged) if the core failed."""
+        """Store messages of one core topic and queue, then acknowledge its QoS 1 ones; if the core refused them or
+        could not confirm them, answer each as publish_refusal.py says. False if the connection was closed."""
         try:
             sent = await self.broker.send_batch(run) if len(run) > 1 else [await self.broker.send(run[0])]
-        except (BrokerError, StoreError) as exc:
-            log.error("client %r: %d PUBLISHes to %r not stored: %s", link.client_id, len(run), run[0].topic, exc)
-            link.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
-            return False
+        except (BrokerError, StoreError, ValueError) as exc:
+            return self._refuse_run(link, mqtt_run, refusal_of(exc))
         self.messages.put_many(
             (result.commit_log_offset, message, wire) for result, (message, wire, _) in zip(sent, mqtt_run, strict=True)
         )
         self.stats["published"] += len(run)
-        if any(result.status is not SendStatus.SEND_OK for result in sent):
-            # Written, but not known to be on disk (SYNC_FLUSH timed out): no PUBACK may claim it is; the client
-            # sends them again after reconnecting (the log may then hold them twice: at least once).
-            log.error("client %r: %d PUBLISHes to %r not confirmed on disk in time; disconnecting it unacknowledged",
-                      link.client_id, len(run), run[0].topic)  # fmt: skip
-            link.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
-            return False
+        unconfirmed = next((result.status for result in sent if result.status is not SendStatus.SEND_OK), None)
+        if unconfirmed is not None:
+            # Written, but not known to be on disk (SYNC_FLUSH timed out): no PUBACK may claim it is (a 3.1.1 client
+            # sends them again after reconnecting, and the log may then hold them twice: at least once).
+            return self._refuse_run(link, mqtt_run, not_confirmed(unconfirmed))
         conn = link.conn
         for _, _, packet_id in mqtt_run:
             if packet_id is not None:
                 conn.acknowledge_publish(packet_id, 1)
+        return True
+
+    def _refuse_run(
+        self, link: ClientLink, mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]], refusal: Refusal
+    ) -> bool:
+        for message, _, packet_id in mqtt_run:
+            if not self._refuse(link, message.topic, message.qos, packet_id or 0, refusal):
+                return False
         return True
 
     def released(self, link: ClientLink, packet_id: int) -> None:
@@ -1063,8 +1085,9 @@ def payload_digest(topic: str, payload: bytes) -> str:
     return digest.hexdigest()
 
 
-def qos2_digest(message: Message) -> str:
-    return payload_digest(message.properties.get(PROPERTY_TOPIC, ""), bytes(message.body))
+def qos2_digest(message: Message | StoredMessage) -> str:
+    view = mqtt_view(message.properties, bytes(message.body))
+    return payload_digest(*view) if view is not None else ""
 
 
 def _qos2_change(message: StoredMessage) -> tuple[str, str | None] | None:
@@ -1072,9 +1095,8 @@ def _qos2_change(message: StoredMessage) -> tuple[str, str | None] | None:
     packet_id = properties.get(PROPERTY_PACKET_ID)
     if packet_id is None:
         return None
-    return qos2_key(properties.get(PROPERTY_CLIENT, ""), packet_id), payload_digest(
-        properties.get(PROPERTY_TOPIC, ""), bytes(message.body)
-    )
+    client = mqtt_client_of(properties, bytes(message.body))
+    return qos2_key(client or "", packet_id), qos2_digest(message)
 
 
 def _qos2_value(data: object) -> str:
