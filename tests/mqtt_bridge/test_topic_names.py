@@ -115,3 +115,28 @@ def test_a_will_to_an_empty_first_level_is_published_when_keepalive_expires(serv
     finally:
         device.kill()
         device.wait(10)
+
+
+def test_a_topic_the_configuration_does_not_take_is_refused_not_acknowledged(server_factory, tmp_path):
+    config = tmp_path / "mqgate.toml"
+    config.write_text('[mqtt]\ntopics = ["plant", ""]\n')
+    server = server_factory("--config", str(config))
+    watcher = Client(server, "watcher", paho.MQTTv5)
+    watcher.subscribe("#", 1)
+    v5 = Client(server, "v5", paho.MQTTv5)
+    acks: list[int] = []
+    v5.paho.on_publish = lambda c, u, mid, reason, props: acks.append(int(reason.value))
+    v5.publish("office/x", b"refused", qos=1)
+    v5.publish("/TopicA", b"empty first level is configured", qos=1)
+    assert acks == [0x90, 0]  # MQTT 5: Topic Name invalid, "not accepted by this Server"
+    # MQTT 3.1.1 cannot say no in a PUBACK: the connection is closed and mosquitto_pub fails.
+    refused = subprocess.run(
+        ["mosquitto_pub", "-p", str(server.port), "-V", "mqttv311", "-q", "1", "-t", "office/x", "-m", "no"],
+        capture_output=True,
+        timeout=20,
+    )
+    assert refused.returncode != 0
+    mosquitto_pub(server, "mqttv311", "plant/x", "yes")
+    got = watcher.receive(2)
+    assert [(m.topic, m.payload) for m in got] == [("/TopicA", b"empty first level is configured"), ("plant/x", b"yes")]
+    assert watcher.nothing_more()
