@@ -33,6 +33,8 @@ MAX_CONNECT_SIZE = 256 * 1024
 MAX_PACKET_ID = 0xFFFF
 # The fixed header byte of a PUBLISH at QoS 0 without DUP or RETAIN.
 _PLAIN_QOS0_PUBLISH = 0x30
+# Reason codes from 0x80 on are failures (MQTT 5 section 2.4).
+_FIRST_FAILURE_REASON = 0x80
 
 
 class State(enum.Enum):
@@ -127,8 +129,12 @@ class MqttConnection:
         self._out: list[bytes] = []
         # A protocol error found after packets whose events the caller has yet to act on (see receive_data).
         self.pending_error: ProtocolError | None = None
-        # Inbound QoS 1/2 publishes handed to the gateway and not yet acknowledged (Receive Maximum).
+        # Inbound QoS 1/2 publishes whose quota the client has not got back (Receive Maximum, MQTT 5 4.9): a QoS 1
+        # one until its PUBACK, a QoS 2 one until its PUBCOMP (or a PUBREC with a failure reason code).
         self.inbound_unacked = 0
+        # The packet ids of inbound QoS 2 publishes counted in inbound_unacked, awaiting their PUBREL; made on the
+        # first QoS 2 publish (most connections never send one).
+        self._inbound_qos2: set[int] | None = None
         self._aliases: dict[int, str] = {}
         # The last topic name a PUBLISH passed validate_topic_name with.
         self._valid_topic = ""
@@ -211,6 +217,7 @@ class MqttConnection:
             return Received(packet_id)
         if isinstance(packet, mqtt5.PubRelPacket):
             self._send(mqtt5.PubCompPacket(packet.packet_id))
+            self._qos2_done(packet.packet_id)
             return Released(packet.packet_id)
         if isinstance(packet, mqtt5.SubscribePacket):
             if not packet.topic_filters:
@@ -272,14 +279,33 @@ class MqttConnection:
             except TopicError as exc:
                 raise ProtocolError(f"PUBLISH: {exc}", 0x90) from None
             self._valid_topic = topic
-        if int(packet.qos):  # an mqtt5 QoS is truthy even at QoS 0
+        qos = int(packet.qos)  # an mqtt5 QoS is truthy even at QoS 0
+        if qos:
+            pending = self._inbound_qos2
+            if qos == 2 and pending is not None and packet.packet_id in pending:
+                # The same QoS 2 flow again (its PUBREL has not come): it holds its quota already, and the gateway
+                # answers it with PUBREC without storing it twice.
+                return Published(packet, topic)
             if self.inbound_unacked >= self.limits.receive_maximum and self.version == 5:
                 raise ProtocolError(
-                    f"more than Receive Maximum ({self.limits.receive_maximum}) unacknowledged QoS 1/2 publishes",
+                    f"more than Receive Maximum ({self.limits.receive_maximum}) unacknowledged QoS 1/2 publishes "
+                    "(a QoS 2 publish counts until its PUBCOMP, MQTT 5 section 4.9)",
                     0x93,
                 )
             self.inbound_unacked += 1
+            if qos == 2:
+                if pending is None:
+                    pending = self._inbound_qos2 = set()
+                pending.add(packet.packet_id)  # type: ignore[arg-type]
         return Published(packet, topic)
+
+    def _qos2_done(self, packet_id: int) -> None:
+        """An inbound QoS 2 flow ended (PUBCOMP queued, or PUBREC with a failure): its quota goes back."""
+        pending = self._inbound_qos2
+        if pending is not None and packet_id in pending:
+            pending.discard(packet_id)
+            if self.inbound_unacked:
+                self.inbound_unacked -= 1
 
     # --- the gateway's answers -------------------------------------------------------------------------------
 
@@ -307,14 +333,19 @@ class MqttConnection:
         self.state = State.CLOSED
 
     def acknowledge_publish(self, packet_id: int, qos: int, reason: int = 0, reason_string: str | None = None) -> None:
-        """PUBACK (QoS 1) or PUBREC (QoS 2) for an inbound publish, once it is stored (or refused: reason >= 0x80)."""
-        if self.inbound_unacked:
-            self.inbound_unacked -= 1
+        """PUBACK (QoS 1) or PUBREC (QoS 2) for an inbound publish, once it is stored (or refused: reason >= 0x80).
+
+        A QoS 1 publish gives its Receive Maximum quota back now; a QoS 2 one when its PUBREL is answered with
+        PUBCOMP, unless it is refused here (MQTT 5 section 4.9)."""
         text = reason_string if self.request_problem_info else None
         if qos == 1:
+            if self.inbound_unacked:
+                self.inbound_unacked -= 1
             code = mqtt5.PubAckReasonCode(reason)
             self._send_with_reason(lambda text: mqtt5.PubAckPacket(packet_id, reason_code=code, reason_str=text), text)
         else:
+            if reason >= _FIRST_FAILURE_REASON:
+                self._qos2_done(packet_id)
             rec_code = mqtt5.PubRecReasonCode(reason)
             self._send_with_reason(
                 lambda text: mqtt5.PubRecPacket(packet_id, reason_code=rec_code, reason_str=text), text

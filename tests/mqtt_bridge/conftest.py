@@ -108,6 +108,7 @@ class Client:
         username: str | None = None,
         password: str | None = None,
         will_properties: object = None,
+        max_inflight: int | None = None,
     ) -> None:
         kwargs: dict[str, object] = {"client_id": client_id, "protocol": version}
         if version != paho.MQTTv5:
@@ -125,6 +126,8 @@ class Client:
             self.paho.username_pw_set(username, password)
         if will is not None:
             self.paho.will_set(*will, properties=will_properties)  # type: ignore[arg-type]
+        if max_inflight is not None:  # paho takes it before connecting only
+            self.paho.max_inflight_messages_set(max_inflight)
         connect_kwargs: dict[str, object] = {"keepalive": keepalive}
         if version == paho.MQTTv5:
             connect_kwargs["clean_start"] = clean
