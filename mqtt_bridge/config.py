@@ -38,6 +38,10 @@ class MqttConfig:
     max_inflight: int = 64
     max_queued_messages: int = DEFAULT_MAX_QUEUED_MESSAGES
     topic_alias_maximum: int = 64
+    # Topic aliases the server sets on what it sends to an MQTT 5 client that accepts them (Topic Alias Maximum in
+    # its CONNECT), at most as many as the client accepts; 0: none. Mosquitto 2.1 (max_topic_alias_broker) makes
+    # 10; as many as a client may set toward us costs a connection that asks for them a few kilobytes at most.
+    server_topic_alias_maximum: int = 64
     # Memory for recently stored or read messages kept decoded (message_cache.py), so a message fanned out to many
     # sessions is read from the log once.
     message_cache_mb: int = 64

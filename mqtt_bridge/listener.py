@@ -469,6 +469,7 @@ def limits_of(gateway: MqttGateway) -> Limits:
         max_packet_size=config.max_packet_size,
         receive_maximum=config.receive_maximum,
         topic_alias_maximum=config.topic_alias_maximum,
+        server_topic_alias_maximum=config.server_topic_alias_maximum,
         max_inflight=config.max_inflight,
     )
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import mqtt5
 
-from mqtt_bridge.codec import MQTT_3_1_1, check_first_byte, protocol_level
-from mqtt_bridge.codec_v5 import V5Codec
+from mqtt_bridge.codec import DUP_FLAG, MQTT_3_1_1, check_first_byte, protocol_level
+from mqtt_bridge.codec_v5 import V5Codec, publish_topic_bounds, with_topic_alias
 from mqtt_bridge.codec_v311 import V311Codec, decode_short_publish
 from mqtt_bridge.errors import ProtocolError, UnsupportedProtocol
 from mqtt_bridge.framing import FrameBuffer
@@ -35,6 +35,9 @@ MAX_PACKET_ID = 0xFFFF
 _PLAIN_QOS0_PUBLISH = 0x30
 # Reason codes from 0x80 on are failures (MQTT 5 section 2.4).
 _FIRST_FAILURE_REASON = 0x80
+# A Topic Alias costs 3 bytes (identifier, two-byte value) in every PUBLISH that uses it, in place of the topic
+# name: topics shorter than this gain nothing from one and keep their name.
+MIN_ALIASED_TOPIC_BYTES = 4
 
 
 class State(enum.Enum):
@@ -52,6 +55,8 @@ class Limits:
     receive_maximum: int = 1024
     # Inbound topic aliases a v5 client may set (Topic Alias Maximum, announced in CONNACK).
     topic_alias_maximum: int = 64
+    # Topic aliases the server sets toward a v5 client, at most the client's own Topic Alias Maximum (0: none).
+    server_topic_alias_maximum: int = 64
     # Outbound QoS 1/2 publishes in flight per client, whatever the client's Receive Maximum allows
     # (Mosquitto's max_inflight_messages is 20; a durable queue behind us makes a larger window cheap).
     max_inflight: int = 64
@@ -142,6 +147,10 @@ class MqttConnection:
         self.client_receive_maximum = MAX_PACKET_ID
         self.client_max_packet_size: int | None = None
         self.request_problem_info = True
+        # Topic aliases we may set toward the client (the smaller of its Topic Alias Maximum and ours), and those set,
+        # by topic name as encoded; the dict is made on the first one. They last as long as the connection.
+        self.outbound_alias_limit = 0
+        self._outbound_aliases: dict[bytes, int] | None = None
         # Outbound publishes awaiting PUBACK / PUBREC / PUBCOMP, by packet id (True once PUBREC came).
         self.outbound: dict[int, bool] = {}
         self._next_id = 1
@@ -252,6 +261,7 @@ class MqttConnection:
             self.client_receive_maximum = packet.receive_max
             self.client_max_packet_size = packet.max_packet_size
             self.request_problem_info = packet.request_problem_info
+            self.outbound_alias_limit = min(packet.topic_alias_max, self.limits.server_topic_alias_maximum)
         return Connected(packet, self.version)
 
     def _handle_publish(self, packet: mqtt5.PublishPacket) -> Published:
@@ -375,9 +385,11 @@ class MqttConnection:
         """Queue an outbound PUBLISH; QoS 1/2 need `packet.packet_id` set (from next_packet_id or a resend).
 
         Returns False, sending nothing, when the packet is larger than the client's Maximum Packet Size
-        (MQTT 5 says the server discards it as if delivered).
+        (MQTT 5 says the server discards it as if delivered). A topic alias is used if the client takes them.
         """
         data = self._encode(packet)
+        if self.outbound_alias_limit:
+            data = self._with_alias(data)
         limit = self.client_max_packet_size
         if limit is not None and len(data) > limit:
             return False
@@ -389,7 +401,10 @@ class MqttConnection:
     def publish_encoded(self, data: bytes, packet_id: int | None = None) -> bool:
         """Queue a PUBLISH already encoded at this protocol level (by `encode`, or `codec_v311.encode_publish`),
         with its `packet_id` at QoS 1/2: the gateway encodes a message once for all its QoS 0 receivers. False,
-        sending nothing, as `publish` for one larger than the client takes."""
+        sending nothing, as `publish` for one larger than the client takes. `data` is left as it is: a connection
+        with topic aliases queues a copy with its own alias."""
+        if self.outbound_alias_limit:
+            data = self._with_alias(data)
         limit = self.client_max_packet_size
         if limit is not None and len(data) > limit:
             return False
@@ -399,8 +414,41 @@ class MqttConnection:
         return True
 
     def encode(self, packet: mqtt5.Packet) -> bytes:
-        """The bytes of `packet` at this connection's protocol level, queued nowhere."""
+        """The bytes of `packet` at this connection's protocol level, queued nowhere (and without topic alias)."""
         return self._encode(packet)
+
+    def _with_alias(self, data: bytes) -> bytes:
+        """The encoded v5 PUBLISH `data` as this connection sends it: with the topic's alias and an empty topic name
+        if the topic has one, with topic name and a new alias if one is free, else as it is.
+
+        Aliases go to topics first come, first served, and stay theirs for the connection; a topic past the limit
+        is sent in full. Mosquitto (max_topic_alias_broker, 2.1) and EMQX (emqx_channel:packing_alias) do the same.
+        Replacing the least recently used alias instead would resend a full topic name at every replacement, and
+        a subscriber cycling through one topic more than it has aliases would get a full name and a new alias in
+        every PUBLISH, more bytes than without aliases. A resend (DUP, after a reconnect) carries its topic name in
+        full and no alias: aliases belong to a connection, and the resend must stand on its own.
+        """
+        if data[0] & DUP_FLAG:
+            return data
+        start, end = publish_topic_bounds(data)
+        if end - start < MIN_ALIASED_TOPIC_BYTES:
+            return data
+        topic = data[start:end]
+        aliases = self._outbound_aliases
+        if aliases is None:
+            aliases = self._outbound_aliases = {}
+        alias = aliases.get(topic)
+        if alias is not None:
+            return with_topic_alias(data, start, end, alias, keep_topic=False)
+        if len(aliases) >= self.outbound_alias_limit:
+            return data
+        alias = len(aliases) + 1
+        aliased = with_topic_alias(data, start, end, alias, keep_topic=True)
+        limit = self.client_max_packet_size
+        if limit is not None and len(aliased) > limit:
+            return data  # the 3 bytes of the alias would make it too large: not sent with it, so not set
+        aliases[topic] = alias
+        return aliased
 
     def release(self, packet_id: int) -> None:
         """Resend the PUBREL of an outbound QoS 2 publish whose PUBREC came before a reconnect."""

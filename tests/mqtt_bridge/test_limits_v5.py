@@ -13,57 +13,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from .conftest import Client, Server
-
-
-def configured(server_factory, tmp_path, text: str) -> Server:
-    config = tmp_path / "mqgate.toml"
-    config.write_text(text)
-    return server_factory("--config", str(config))
-
-
-def raw_v5(server: Server, client_id: str, **connect: object) -> tuple[socket.socket, mqtt5.ConnAckPacket]:
-    """A socket that has sent an MQTT 5 CONNECT, and the CONNACK it got."""
-    sock = socket.create_connection((server.host, server.port), timeout=10)
-    sock.sendall(mqtt5.ConnectPacket(client_id, **connect).write())  # type: ignore[arg-type]
-    [connack], closed = read_packets(sock, count=1)
-    assert isinstance(connack, mqtt5.ConnAckPacket) and not closed
-    return sock, connack
-
-
-def read_packets(sock: socket.socket, count: int | None = None, timeout: float = 10.0) -> tuple[list, bool]:
-    """Packets the server sends, until `count` of them came, the server closed (True) or `timeout` passed."""
-    data = b""
-    found: list = []
-    closed = False
-    deadline = time.monotonic() + timeout
-    while count is None or len(found) < count:
-        sock.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            break
-        except ConnectionResetError:
-            chunk = b""
-        if not chunk:
-            closed = True
-            break
-        data += chunk
-        while data:
-            try:
-                packet, size = mqtt5.read(data)
-            except ValueError:  # incomplete
-                break
-            found.append(packet)
-            data = data[size:]
-    return found, closed
-
-
-def connect_properties(**values: int) -> Properties:
-    properties = Properties(PacketTypes.CONNECT)
-    for name, value in values.items():
-        setattr(properties, name, value)
-    return properties
+from .conftest import Client, RawV5, configured, connect_properties
 
 
 def test_the_client_receive_maximum_bounds_unacknowledged_sends(server):
@@ -85,13 +35,13 @@ def test_the_client_receive_maximum_bounds_unacknowledged_sends(server):
 @pytest.mark.parametrize("qos", [1, 2])
 def test_a_client_past_the_server_receive_maximum_is_disconnected_with_0x93(server_factory, tmp_path, qos):
     server = configured(server_factory, tmp_path, "[mqtt]\nreceive_maximum = 4\n")
-    sock, connack = raw_v5(server, f"greedy{qos}")
-    assert connack.receive_max == 4
+    sock = RawV5(server, f"greedy{qos}")
+    assert sock.connack.receive_max == 4
     burst = b"".join(
         mqtt5.PublishPacket("rm/x", b"%d" % n, qos=mqtt5.QoS(qos), packet_id=n).write() for n in range(1, 6)
     )
     sock.sendall(burst)  # five without waiting: one past the quota
-    got, closed = read_packets(sock)
+    got, closed = sock.read()
     assert closed
     assert [packet.packet_id for packet in got[:-1]] == [1, 2, 3, 4]  # stored and acknowledged before it ended
     assert got[-1].reason_code == mqtt5.DisconnectReasonCode.RECEIVE_MAX_EXCEEDED
@@ -99,23 +49,23 @@ def test_a_client_past_the_server_receive_maximum_is_disconnected_with_0x93(serv
 
 def test_qos2_publishes_hold_the_receive_quota_until_pubcomp(server_factory, tmp_path):
     server = configured(server_factory, tmp_path, "[mqtt]\nreceive_maximum = 4\n")
-    sock, _ = raw_v5(server, "no-pubrel")
+    sock = RawV5(server, "no-pubrel")
     for n in range(1, 5):
         sock.sendall(mqtt5.PublishPacket("rm/x", b"x", qos=mqtt5.QoS.EXACTLY_ONCE, packet_id=n).write())
-    got, _ = read_packets(sock, count=4)
+    got, _ = sock.read(count=4)
     assert [type(packet) for packet in got] == [mqtt5.PubRecPacket] * 4
     # Every PUBREC came, but no PUBREL went, so no PUBCOMP: the four still count (MQTT 5 section 4.9).
     sock.sendall(mqtt5.PublishPacket("rm/x", b"x", qos=mqtt5.QoS.EXACTLY_ONCE, packet_id=5).write())
-    got, closed = read_packets(sock)
+    got, closed = sock.read()
     assert closed and got[-1].reason_code == mqtt5.DisconnectReasonCode.RECEIVE_MAX_EXCEEDED
     # A client that completes its flows gets its quota back.
-    sock, _ = raw_v5(server, "completes")
+    sock = RawV5(server, "completes")
     for n in range(1, 21):
         sock.sendall(mqtt5.PublishPacket("rm/x", b"x", qos=mqtt5.QoS.EXACTLY_ONCE, packet_id=n).write())
-        [pubrec], _ = read_packets(sock, count=1)
+        [pubrec], _ = sock.read(count=1)
         assert isinstance(pubrec, mqtt5.PubRecPacket)
         sock.sendall(mqtt5.PubRelPacket(n).write())
-        [pubcomp], _ = read_packets(sock, count=1)
+        [pubcomp], _ = sock.read(count=1)
         assert isinstance(pubcomp, mqtt5.PubCompPacket)
 
 
@@ -123,11 +73,11 @@ def test_a_long_burst_past_a_small_receive_maximum_is_not_hidden_by_batching(ser
     """Two thousand QoS 1 publishes in one write, more than a read holds events for before it pauses
     (MAX_PENDING_EVENTS) and stored in runs: the client is still dropped for going past the quota."""
     server = configured(server_factory, tmp_path, "[mqtt]\nreceive_maximum = 4\n")
-    sock, _ = raw_v5(server, "flood")
+    sock = RawV5(server, "flood")
     sock.sendall(
         b"".join(mqtt5.PublishPacket("rm/x", b"x", qos=mqtt5.QoS(1), packet_id=n).write() for n in range(1, 2001))
     )
-    got, closed = read_packets(sock, timeout=30)
+    got, closed = sock.read(timeout=30)
     assert closed and got[-1].reason_code == mqtt5.DisconnectReasonCode.RECEIVE_MAX_EXCEEDED
     assert len(got) - 1 < 2000
 

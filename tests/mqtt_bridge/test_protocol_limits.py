@@ -120,3 +120,144 @@ def test_receive_maximum_is_not_enforced_on_mqtt_3_1_1_which_has_none():
     conn.receive_data(connect_v311())
     conn.accept(False)
     assert len(conn.receive_data(b"\x32\x06\x00\x01a\x00\x01x" * 3)) == 3
+
+
+# --- topic aliases toward the client -----------------------------------------------------------------------
+
+
+def sent(conn: MqttConnection) -> list[mqtt5.PublishPacket]:
+    return packets(conn.data_to_send())  # type: ignore[return-value]
+
+
+def test_the_first_publish_on_a_topic_sets_an_alias_and_later_ones_send_only_the_alias():
+    conn = connected_v5(topic_alias_max=5)
+    assert conn.outbound_alias_limit == 5
+    conn.publish(mqtt5.PublishPacket("sensors/dev1/temp", b"1"))
+    conn.publish(mqtt5.PublishPacket("sensors/dev1/temp", b"2"))
+    conn.publish(mqtt5.PublishPacket("sensors/dev2/temp", b"3"))
+    data = conn.data_to_send()
+    # Byte for byte what an MQTT 5 encoder makes of the same packets with the alias set by hand.
+    assert data == b"".join(
+        [
+            mqtt5.PublishPacket("sensors/dev1/temp", b"1", topic_alias=1).write(),
+            mqtt5.PublishPacket("", b"2", topic_alias=1).write(),  # empty topic name: the alias stands for it
+            mqtt5.PublishPacket("sensors/dev2/temp", b"3", topic_alias=2).write(),
+        ]
+    )
+
+
+def test_aliases_keep_the_other_fields_of_a_publish():
+    conn = connected_v5(topic_alias_max=5)
+    for n in (1, 2):
+        conn.publish(
+            mqtt5.PublishPacket(
+                "sensors/dev1/temp",
+                b"x" * 300,  # a remaining length of two bytes
+                qos=mqtt5.QoS.AT_LEAST_ONCE,
+                packet_id=n,
+                retain=True,
+                user_properties=[("unit", "C")],
+                message_expiry_interval=60,
+                subscription_ids=[7],
+            )
+        )
+    first, second = sent(conn)
+    assert (first.topic, first.topic_alias, second.topic, second.topic_alias) == ("sensors/dev1/temp", 1, "", 1)
+    for n, packet in enumerate((first, second), 1):
+        assert (packet.packet_id, int(packet.qos), packet.retain, packet.payload) == (n, 1, True, b"x" * 300)
+        assert (packet.user_properties, packet.message_expiry_interval, packet.subscription_ids) == (
+            [("unit", "C")],
+            60,
+            [7],
+        )
+
+
+def test_aliases_never_exceed_the_clients_maximum_and_go_first_come_first_served():
+    conn = connected_v5(topic_alias_max=2)
+    topics = ["room/a/t", "room/b/t", "room/c/t", "room/a/t", "room/c/t", "room/b/t"]
+    for topic in topics:
+        conn.publish(mqtt5.PublishPacket(topic, b"x"))
+    got = [(packet.topic, packet.topic_alias) for packet in sent(conn)]
+    assert got == [
+        ("room/a/t", 1),
+        ("room/b/t", 2),
+        ("room/c/t", None),  # both aliases in use: the third topic goes in full, and keeps doing so
+        ("", 1),
+        ("room/c/t", None),
+        ("", 2),
+    ]
+
+
+def test_the_server_maximum_caps_the_aliases_and_0_turns_them_off():
+    assert connected_v5(Limits(server_topic_alias_maximum=3), topic_alias_max=100).outbound_alias_limit == 3
+    conn = connected_v5(Limits(server_topic_alias_maximum=0), topic_alias_max=100)
+    conn.publish(mqtt5.PublishPacket("room/a/t", b"x"))
+    conn.publish(mqtt5.PublishPacket("room/a/t", b"x"))
+    assert [packet.topic_alias for packet in sent(conn)] == [None, None]
+
+
+def test_no_alias_for_a_client_without_topic_alias_maximum():
+    conn = connected_v5()
+    assert conn.outbound_alias_limit == 0
+    data = mqtt5.PublishPacket("room/a/t", b"x").write()
+    conn.publish_encoded(data)
+    conn.publish_encoded(data)
+    assert conn.data_to_send() == data + data
+
+
+def test_no_alias_for_topics_too_short_to_gain_from_one():
+    conn = connected_v5(topic_alias_max=5)
+    for _ in range(2):
+        conn.publish(mqtt5.PublishPacket("a/b", b"x"))
+    assert [(packet.topic, packet.topic_alias) for packet in sent(conn)] == [("a/b", None), ("a/b", None)]
+
+
+def test_a_resend_after_reconnect_carries_the_full_topic_and_no_alias():
+    conn = connected_v5(topic_alias_max=5)
+    conn.publish(mqtt5.PublishPacket("room/a/t", b"1", qos=mqtt5.QoS.AT_LEAST_ONCE, packet_id=1, duplicate=True))
+    conn.publish(mqtt5.PublishPacket("room/a/t", b"2", qos=mqtt5.QoS.AT_LEAST_ONCE, packet_id=2))
+    conn.publish(mqtt5.PublishPacket("room/a/t", b"3", qos=mqtt5.QoS.AT_LEAST_ONCE, packet_id=3, duplicate=True))
+    got = [(packet.topic, packet.topic_alias, packet.duplicate) for packet in sent(conn)]
+    assert got == [("room/a/t", None, True), ("room/a/t", 1, False), ("room/a/t", None, True)]
+    # A new connection (the reconnect) starts without aliases: its first PUBLISH names the topic again.
+    again = connected_v5(topic_alias_max=5)
+    again.publish(mqtt5.PublishPacket("room/a/t", b"4"))
+    assert [(packet.topic, packet.topic_alias) for packet in sent(again)] == [("room/a/t", 1)]
+
+
+def test_an_alias_is_not_set_by_a_publish_it_would_make_too_large():
+    plain = mqtt5.PublishPacket("room/a/t", b"x" * 20).write()
+    conn = connected_v5(topic_alias_max=5, max_packet_size=len(plain))  # fits, but not with 3 bytes more
+    assert conn.publish(mqtt5.PublishPacket("room/a/t", b"x" * 20))
+    assert conn.publish(mqtt5.PublishPacket("room/a/t", b"x" * 20))
+    assert conn.data_to_send() == plain + plain  # sent without: the client never learnt an alias
+    assert not conn.publish(mqtt5.PublishPacket("room/a/t", b"x" * 21))  # too large either way: dropped
+
+
+def test_a_reused_alias_lets_a_publish_fit_that_would_not_with_its_topic():
+    topic = "building/7/floor/3/room/12/temperature"
+    conn = connected_v5(topic_alias_max=5, max_packet_size=60)
+    assert conn.publish(mqtt5.PublishPacket(topic, b"1"))
+    assert conn.publish(mqtt5.PublishPacket(topic, b"y" * 40))  # 84 bytes with its topic, 49 with the alias
+    assert [(packet.topic, packet.payload) for packet in sent(conn)] == [(topic, b"1"), ("", b"y" * 40)]
+
+
+def test_shared_qos0_bytes_are_copied_for_a_connection_with_aliases_and_left_alone():
+    shared = mqtt5.PublishPacket("room/a/t", b"x").write()
+    original = bytes(shared)
+    plain = connected_v5()
+    aliased = connected_v5(topic_alias_max=5)
+    for _ in range(2):
+        plain.publish_encoded(shared)
+        aliased.publish_encoded(shared)
+    assert plain.data_to_send() == shared + shared
+    assert [(packet.topic, packet.topic_alias) for packet in sent(aliased)] == [("room/a/t", 1), ("", 1)]
+    assert shared == original
+
+
+def test_mqtt_3_1_1_connections_never_get_aliases():
+    conn = MqttConnection()
+    conn.receive_data(connect_v311())
+    conn.accept(False)
+    conn.data_to_send()
+    assert conn.outbound_alias_limit == 0
