@@ -135,6 +135,7 @@ MQTT_KEY_HELP = {
     "message_cache_mb": "memory for recent messages kept decoded, so a fan-out reads the log once",
     "session_expiry_max_s": "the longest a disconnected session is kept (3.1.1 persistent sessions get this)",
     "connect_timeout_s": "a connection must send CONNECT within this long",
+    "max_keepalive": "longest keep alive (s) a client may use (0: no limit); past it v5 is told, 3.1.1 refused",
 }
 
 
@@ -354,6 +355,7 @@ MQTT_PARSERS = _parsers(
         "acl_file": parse_optional_string,
         "topics": parse_string_list,
         "server_topic_alias_maximum": parse_uint16,
+        "max_keepalive": parse_uint16,
     },
 )
 HTTP_PARSERS = _parsers(HttpConfig, {}, {"port": parse_port_or_zero, "token": parse_optional_string})

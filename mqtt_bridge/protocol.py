@@ -57,6 +57,9 @@ class Limits:
     topic_alias_maximum: int = 64
     # Topic aliases the server sets toward a v5 client, at most the client's own Topic Alias Maximum (0: none).
     server_topic_alias_maximum: int = 64
+    # The longest keep alive a client may use, in seconds (0: no maximum). A v5 client asking for more, or for
+    # none (0), is told this one in CONNACK (Server Keep Alive); a 3.1.1 client, which cannot be told, is refused.
+    max_keepalive: int = 0
     # Outbound QoS 1/2 publishes in flight per client, whatever the client's Receive Maximum allows
     # (Mosquitto's max_inflight_messages is 20; a durable queue behind us makes a larger window cheap).
     max_inflight: int = 64
@@ -143,6 +146,10 @@ class MqttConnection:
         self._aliases: dict[int, str] = {}
         # The last topic name a PUBLISH passed validate_topic_name with.
         self._valid_topic = ""
+        # Set from the CONNECT: the keep alive in force (seconds, 0: none), and the Server Keep Alive the CONNACK
+        # must carry when it is not the client's own.
+        self.keep_alive = 0
+        self._server_keep_alive: int | None = None
         # Set from the CONNECT: what the client accepts.
         self.client_receive_maximum = MAX_PACKET_ID
         self.client_max_packet_size: int | None = None
@@ -262,7 +269,27 @@ class MqttConnection:
             self.client_max_packet_size = packet.max_packet_size
             self.request_problem_info = packet.request_problem_info
             self.outbound_alias_limit = min(packet.topic_alias_max, self.limits.server_topic_alias_maximum)
+        self._limit_keep_alive(packet.keep_alive)
         return Connected(packet, self.version)
+
+    def _limit_keep_alive(self, asked: int) -> None:
+        """The keep alive in force for a client that asked for `asked` seconds, within `Limits.max_keepalive`.
+
+        As Mosquitto's max_keepalive does (since 2.0.12): past the maximum, or 0 (no keep alive at all), a v5 client
+        is told the maximum in CONNACK and held to it [MQTT-3.2.2-21]; a 3.1.1 client, which has no Server Keep
+        Alive, gets CONNACK 0x02 "identifier rejected" and is disconnected (this bounds how long a silent
+        connection is kept: CVE-2020-13849 is about 3.1.1 keep alives left to the client)."""
+        maximum = self.limits.max_keepalive
+        if not maximum or 0 < asked <= maximum:
+            self.keep_alive = asked
+            return
+        if self.version != 5:
+            self.refuse(mqtt5.ConnAckReasonCode.CLIENT_ID_NOT_VALID)
+            raise ProtocolError(
+                f"CONNECT: keep alive {asked} s{' (none)' if not asked else ''} is refused: this server's "
+                f"max_keepalive is {maximum} s; an MQTT 3.1.1 client must ask for 1 to {maximum} s"
+            )
+        self.keep_alive = self._server_keep_alive = maximum
 
     def _handle_publish(self, packet: mqtt5.PublishPacket) -> Published:
         # A client may publish right after its CONNECT, before the CONNACK (MQTT 3.1.4): the events are handled
@@ -322,6 +349,8 @@ class MqttConnection:
     def accept(self, session_present: bool, **properties: object) -> None:
         """CONNACK success. `properties` are MQTT 5 CONNACK properties (assigned_client_id, ...)."""
         if self.version == 5:
+            if self._server_keep_alive is not None:
+                properties["server_keep_alive"] = self._server_keep_alive
             ack = mqtt5.ConnAckPacket(
                 session_present=session_present,
                 receive_max=self.limits.receive_maximum,
@@ -422,11 +451,12 @@ class MqttConnection:
         if the topic has one, with topic name and a new alias if one is free, else as it is.
 
         Aliases go to topics first come, first served, and stay theirs for the connection; a topic past the limit
-        is sent in full. Mosquitto (max_topic_alias_broker, 2.1) and EMQX (emqx_channel:packing_alias) do the same.
-        Replacing the least recently used alias instead would resend a full topic name at every replacement, and
-        a subscriber cycling through one topic more than it has aliases would get a full name and a new alias in
-        every PUBLISH, more bytes than without aliases. A resend (DUP, after a reconnect) carries its topic name in
-        full and no alias: aliases belong to a connection, and the resend must stand on its own.
+        is sent in full. EMQX (emqx_channel:packing_alias) and Mosquitto's development branch
+        (max_topic_alias_broker) do the same. Replacing the least recently used alias instead would resend a full
+        topic name at every replacement, and a subscriber cycling through one topic more than it has aliases would
+        get a full name and a new alias in every PUBLISH, more bytes than without aliases. A resend (DUP, after a
+        reconnect) carries its topic name in full and no alias: aliases belong to a connection, and the resend
+        must stand on its own.
         """
         if data[0] & DUP_FLAG:
             return data

@@ -24,3 +24,11 @@ def test_server_topic_alias_maximum_defaults_to_64_and_takes_0_to_65535(tmp_path
 def test_server_topic_alias_maximum_out_of_range_is_refused_with_the_key(tmp_path, value):
     with pytest.raises(ConfigError, match=r"mqgate.toml:2.*server_topic_alias_maximum.*0 to 65535"):
         load(tmp_path, f"[mqtt]\nserver_topic_alias_maximum = {value}\n")
+
+
+def test_max_keepalive_defaults_to_no_maximum_and_takes_0_to_65535(tmp_path):
+    assert MqttConfig().max_keepalive == 0
+    assert load(tmp_path, "[mqtt]\nmax_keepalive = 60\n").max_keepalive == 60
+    assert load(tmp_path, "[mqtt]\nmax_keepalive = 0\n").max_keepalive == 0
+    with pytest.raises(ConfigError, match=r"mqgate.toml:2.*max_keepalive.*0 to 65535"):
+        load(tmp_path, "[mqtt]\nmax_keepalive = 65536\n")

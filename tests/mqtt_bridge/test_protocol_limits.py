@@ -1,4 +1,5 @@
-"""`MqttConnection` limits byte for byte, without a socket: Receive Maximum (MQTT 5 section 4.9)."""
+"""`MqttConnection` limits byte for byte, without a socket: Receive Maximum (MQTT 5 section 4.9), topic aliases
+toward the client (section 3.3.2.3.4) and max_keepalive (Server Keep Alive, section 3.2.2.3.14)."""
 
 from __future__ import annotations
 
@@ -261,3 +262,49 @@ def test_mqtt_3_1_1_connections_never_get_aliases():
     conn.accept(False)
     conn.data_to_send()
     assert conn.outbound_alias_limit == 0
+
+
+# --- max_keepalive -------------------------------------------------------------------------------------------
+
+
+def connack_of(conn: MqttConnection) -> mqtt5.ConnAckPacket:
+    conn.accept(False)
+    [connack] = packets(conn.data_to_send())
+    assert isinstance(connack, mqtt5.ConnAckPacket)
+    return connack
+
+
+@pytest.mark.parametrize(
+    ("maximum", "asked", "in_force", "server_keep_alive"),
+    [
+        (2, 600, 2, 2),  # more than the maximum: told the maximum
+        (2, 0, 2, 2),  # no keep alive at all: the maximum too (Mosquitto does the same for v5)
+        (2, 2, 2, None),
+        (2, 1, 1, None),  # within it: the client's own, and no Server Keep Alive
+        (0, 600, 600, None),  # no maximum
+        (0, 0, 0, None),
+    ],
+)
+def test_a_v5_client_past_max_keepalive_is_told_the_maximum_in_connack(maximum, asked, in_force, server_keep_alive):
+    conn = MqttConnection(Limits(max_keepalive=maximum))
+    conn.receive_data(mqtt5.ConnectPacket("c", keep_alive=asked).write())
+    assert conn.keep_alive == in_force
+    assert connack_of(conn).server_keep_alive == server_keep_alive
+
+
+@pytest.mark.parametrize("asked", [600, 3, 0])
+def test_a_3_1_1_client_past_max_keepalive_is_refused_with_identifier_rejected(asked):
+    conn = MqttConnection(Limits(max_keepalive=2))
+    with pytest.raises(ProtocolError, match=r"keep alive .* max_keepalive is 2 s"):
+        conn.receive_data(connect_v311(keep_alive=asked))
+    assert conn.data_to_send() == b"\x20\x02\x00\x02"  # CONNACK return code 2: identifier rejected
+    assert conn.state is State.CLOSED
+
+
+@pytest.mark.parametrize(("maximum", "asked"), [(2, 2), (2, 1), (0, 600), (0, 0)])
+def test_a_3_1_1_client_within_max_keepalive_keeps_its_own(maximum, asked):
+    conn = MqttConnection(Limits(max_keepalive=maximum))
+    assert len(conn.receive_data(connect_v311(keep_alive=asked))) == 1  # Connected
+    assert conn.keep_alive == asked
+    conn.accept(False)
+    assert conn.data_to_send() == b"\x20\x02\x00\x00"
