@@ -269,16 +269,16 @@ class MqttConnection:
             self.client_max_packet_size = packet.max_packet_size
             self.request_problem_info = packet.request_problem_info
             self.outbound_alias_limit = min(packet.topic_alias_max, self.limits.server_topic_alias_maximum)
-        self._limit_keep_alive(packet.keep_alive)
+        self._limit_keep_alive(packet.keep_alive, packet.client_id)
         return Connected(packet, self.version)
 
-    def _limit_keep_alive(self, asked: int) -> None:
+    def _limit_keep_alive(self, asked: int, client_id: str) -> None:
         """The keep alive in force for a client that asked for `asked` seconds, within `Limits.max_keepalive`.
 
-        As Mosquitto's max_keepalive does (since 2.0.12): past the maximum, or 0 (no keep alive at all), a v5 client
-        is told the maximum in CONNACK and held to it [MQTT-3.2.2-21]; a 3.1.1 client, which has no Server Keep
-        Alive, gets CONNACK 0x02 "identifier rejected" and is disconnected (this bounds how long a silent
-        connection is kept: CVE-2020-13849 is about 3.1.1 keep alives left to the client)."""
+        As Mosquitto's max_keepalive does: past the maximum, or 0 (no keep alive at all), a v5 client is told the
+        maximum in CONNACK and held to it [MQTT-3.2.2-21]; a 3.1.1 client, which has no Server Keep Alive, gets
+        CONNACK 0x02 "identifier rejected" and is disconnected (Mosquitto since 2.0.12: this bounds how long a
+        silent connection is kept, CVE-2020-13849 being about 3.1.1 keep alives left to the client)."""
         maximum = self.limits.max_keepalive
         if not maximum or 0 < asked <= maximum:
             self.keep_alive = asked
@@ -286,8 +286,8 @@ class MqttConnection:
         if self.version != 5:
             self.refuse(mqtt5.ConnAckReasonCode.CLIENT_ID_NOT_VALID)
             raise ProtocolError(
-                f"CONNECT: keep alive {asked} s{' (none)' if not asked else ''} is refused: this server's "
-                f"max_keepalive is {maximum} s; an MQTT 3.1.1 client must ask for 1 to {maximum} s"
+                f"CONNECT of {client_id[:60]!r}: keep alive {asked} s{' (none)' if not asked else ''} is refused: "
+                f"this server's max_keepalive is {maximum} s; an MQTT 3.1.1 client must ask for 1 to {maximum} s"
             )
         self.keep_alive = self._server_keep_alive = maximum
 
