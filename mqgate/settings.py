@@ -131,9 +131,11 @@ MQTT_KEY_HELP = {
     "max_inflight": "unacknowledged QoS 1/2 publishes sent to a client (Mosquitto max_inflight_messages)",
     "max_queued_messages": "messages queued for one subscription filter of a session; past it the oldest are dropped",
     "topic_alias_maximum": "topic aliases a client may set (Topic Alias Maximum)",
+    "server_topic_alias_maximum": "topic aliases the server sets toward an MQTT 5 client that takes them; 0: none",
     "message_cache_mb": "memory for recent messages kept decoded, so a fan-out reads the log once",
     "session_expiry_max_s": "the longest a disconnected session is kept (3.1.1 persistent sessions get this)",
     "connect_timeout_s": "a connection must send CONNECT within this long",
+    "max_keepalive": "longest keep alive (s) a client may use (0: no limit); past it v5 is told, 3.1.1 refused",
 }
 
 
@@ -210,6 +212,15 @@ def parse_positive_int(value: object) -> int:
         raise ValueError(f"expected a positive integer, got {_describe(value)}")
     if value <= 0:
         raise ValueError(f"{value}: must be a positive integer")
+    return value
+
+
+def parse_uint16(value: object) -> int:
+    """An MQTT two-byte integer setting: 0 to 65535."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected an integer from 0 to 65535, got {_describe(value)}")
+    if not 0 <= value <= 65535:
+        raise ValueError(f"{value}: must be from 0 to 65535 (an MQTT two-byte integer)")
     return value
 
 
@@ -343,6 +354,8 @@ MQTT_PARSERS = _parsers(
         "password_file": parse_optional_string,
         "acl_file": parse_optional_string,
         "topics": parse_string_list,
+        "server_topic_alias_maximum": parse_uint16,
+        "max_keepalive": parse_uint16,
     },
 )
 HTTP_PARSERS = _parsers(HttpConfig, {}, {"port": parse_port_or_zero, "token": parse_optional_string})

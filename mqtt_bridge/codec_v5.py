@@ -19,10 +19,23 @@ it leaves unchecked:
 Topic filter syntax and topic aliases are left to the session layer, which answers them with reason codes
 (SUBACK 0x8F, DISCONNECT 0x94): mqtt5.read hands over a filter such as 'a/#/b' although its TopicFilter
 constructor refuses it. (3.1.1 has no such answer, so `V311Codec` refuses the SUBSCRIBE itself.)
+
+Outbound, `with_topic_alias` gives an encoded PUBLISH a Topic Alias (and, on reuse, an empty topic name) without
+decoding it: a QoS 0 PUBLISH is encoded once for all its receivers, and each connection's aliases are its own.
+The layout it edits (MQTT 5.0 section 3.3):
+
+    byte 0          packet type 3, DUP, QoS (bits 2-1), RETAIN
+    1 to 4 bytes    remaining length (variable byte integer)
+    2 + n bytes     topic name (length, UTF-8)
+    2 bytes         packet identifier, at QoS 1 and 2 only
+    1 to 4 bytes    property length (variable byte integer)
+    ...             properties, in any order; Topic Alias is 0x23 and a two-byte integer
+    ...             payload, to the end
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 
 import mqtt5
@@ -40,7 +53,7 @@ from mqtt_bridge.codec import (
     read_publish_header,
 )
 from mqtt_bridge.errors import MalformedPacket, ProtocolError
-from mqtt_bridge.framing import packet_type_name
+from mqtt_bridge.framing import decode_variable_byte_integer, encode_variable_byte_integer, packet_type_name
 
 # Value types of properties (MQTT 5.0 section 2.2.2.2).
 _BYTE, _TWO_BYTES, _FOUR_BYTES, _VARINT, _TEXT, _BINARY, _TEXT_PAIR = range(7)
@@ -77,6 +90,10 @@ _PAYLOAD_FORMAT_INDICATOR = 0x01
 _TOPIC_ALIAS = 0x23
 _ALIAS_INVALID = 0x94  # DISCONNECT reason code "Topic Alias invalid"
 _FIXED_SIZES = {_BYTE: 1, _TWO_BYTES: 2, _FOUR_BYTES: 4}
+_TOPIC_ALIAS_PROPERTY = struct.Struct(">BH")  # identifier 0x23, alias
+_EMPTY_TOPIC = b"\x00\x00"
+_QOS_BITS = 0x06
+_CONTINUATION_BIT = 0x80
 
 # Subscription options byte (MQTT 5.0 section 3.8.3.1).
 _RESERVED_OPTION_BITS = 0xC0
@@ -249,3 +266,43 @@ class V5Codec:
             if not is_rust_panic(exc):
                 raise
             raise ValueError(f"cannot encode {type(packet).__name__}: the mqtt5 encoder failed: {exc}") from exc
+
+
+def publish_topic_bounds(data: bytes) -> tuple[int, int]:
+    """Where the topic name of the encoded PUBLISH `data` lies: (start, end) of its UTF-8 bytes, after the length."""
+    length_end = 2
+    while data[length_end - 1] & _CONTINUATION_BIT:  # the remaining length's last byte is below 0x80
+        length_end += 1
+    start = length_end + 2
+    return start, start + ((data[length_end] << 8) | data[length_end + 1])
+
+
+def with_topic_alias(data: bytes, topic_start: int, topic_end: int, alias: int, keep_topic: bool) -> bytes:
+    """The encoded PUBLISH `data` (well formed, without a Topic Alias: as we encode them) with Topic Alias `alias`
+    added, and its topic name emptied unless `keep_topic` (the PUBLISH that sets the alias carries both).
+
+    `topic_start`/`topic_end` are `publish_topic_bounds(data)`. The alias goes first in the property block; the
+    property length and the remaining length are written anew, as either may change size.
+    """
+    after_topic = topic_end + 2 if data[0] & _QOS_BITS else topic_end  # the packet identifier stays as it is
+    decoded = decode_variable_byte_integer(data, after_topic, "property length")
+    assert decoded is not None, "with_topic_alias takes a complete PUBLISH"
+    property_length, size = decoded
+    view = memoryview(data)
+    # The topic name with its length (and the packet identifier after it), or an empty one.
+    topic = (
+        view[topic_start - 2 : after_topic] if keep_topic else memoryview(_EMPTY_TOPIC + data[topic_end:after_topic])
+    )
+    properties = encode_variable_byte_integer(property_length + _TOPIC_ALIAS_PROPERTY.size)
+    rest = view[after_topic + size :]  # the old properties, then the payload
+    remaining = len(topic) + len(properties) + _TOPIC_ALIAS_PROPERTY.size + len(rest)
+    return b"".join(
+        (
+            data[:1],
+            encode_variable_byte_integer(remaining),
+            topic,
+            properties,
+            _TOPIC_ALIAS_PROPERTY.pack(_TOPIC_ALIAS, alias),
+            rest,
+        )
+    )

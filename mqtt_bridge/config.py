@@ -38,9 +38,19 @@ class MqttConfig:
     max_inflight: int = 64
     max_queued_messages: int = DEFAULT_MAX_QUEUED_MESSAGES
     topic_alias_maximum: int = 64
+    # Topic aliases the server sets on what it sends to an MQTT 5 client that accepts them (Topic Alias Maximum in
+    # its CONNECT), at most as many as the client accepts; 0: none. Mosquitto's development branch
+    # (max_topic_alias_broker) makes 10, EMQX as many as the client accepts; as many as a client may set toward us
+    # (topic_alias_maximum) costs a connection that asks for them a few kilobytes at most.
+    server_topic_alias_maximum: int = 64
     # Memory for recently stored or read messages kept decoded (message_cache.py), so a message fanned out to many
     # sessions is read from the log once.
     message_cache_mb: int = 64
     session_expiry_max_s: int = DEFAULT_SESSION_EXPIRY_MAX_S
     # A connection must send CONNECT within this long (Mosquitto: the keepalive of a pending socket).
     connect_timeout_s: float = 10.0
+    # The longest keep alive a client may use, in seconds; 0: no maximum. Past it (or at 0, no keep alive), an
+    # MQTT 5 client is told this one in CONNACK and held to it, an MQTT 3.1.1 client is refused (CONNACK 2), as by
+    # Mosquitto's max_keepalive. 0 is Mosquitto's default since 2.0.16 (its man page still says 65535): any maximum
+    # refuses the 3.1.1 clients that ask for no keep alive, which 2.0.12 to 2.0.15 did by default.
+    max_keepalive: int = 0

@@ -260,7 +260,7 @@ class ClientLink(abc.ABC):
                 self.flush()
                 self.shutdown(publish_will=False)
                 return
-            self._keepalive_s = event.packet.keep_alive * KEEPALIVE_FACTOR
+            self._keepalive_s = self.conn.keep_alive * KEEPALIVE_FACTOR  # the client's, or max_keepalive
             self._arm_keepalive(self._keepalive_s)
         elif isinstance(event, Disconnected):
             packet = event.packet
@@ -469,7 +469,9 @@ def limits_of(gateway: MqttGateway) -> Limits:
         max_packet_size=config.max_packet_size,
         receive_maximum=config.receive_maximum,
         topic_alias_maximum=config.topic_alias_maximum,
+        server_topic_alias_maximum=config.server_topic_alias_maximum,
         max_inflight=config.max_inflight,
+        max_keepalive=config.max_keepalive,
     )
 
 

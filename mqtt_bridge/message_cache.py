@@ -12,7 +12,9 @@ never be stale: the cache only decides how often the log is read, never what is 
 It also keeps each message's QoS 0 PUBLISH bytes, per protocol level and retain flag: every receiver of a
 message at QoS 0 gets the same bytes, encoded once, but for MQTT 5 receivers of a message with subscription
 identifiers or a Message Expiry (its remaining interval is written at sending time). MQTT 3.1.1 PUBLISHes,
-which carry no properties, are encoded from the message's fields without a packet object.
+which carry no properties, are encoded from the message's fields without a packet object. The bytes kept carry
+the full topic name and no Topic Alias: an MQTT 5 connection that takes topic aliases from the server queues a
+copy with its own (`MqttConnection.publish_encoded`), and the others send the shared bytes as they are.
 """
 
 from __future__ import annotations

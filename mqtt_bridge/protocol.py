@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import mqtt5
 
-from mqtt_bridge.codec import MQTT_3_1_1, check_first_byte, protocol_level
-from mqtt_bridge.codec_v5 import V5Codec
+from mqtt_bridge.codec import DUP_FLAG, MQTT_3_1_1, check_first_byte, protocol_level
+from mqtt_bridge.codec_v5 import V5Codec, publish_topic_bounds, with_topic_alias
 from mqtt_bridge.codec_v311 import V311Codec, decode_short_publish
 from mqtt_bridge.errors import ProtocolError, UnsupportedProtocol
 from mqtt_bridge.framing import FrameBuffer
@@ -33,6 +33,11 @@ MAX_CONNECT_SIZE = 256 * 1024
 MAX_PACKET_ID = 0xFFFF
 # The fixed header byte of a PUBLISH at QoS 0 without DUP or RETAIN.
 _PLAIN_QOS0_PUBLISH = 0x30
+# Reason codes from 0x80 on are failures (MQTT 5 section 2.4).
+_FIRST_FAILURE_REASON = 0x80
+# A Topic Alias costs 3 bytes (identifier, two-byte value) in every PUBLISH that uses it, in place of the topic
+# name: topics shorter than this gain nothing from one and keep their name.
+MIN_ALIASED_TOPIC_BYTES = 4
 
 
 class State(enum.Enum):
@@ -50,6 +55,11 @@ class Limits:
     receive_maximum: int = 1024
     # Inbound topic aliases a v5 client may set (Topic Alias Maximum, announced in CONNACK).
     topic_alias_maximum: int = 64
+    # Topic aliases the server sets toward a v5 client, at most the client's own Topic Alias Maximum (0: none).
+    server_topic_alias_maximum: int = 64
+    # The longest keep alive a client may use, in seconds (0: no maximum). A v5 client asking for more, or for
+    # none (0), is told this one in CONNACK (Server Keep Alive); a 3.1.1 client, which cannot be told, is refused.
+    max_keepalive: int = 0
     # Outbound QoS 1/2 publishes in flight per client, whatever the client's Receive Maximum allows
     # (Mosquitto's max_inflight_messages is 20; a durable queue behind us makes a larger window cheap).
     max_inflight: int = 64
@@ -127,15 +137,27 @@ class MqttConnection:
         self._out: list[bytes] = []
         # A protocol error found after packets whose events the caller has yet to act on (see receive_data).
         self.pending_error: ProtocolError | None = None
-        # Inbound QoS 1/2 publishes handed to the gateway and not yet acknowledged (Receive Maximum).
+        # Inbound QoS 1/2 publishes whose quota the client has not got back (Receive Maximum, MQTT 5 4.9): a QoS 1
+        # one until its PUBACK, a QoS 2 one until its PUBCOMP (or a PUBREC with a failure reason code).
         self.inbound_unacked = 0
+        # The packet ids of inbound QoS 2 publishes counted in inbound_unacked, awaiting their PUBREL; made on the
+        # first QoS 2 publish (most connections never send one).
+        self._inbound_qos2: set[int] | None = None
         self._aliases: dict[int, str] = {}
         # The last topic name a PUBLISH passed validate_topic_name with.
         self._valid_topic = ""
+        # Set from the CONNECT: the keep alive in force (seconds, 0: none), and the Server Keep Alive the CONNACK
+        # must carry when it is not the client's own.
+        self.keep_alive = 0
+        self._server_keep_alive: int | None = None
         # Set from the CONNECT: what the client accepts.
         self.client_receive_maximum = MAX_PACKET_ID
         self.client_max_packet_size: int | None = None
         self.request_problem_info = True
+        # Topic aliases we may set toward the client (the smaller of its Topic Alias Maximum and ours), and those set,
+        # by topic name as encoded; the dict is made on the first one. They last as long as the connection.
+        self.outbound_alias_limit = 0
+        self._outbound_aliases: dict[bytes, int] | None = None
         # Outbound publishes awaiting PUBACK / PUBREC / PUBCOMP, by packet id (True once PUBREC came).
         self.outbound: dict[int, bool] = {}
         self._next_id = 1
@@ -211,6 +233,7 @@ class MqttConnection:
             return Received(packet_id)
         if isinstance(packet, mqtt5.PubRelPacket):
             self._send(mqtt5.PubCompPacket(packet.packet_id))
+            self._qos2_done(packet.packet_id)
             return Released(packet.packet_id)
         if isinstance(packet, mqtt5.SubscribePacket):
             if not packet.topic_filters:
@@ -245,7 +268,28 @@ class MqttConnection:
             self.client_receive_maximum = packet.receive_max
             self.client_max_packet_size = packet.max_packet_size
             self.request_problem_info = packet.request_problem_info
+            self.outbound_alias_limit = min(packet.topic_alias_max, self.limits.server_topic_alias_maximum)
+        self._limit_keep_alive(packet.keep_alive, packet.client_id)
         return Connected(packet, self.version)
+
+    def _limit_keep_alive(self, asked: int, client_id: str) -> None:
+        """The keep alive in force for a client that asked for `asked` seconds, within `Limits.max_keepalive`.
+
+        As Mosquitto's max_keepalive does: past the maximum, or 0 (no keep alive at all), a v5 client is told the
+        maximum in CONNACK and held to it [MQTT-3.2.2-21]; a 3.1.1 client, which has no Server Keep Alive, gets
+        CONNACK 0x02 "identifier rejected" and is disconnected (Mosquitto since 2.0.12: this bounds how long a
+        silent connection is kept, CVE-2020-13849 being about 3.1.1 keep alives left to the client)."""
+        maximum = self.limits.max_keepalive
+        if not maximum or 0 < asked <= maximum:
+            self.keep_alive = asked
+            return
+        if self.version != 5:
+            self.refuse(mqtt5.ConnAckReasonCode.CLIENT_ID_NOT_VALID)
+            raise ProtocolError(
+                f"CONNECT of {client_id[:60]!r}: keep alive {asked} s{' (none)' if not asked else ''} is refused: "
+                f"this server's max_keepalive is {maximum} s; an MQTT 3.1.1 client must ask for 1 to {maximum} s"
+            )
+        self.keep_alive = self._server_keep_alive = maximum
 
     def _handle_publish(self, packet: mqtt5.PublishPacket) -> Published:
         # A client may publish right after its CONNECT, before the CONNACK (MQTT 3.1.4): the events are handled
@@ -272,20 +316,41 @@ class MqttConnection:
             except TopicError as exc:
                 raise ProtocolError(f"PUBLISH: {exc}", 0x90) from None
             self._valid_topic = topic
-        if int(packet.qos):  # an mqtt5 QoS is truthy even at QoS 0
+        qos = int(packet.qos)  # an mqtt5 QoS is truthy even at QoS 0
+        if qos:
+            pending = self._inbound_qos2
+            if qos == 2 and pending is not None and packet.packet_id in pending:
+                # The same QoS 2 flow again (its PUBREL has not come): it holds its quota already, and the gateway
+                # answers it with PUBREC without storing it twice.
+                return Published(packet, topic)
             if self.inbound_unacked >= self.limits.receive_maximum and self.version == 5:
                 raise ProtocolError(
-                    f"more than Receive Maximum ({self.limits.receive_maximum}) unacknowledged QoS 1/2 publishes",
+                    f"more than Receive Maximum ({self.limits.receive_maximum}) unacknowledged QoS 1/2 publishes "
+                    "(a QoS 2 publish counts until its PUBCOMP, MQTT 5 section 4.9)",
                     0x93,
                 )
             self.inbound_unacked += 1
+            if qos == 2:
+                if pending is None:
+                    pending = self._inbound_qos2 = set()
+                pending.add(packet.packet_id)  # type: ignore[arg-type]
         return Published(packet, topic)
+
+    def _qos2_done(self, packet_id: int) -> None:
+        """An inbound QoS 2 flow ended (PUBCOMP queued, or PUBREC with a failure): its quota goes back."""
+        pending = self._inbound_qos2
+        if pending is not None and packet_id in pending:
+            pending.discard(packet_id)
+            if self.inbound_unacked:
+                self.inbound_unacked -= 1
 
     # --- the gateway's answers -------------------------------------------------------------------------------
 
     def accept(self, session_present: bool, **properties: object) -> None:
         """CONNACK success. `properties` are MQTT 5 CONNACK properties (assigned_client_id, ...)."""
         if self.version == 5:
+            if self._server_keep_alive is not None:
+                properties["server_keep_alive"] = self._server_keep_alive
             ack = mqtt5.ConnAckPacket(
                 session_present=session_present,
                 receive_max=self.limits.receive_maximum,
@@ -307,14 +372,19 @@ class MqttConnection:
         self.state = State.CLOSED
 
     def acknowledge_publish(self, packet_id: int, qos: int, reason: int = 0, reason_string: str | None = None) -> None:
-        """PUBACK (QoS 1) or PUBREC (QoS 2) for an inbound publish, once it is stored (or refused: reason >= 0x80)."""
-        if self.inbound_unacked:
-            self.inbound_unacked -= 1
+        """PUBACK (QoS 1) or PUBREC (QoS 2) for an inbound publish, once it is stored (or refused: reason >= 0x80).
+
+        A QoS 1 publish gives its Receive Maximum quota back now; a QoS 2 one when its PUBREL is answered with
+        PUBCOMP, unless it is refused here (MQTT 5 section 4.9)."""
         text = reason_string if self.request_problem_info else None
         if qos == 1:
+            if self.inbound_unacked:
+                self.inbound_unacked -= 1
             code = mqtt5.PubAckReasonCode(reason)
             self._send_with_reason(lambda text: mqtt5.PubAckPacket(packet_id, reason_code=code, reason_str=text), text)
         else:
+            if reason >= _FIRST_FAILURE_REASON:
+                self._qos2_done(packet_id)
             rec_code = mqtt5.PubRecReasonCode(reason)
             self._send_with_reason(
                 lambda text: mqtt5.PubRecPacket(packet_id, reason_code=rec_code, reason_str=text), text
@@ -344,9 +414,11 @@ class MqttConnection:
         """Queue an outbound PUBLISH; QoS 1/2 need `packet.packet_id` set (from next_packet_id or a resend).
 
         Returns False, sending nothing, when the packet is larger than the client's Maximum Packet Size
-        (MQTT 5 says the server discards it as if delivered).
+        (MQTT 5 says the server discards it as if delivered). A topic alias is used if the client takes them.
         """
         data = self._encode(packet)
+        if self.outbound_alias_limit:
+            data = self._with_alias(data)
         limit = self.client_max_packet_size
         if limit is not None and len(data) > limit:
             return False
@@ -358,7 +430,10 @@ class MqttConnection:
     def publish_encoded(self, data: bytes, packet_id: int | None = None) -> bool:
         """Queue a PUBLISH already encoded at this protocol level (by `encode`, or `codec_v311.encode_publish`),
         with its `packet_id` at QoS 1/2: the gateway encodes a message once for all its QoS 0 receivers. False,
-        sending nothing, as `publish` for one larger than the client takes."""
+        sending nothing, as `publish` for one larger than the client takes. `data` is left as it is: a connection
+        with topic aliases queues a copy with its own alias."""
+        if self.outbound_alias_limit:
+            data = self._with_alias(data)
         limit = self.client_max_packet_size
         if limit is not None and len(data) > limit:
             return False
@@ -368,8 +443,42 @@ class MqttConnection:
         return True
 
     def encode(self, packet: mqtt5.Packet) -> bytes:
-        """The bytes of `packet` at this connection's protocol level, queued nowhere."""
+        """The bytes of `packet` at this connection's protocol level, queued nowhere (and without topic alias)."""
         return self._encode(packet)
+
+    def _with_alias(self, data: bytes) -> bytes:
+        """The encoded v5 PUBLISH `data` as this connection sends it: with the topic's alias and an empty topic name
+        if the topic has one, with topic name and a new alias if one is free, else as it is.
+
+        Aliases go to topics first come, first served, and stay theirs for the connection; a topic past the limit
+        is sent in full. EMQX (emqx_channel:packing_alias) and Mosquitto's development branch
+        (max_topic_alias_broker) do the same. Replacing the least recently used alias instead would resend a full
+        topic name at every replacement, and a subscriber cycling through one topic more than it has aliases would
+        get a full name and a new alias in every PUBLISH, more bytes than without aliases. A resend (DUP, after a
+        reconnect) carries its topic name in full and no alias: aliases belong to a connection, and the resend
+        must stand on its own.
+        """
+        if data[0] & DUP_FLAG:
+            return data
+        start, end = publish_topic_bounds(data)
+        if end - start < MIN_ALIASED_TOPIC_BYTES:
+            return data
+        topic = data[start:end]
+        aliases = self._outbound_aliases
+        if aliases is None:
+            aliases = self._outbound_aliases = {}
+        alias = aliases.get(topic)
+        if alias is not None:
+            return with_topic_alias(data, start, end, alias, keep_topic=False)
+        if len(aliases) >= self.outbound_alias_limit:
+            return data
+        alias = len(aliases) + 1
+        aliased = with_topic_alias(data, start, end, alias, keep_topic=True)
+        limit = self.client_max_packet_size
+        if limit is not None and len(aliased) > limit:
+            return data  # the 3 bytes of the alias would make it too large: not sent with it, so not set
+        aliases[topic] = alias
+        return aliased
 
     def release(self, packet_id: int) -> None:
         """Resend the PUBREL of an outbound QoS 2 publish whose PUBREC came before a reconnect."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,9 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import mqtt5
 import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tests.core.conftest import make_broker  # noqa: F401  (the in-process broker fixture, shared)
 
@@ -108,6 +112,7 @@ class Client:
         username: str | None = None,
         password: str | None = None,
         will_properties: object = None,
+        max_inflight: int | None = None,
     ) -> None:
         kwargs: dict[str, object] = {"client_id": client_id, "protocol": version}
         if version != paho.MQTTv5:
@@ -125,6 +130,8 @@ class Client:
             self.paho.username_pw_set(username, password)
         if will is not None:
             self.paho.will_set(*will, properties=will_properties)  # type: ignore[arg-type]
+        if max_inflight is not None:  # paho takes it before connecting only
+            self.paho.max_inflight_messages_set(max_inflight)
         connect_kwargs: dict[str, object] = {"keepalive": keepalive}
         if version == paho.MQTTv5:
             connect_kwargs["clean_start"] = clean
@@ -167,3 +174,63 @@ class Client:
         sock = self.paho.socket()
         if sock is not None:
             sock.close()
+
+
+def configured(server_factory, tmp_path: Path, text: str) -> Server:
+    """A server started with `text` as its configuration file."""
+    config = tmp_path / "mqgate.toml"
+    config.write_text(text)
+    return server_factory("--config", str(config))
+
+
+def connect_properties(**values: int) -> Properties:
+    properties = Properties(PacketTypes.CONNECT)
+    for name, value in values.items():
+        setattr(properties, name, value)
+    return properties
+
+
+class RawV5:
+    """An MQTT 5 client on a plain socket that sends what it is told, limits or not, and reads packet by packet."""
+
+    def __init__(self, server: Server, client_id: str, **connect: object) -> None:
+        self.sock = socket.create_connection((server.host, server.port), timeout=10)
+        self._data = b""
+        self._packets: list = []
+        self.sendall(mqtt5.ConnectPacket(client_id, **connect).write())  # type: ignore[arg-type]
+        [self.connack], closed = self.read(count=1)
+        assert isinstance(self.connack, mqtt5.ConnAckPacket) and not closed
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read(self, count: int | None = None, timeout: float = 10.0) -> tuple[list, bool]:
+        """The next `count` packets (all until the server closes or `timeout` passes if None), and whether the
+        server closed the connection."""
+        closed = False
+        deadline = time.monotonic() + timeout
+        while count is None or len(self._packets) < count:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                chunk = self.sock.recv(65536)
+            except TimeoutError:
+                break
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                closed = True
+                break
+            self._data += chunk
+            while self._data:
+                try:
+                    packet, size = mqtt5.read(self._data)
+                except ValueError:  # the rest of the packet is still on its way
+                    break
+                self._packets.append(packet)
+                self._data = self._data[size:]
+        taken = len(self._packets) if count is None else count
+        found, self._packets = self._packets[:taken], self._packets[taken:]
+        return found, closed
+
+    def close(self) -> None:
+        self.sock.close()

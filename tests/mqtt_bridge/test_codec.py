@@ -25,7 +25,7 @@ from mqtt_bridge.codec import (
     read_publish_header,
     read_publish_header_strictly,
 )
-from mqtt_bridge.codec_v5 import V5Codec
+from mqtt_bridge.codec_v5 import V5Codec, publish_topic_bounds, with_topic_alias
 from mqtt_bridge.codec_v311 import SESSION_NEVER_EXPIRES, V311Codec, _run_amqtt, encode_publish
 from mqtt_bridge.errors import MalformedPacket, ProtocolError, UnsupportedProtocol
 from mqtt_bridge.framing import FrameBuffer, encode_remaining_length
@@ -1063,3 +1063,42 @@ def test_the_in_place_publish_decoder_leaves_the_rest_to_the_codec(frame):
     from mqtt_bridge.codec_v311 import decode_short_publish
 
     assert decode_short_publish(bytearray(frame), 2, len(frame)) is None
+
+
+@given(
+    v5_publishes().filter(lambda packet: packet.topic_alias is None and packet.topic),
+    st.integers(0, 17_000),  # payload padding: remaining and property lengths of one, two and three bytes
+    st.integers(1, 65_535),
+    st.booleans(),
+)
+def test_a_topic_alias_spliced_into_an_encoded_publish_decodes_as_the_encoder_would_have_it(
+    packet, padding, alias, keep_topic
+):
+    packet = mqtt5.PublishPacket(
+        packet.topic,
+        packet.payload + b"p" * padding,
+        qos=packet.qos,
+        retain=packet.retain,
+        packet_id=packet.packet_id,
+        duplicate=packet.duplicate,
+        payload_format_indicator=packet.payload_format_indicator,
+        message_expiry_interval=packet.message_expiry_interval,
+        content_type=packet.content_type,
+        response_topic=packet.response_topic,
+        correlation_data=packet.correlation_data,
+        subscription_ids=packet.subscription_ids,
+        user_properties=packet.user_properties,
+    )
+    data = packet.write()
+    start, end = publish_topic_bounds(data)
+    assert data[start:end] == packet.topic.encode()
+    spliced = with_topic_alias(data, start, end, alias, keep_topic)
+    decoded = V5.decode(memoryview(spliced))  # the strict codec: every length must add up
+    assert isinstance(decoded, mqtt5.PublishPacket)
+    assert decoded.topic_alias == alias
+    assert decoded.topic == (packet.topic if keep_topic else "")
+    for field in (
+        "payload", "qos", "retain", "packet_id", "duplicate", "payload_format_indicator", "message_expiry_interval",
+        "content_type", "response_topic", "correlation_data", "subscription_ids", "user_properties",
+    ):  # fmt: skip
+        assert getattr(decoded, field) == getattr(packet, field), field

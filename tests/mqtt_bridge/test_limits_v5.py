@@ -1,24 +1,19 @@
-"""MQTT 5 flow control and limits against `mqgate serve`: receive maximum, maximum packet size both ways, message
-expiry, retain handling, and the server's connection limit."""
+"""MQTT 5 flow control and limits against `mqgate serve`: receive maximum both ways, maximum packet size both ways,
+message expiry, retain handling, and the server's connection limit."""
 
 from __future__ import annotations
 
 import socket
 import time
 
+import mqtt5
 import paho.mqtt.client as paho
+import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from .conftest import Client
-
-
-def connect_properties(**values: int) -> Properties:
-    properties = Properties(PacketTypes.CONNECT)
-    for name, value in values.items():
-        setattr(properties, name, value)
-    return properties
+from .conftest import Client, RawV5, configured, connect_properties
 
 
 def test_the_client_receive_maximum_bounds_unacknowledged_sends(server):
@@ -35,6 +30,72 @@ def test_the_client_receive_maximum_bounds_unacknowledged_sends(server):
     assert sub.nothing_more(0.5)
     sub.paho.ack(first[1].mid, first[1].qos)
     assert sub.receive(1)[0].payload == b"3"
+
+
+@pytest.mark.parametrize("qos", [1, 2])
+def test_a_client_past_the_server_receive_maximum_is_disconnected_with_0x93(server_factory, tmp_path, qos):
+    server = configured(server_factory, tmp_path, "[mqtt]\nreceive_maximum = 4\n")
+    sock = RawV5(server, f"greedy{qos}")
+    assert sock.connack.receive_max == 4
+    burst = b"".join(
+        mqtt5.PublishPacket("rm/x", b"%d" % n, qos=mqtt5.QoS(qos), packet_id=n).write() for n in range(1, 6)
+    )
+    sock.sendall(burst)  # five without waiting: one past the quota
+    got, closed = sock.read()
+    assert closed
+    assert [packet.packet_id for packet in got[:-1]] == [1, 2, 3, 4]  # stored and acknowledged before it ended
+    assert got[-1].reason_code == mqtt5.DisconnectReasonCode.RECEIVE_MAX_EXCEEDED
+
+
+def test_qos2_publishes_hold_the_receive_quota_until_pubcomp(server_factory, tmp_path):
+    server = configured(server_factory, tmp_path, "[mqtt]\nreceive_maximum = 4\n")
+    sock = RawV5(server, "no-pubrel")
+    for n in range(1, 5):
+        sock.sendall(mqtt5.PublishPacket("rm/x", b"x", qos=mqtt5.QoS.EXACTLY_ONCE, packet_id=n).write())
+    got, _ = sock.read(count=4)
+    assert [type(packet) for packet in got] == [mqtt5.PubRecPacket] * 4
+    # Every PUBREC came, but no PUBREL went, so no PUBCOMP: the four still count (MQTT 5 section 4.9).
+    sock.sendall(mqtt5.PublishPacket("rm/x", b"x", qos=mqtt5.QoS.EXACTLY_ONCE, packet_id=5).write())
+    got, closed = sock.read()
+    assert closed and got[-1].reason_code == mqtt5.DisconnectReasonCode.RECEIVE_MAX_EXCEEDED
+    # A client that completes its flows gets its quota back.
+    sock = RawV5(server, "completes")
+    for n in range(1, 21):
+        sock.sendall(mqtt5.PublishPacket("rm/x", b"x", qos=mqtt5.QoS.EXACTLY_ONCE, packet_id=n).write())
+        [pubrec], _ = sock.read(count=1)
+        assert isinstance(pubrec, mqtt5.PubRecPacket)
+        sock.sendall(mqtt5.PubRelPacket(n).write())
+        [pubcomp], _ = sock.read(count=1)
+        assert isinstance(pubcomp, mqtt5.PubCompPacket)
+
+
+def test_a_long_burst_past_a_small_receive_maximum_is_not_hidden_by_batching(server_factory, tmp_path):
+    """Two thousand QoS 1 publishes in one write, more than a read holds events for before it pauses
+    (MAX_PENDING_EVENTS) and stored in runs: the client is still dropped for going past the quota."""
+    server = configured(server_factory, tmp_path, "[mqtt]\nreceive_maximum = 4\n")
+    sock = RawV5(server, "flood")
+    sock.sendall(
+        b"".join(mqtt5.PublishPacket("rm/x", b"x", qos=mqtt5.QoS(1), packet_id=n).write() for n in range(1, 2001))
+    )
+    got, closed = sock.read(timeout=30)
+    assert closed and got[-1].reason_code == mqtt5.DisconnectReasonCode.RECEIVE_MAX_EXCEEDED
+    assert len(got) - 1 < 2000
+
+
+def test_paho_within_a_small_receive_maximum_is_never_disconnected(server_factory, tmp_path):
+    server = configured(server_factory, tmp_path, "[mqtt]\nreceive_maximum = 4\n")
+    sub = Client(server, "sub", paho.MQTTv5)
+    sub.subscribe("rm/#", 2)
+    # paho 2.2 does not read the server's Receive Maximum from the CONNACK: its own window (20 by default) has to
+    # be set to it, as for any client that keeps within the limit.
+    pub = Client(server, "pub", paho.MQTTv5, max_inflight=4)
+    assert pub.connack_properties.ReceiveMaximum == 4  # type: ignore[attr-defined]
+    infos = [pub.paho.publish("rm/x", b"%d" % n, qos=1 + n % 2) for n in range(60)]  # without waiting
+    for info in infos:
+        info.wait_for_publish(10)
+    got = sub.receive(60, timeout=30)
+    assert sorted(int(message.payload) for message in got) == list(range(60))
+    assert pub.disconnects.empty()
 
 
 def test_the_client_maximum_packet_size_is_respected(server):

@@ -1,0 +1,34 @@
+"""The [mqtt] keys of the MQTT 5 limits as `mqgate` reads them from a configuration file."""
+
+from __future__ import annotations
+
+import pytest
+
+from mqgate.settings import ConfigError, load_settings
+from mqtt_bridge.config import MqttConfig
+
+
+def load(tmp_path, text: str) -> MqttConfig:
+    config = tmp_path / "mqgate.toml"
+    config.write_text(text)
+    return load_settings(tmp_path, config).mqtt
+
+
+def test_server_topic_alias_maximum_defaults_to_64_and_takes_0_to_65535(tmp_path):
+    assert MqttConfig().server_topic_alias_maximum == 64
+    assert load(tmp_path, "[mqtt]\nserver_topic_alias_maximum = 0\n").server_topic_alias_maximum == 0
+    assert load(tmp_path, "[mqtt]\nserver_topic_alias_maximum = 65535\n").server_topic_alias_maximum == 65535
+
+
+@pytest.mark.parametrize("value", ["65536", "-1", "true", '"10"'])
+def test_server_topic_alias_maximum_out_of_range_is_refused_with_the_key(tmp_path, value):
+    with pytest.raises(ConfigError, match=r"mqgate.toml:2.*server_topic_alias_maximum.*0 to 65535"):
+        load(tmp_path, f"[mqtt]\nserver_topic_alias_maximum = {value}\n")
+
+
+def test_max_keepalive_defaults_to_no_maximum_and_takes_0_to_65535(tmp_path):
+    assert MqttConfig().max_keepalive == 0
+    assert load(tmp_path, "[mqtt]\nmax_keepalive = 60\n").max_keepalive == 60
+    assert load(tmp_path, "[mqtt]\nmax_keepalive = 0\n").max_keepalive == 0
+    with pytest.raises(ConfigError, match=r"mqgate.toml:2.*max_keepalive.*0 to 65535"):
+        load(tmp_path, "[mqtt]\nmax_keepalive = 65536\n")
