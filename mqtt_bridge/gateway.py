@@ -687,13 +687,18 @@ class MqttGateway:
         return True
 
     def released(self, link: ClientLink, packet_id: int) -> None:
+        """The client's PUBREL: the inbound QoS 2 flow ends with PUBCOMP (0x92 in MQTT 5 if it was not awaited)."""
         session = link.session
+        known = False
         if session is not None:
+            known = packet_id in session.awaiting_release
             session.awaiting_release.discard(packet_id)
             key = qos2_key(session.client_id, str(packet_id))
             if key in self.inbound_qos2.entries:
+                known = True  # stored and PUBREC'd before a broker restart
                 # In memory only: a crash brings the entry back, which a new publish with DUP clear passes.
                 self.inbound_qos2.changed(key, None)
+        link.conn.complete(packet_id, known)
 
     # --- subscribing -----------------------------------------------------------------------------------------
 

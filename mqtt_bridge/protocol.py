@@ -88,7 +88,7 @@ class Published:
 
 @dataclass(slots=True)
 class Released:
-    """The client's PUBREL for an inbound QoS 2 publish; the PUBCOMP is already queued."""
+    """The client's PUBREL for an inbound QoS 2 publish; the gateway answers with `complete`."""
 
     packet_id: int
 
@@ -232,9 +232,7 @@ class MqttConnection:
             self._send(mqtt5.PubRelPacket(packet_id))
             return Received(packet_id)
         if isinstance(packet, mqtt5.PubRelPacket):
-            self._send(mqtt5.PubCompPacket(packet.packet_id))
-            self._qos2_done(packet.packet_id)
-            return Released(packet.packet_id)
+            return Released(packet.packet_id)  # the session knows whether it awaits this id: `complete` answers
         if isinstance(packet, mqtt5.SubscribePacket):
             if not packet.topic_filters:
                 raise ProtocolError("SUBSCRIBE without topic filters")
@@ -479,6 +477,16 @@ class MqttConnection:
             return data  # the 3 bytes of the alias would make it too large: not sent with it, so not set
         aliases[topic] = alias
         return aliased
+
+    def complete(self, packet_id: int, known: bool) -> None:
+        """PUBCOMP for the client's PUBREL. `known`: the session awaited it (the publish was stored and PUBREC'd);
+        otherwise MQTT 5 says 0x92 Packet Identifier not found (a flow whose PUBREC refused the message, or one
+        that never was), so that the client does not take a refused QoS 2 publish for a delivered one."""
+        if known or self.version != 5:
+            self._send(mqtt5.PubCompPacket(packet_id))
+        else:
+            self._send(mqtt5.PubCompPacket(packet_id, reason_code=mqtt5.PubCompReasonCode.PACKET_ID_NOT_FOUND))
+        self._qos2_done(packet_id)
 
     def release(self, packet_id: int) -> None:
         """Resend the PUBREL of an outbound QoS 2 publish whose PUBREC came before a reconnect."""

@@ -79,6 +79,7 @@ def test_a_pubrel_answered_with_pubcomp_gives_the_qos2_quota_back():
     conn.receive_data(publish(1, 2))
     conn.acknowledge_publish(1, 2)
     assert conn.receive_data(mqtt5.PubRelPacket(1).write()) == [Released(1)]
+    conn.complete(1, known=True)  # the session awaited it
     assert [type(packet) for packet in packets(conn.data_to_send())] == [mqtt5.PubRecPacket, mqtt5.PubCompPacket]
     assert len(conn.receive_data(publish(2, 2))) == 1
 
@@ -95,6 +96,7 @@ def test_a_pubrel_for_a_flow_of_an_earlier_connection_gives_nothing_back():
     conn = connected_v5(Limits(receive_maximum=1))
     conn.receive_data(publish(1, 2))
     conn.receive_data(mqtt5.PubRelPacket(9).write())
+    conn.complete(9, known=True)
     assert conn.inbound_unacked == 1
     with pytest.raises(ProtocolError):
         conn.receive_data(publish(2, 2))
@@ -107,6 +109,7 @@ def test_a_qos2_publish_repeated_before_its_pubrel_counts_once():
     assert len(conn.receive_data(publish(1, 2))) == 1  # the gateway answers it with PUBREC again
     conn.acknowledge_publish(1, 2)
     conn.receive_data(mqtt5.PubRelPacket(1).write())
+    conn.complete(1, known=True)
     assert conn.inbound_unacked == 0
 
 
@@ -308,3 +311,17 @@ def test_a_3_1_1_client_within_max_keepalive_keeps_its_own(maximum, asked):
     assert conn.keep_alive == asked
     conn.accept(False)
     assert conn.data_to_send() == b"\x20\x02\x00\x00"
+
+
+def test_a_pubrel_the_session_did_not_await_gets_pubcomp_0x92_in_v5():
+    # A QoS 2 publish refused at PUBREC (reason >= 0x80) ended there; a client that sends PUBREL anyway (paho does)
+    # must not get a PUBCOMP that reads as success.
+    conn = connected_v5(Limits(receive_maximum=4))
+    conn.receive_data(publish(1, 2))
+    conn.acknowledge_publish(1, 2, 0x97, "quota exceeded")
+    assert conn.receive_data(mqtt5.PubRelPacket(1).write()) == [Released(1)]
+    conn.complete(1, known=False)
+    sent = packets(conn.data_to_send())
+    assert [type(packet) for packet in sent] == [mqtt5.PubRecPacket, mqtt5.PubCompPacket]
+    assert int(sent[0].reason_code) == 0x97 and int(sent[1].reason_code) == 0x92
+    assert conn.inbound_unacked == 0
