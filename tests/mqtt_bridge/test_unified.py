@@ -37,13 +37,18 @@ async def test_core_and_mqtt_see_each_other(make_broker, tmp_path):
         pub = await asyncio.to_thread(Client, address, "pub")
         await asyncio.to_thread(pub.publish, "sensors/dev9/temp", b"21.5", 1)
         consumer = PullConsumer(broker, "analytics", consume_from=ConsumeFromWhere.FIRST_OFFSET)
-        found = []
-        for queue_id in range(broker.topic_config("sensors").read_queue_nums):
-            queue = MessageQueue("sensors", broker.config.broker_name, queue_id)
-            result = await consumer.pull(queue, 0, long_poll_ms=0)
-            if result.status is PullStatus.FOUND:
-                found += result.messages
-        mqtt_messages = [m for m in found if m.properties.get(PROPERTY_CLIENT) == "pub"]
+        # The PUBACK says stored; the dispatcher makes it visible to consumers a moment later (README: Visibility).
+        for _ in range(100):
+            found = []
+            for queue_id in range(broker.topic_config("sensors").read_queue_nums):
+                queue = MessageQueue("sensors", broker.config.broker_name, queue_id)
+                result = await consumer.pull(queue, 0, long_poll_ms=0)
+                if result.status is PullStatus.FOUND:
+                    found += result.messages
+            mqtt_messages = [m for m in found if m.properties.get(PROPERTY_CLIENT) == "pub"]
+            if mqtt_messages:
+                break
+            await asyncio.sleep(0.05)
         assert [(m.body, m.properties[PROPERTY_TOPIC]) for m in mqtt_messages] == [(b"21.5", "sensors/dev9/temp")]
         await asyncio.to_thread(sub.disconnect)
         await asyncio.to_thread(pub.disconnect)
