@@ -466,12 +466,14 @@ class MessageStore:
             return queues
         queues = tuple(dict.fromkeys(names.split(MULTI_DISPATCH_SEPARATOR)))
         for name in queues:
+            # Checked even when the name is a known topic: an entry of a normal topic's queue 0 made here would
+            # hand that topic's consumers another topic's record.
+            if not is_light_queue(name):
+                raise InvalidMessageError(
+                    f"property {PROPERTY_MULTI_DISPATCH}: {name!r} is not a light queue name; such names"
+                    f" start with {LIGHT_QUEUE_PREFIX!r}"
+                )
             if name not in self._topics:
-                if not is_light_queue(name):
-                    raise InvalidMessageError(
-                        f"property {PROPERTY_MULTI_DISPATCH}: {name!r} is not a light queue name; such names"
-                        f" start with {LIGHT_QUEUE_PREFIX!r}"
-                    )
                 self._topics[name] = encode_topic(validate_topic(name).encode())
         if len(self._light_lists) >= MAX_LIGHT_LISTS:
             self._light_lists.clear()
