@@ -3,6 +3,9 @@
 It plays the parts of RocketMQ's BrokerController, SendMessageProcessor and PullMessageProcessor, in process and
 on one event loop: the client API (core.client) and every front door call these coroutines. Configuration
 lives in `config_dir` as RocketMQ's JSON files (topics.json, subscriptionGroup.json, consumerOffset.json).
+
+Every refusal is a core.errors.CoreError: the store's own errors are translated where the broker calls the
+store (core.errors.from_store_error), keeping the store error as `__cause__` and its message.
 """
 
 from __future__ import annotations
@@ -18,15 +21,22 @@ from pathlib import Path
 
 from core.consumer_offsets import ConsumerOffsetManager
 from core.consumer_registry import DEFAULT_EXPIRE_AFTER_S, ConsumerRegistry
-from core.errors import BrokerError, TopicNotFoundError
+from core.errors import (
+    IllegalArgumentError,
+    IllegalMessageError,
+    NoPermissionError,
+    PayloadTooLargeError,
+    TopicNotFoundError,
+    from_store_error,
+)
 from core.filter import MessageFilter
 from core.long_poll import LongPollWaiters
 from core.message_queue import MessageQueue
 from core.queue_locks import DEFAULT_LOCK_EXPIRE_S, QueueLocks
-from core.store.errors import InvalidMessageError, MessageTooLargeError
+from core.store.errors import StoreError
 from core.store.message import PROPERTY_UNIQ_KEY, Message, StoredMessage, is_light_queue
 from core.store.message_id import UniqueIdGenerator, encode_offset_msg_id
-from core.store.message_store import GetStatus, MessageStore, PutResult, PutStatus
+from core.store.message_store import GetStatus, MessageStore, PutResult, PutStatus, RecoveryReport
 from core.store.service_thread import PeriodicService
 from core.subscription_group import SubscriptionGroupManager
 from core.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager
@@ -121,6 +131,15 @@ class PullResult:
     max_offset: int
 
 
+def open_store(store: MessageStore) -> RecoveryReport:
+    """Open `store`, recovering it after a crash (MessageStore.open), with the core's errors: StorageError when
+    another process has it open or a file of it cannot be used."""
+    try:
+        return store.open()
+    except StoreError as exc:
+        raise from_store_error(exc) from exc
+
+
 class Broker:
     def __init__(self, store: MessageStore, config_dir: Path, config: BrokerConfig | None = None) -> None:
         self.store = store
@@ -200,7 +219,7 @@ class Broker:
     def delete_light_queue(self, name: str) -> None:
         """Drop a light queue's entries and every group's offset in it (its records stay in the log)."""
         if not is_light_queue(name):
-            raise BrokerError(f"{name!r} is not a light queue name (those start with %LMQ%)")
+            raise IllegalArgumentError(f"{name!r} is not a light queue name (those start with %LMQ%)")
         self.store.delete_topic(name)
         self.offsets.delete_topic(name)
 
@@ -259,9 +278,9 @@ class Broker:
     def _check_route(self, topic: str, queue_id: int) -> Route:
         route = self.route(topic)
         if not route.writable:
-            raise BrokerError(f"topic {topic!r} is not writable (perm {route.config.perm!r})")
+            raise NoPermissionError(f"topic {topic!r} is not writable (perm {route.config.perm!r})")
         if not 0 <= queue_id < len(route.write_queues):
-            raise InvalidMessageError(
+            raise IllegalMessageError(
                 f"topic {topic!r}: queue {queue_id} does not exist; the topic has"
                 f" {len(route.write_queues)} write queues (0..{len(route.write_queues) - 1})"
             )
@@ -280,7 +299,11 @@ class Broker:
     async def send(self, message: Message) -> SendResult:
         """Store one message; under SYNC_FLUSH this returns once it is on disk."""
         route = self._prepare(message)
-        return self._result(message, route, await self.store.put(message))
+        try:
+            put = await self.store.put(message)
+        except StoreError as exc:
+            raise from_store_error(exc) from exc
+        return self._result(message, route, put)
 
     async def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
         """Store several messages of one topic and queue together (RocketMQ's batch: no delay, 4 MiB in all)."""
@@ -292,12 +315,12 @@ class Broker:
         total = 0
         for message in messages:
             if message.topic != topic or message.queue_id != queue_id:
-                raise InvalidMessageError("a batch holds messages of one topic and one queue")
+                raise IllegalMessageError("a batch holds messages of one topic and one queue")
             if "DELAY" in message.properties or "TIMER_DELIVER_MS" in message.properties:
-                raise InvalidMessageError("a batch cannot hold delayed messages; send them one by one")
+                raise IllegalMessageError("a batch cannot hold delayed messages; send them one by one")
             total += len(message.body)
         if total > MAX_BATCH_BYTES:
-            raise MessageTooLargeError(f"batch of {total} bytes is over the {MAX_BATCH_BYTES}-byte limit")
+            raise PayloadTooLargeError(f"batch of {total} bytes is over the {MAX_BATCH_BYTES}-byte limit")
         # One topic and queue: the route is checked once, before any hook sees a message of a refused batch.
         route = self._check_route(topic, queue_id)
         hooks = self._send_hooks
@@ -306,7 +329,10 @@ class Broker:
             for hook in hooks:
                 hook(message)
             message.properties.setdefault(PROPERTY_UNIQ_KEY, unique_id)
-        puts = await self.store.put_batch(messages)
+        try:
+            puts = await self.store.put_batch(messages)
+        except StoreError as exc:
+            raise from_store_error(exc) from exc
         queue = route.write_queues[queue_id]
         ok, timeout = SendStatus.SEND_OK, SendStatus.FLUSH_DISK_TIMEOUT
         return [
@@ -340,15 +366,15 @@ class Broker:
         """
         if is_light_queue(topic):
             if queue_id != 0:
-                raise BrokerError(f"light queue {topic!r} has one queue, 0; asked for {queue_id}")
+                raise IllegalArgumentError(f"light queue {topic!r} has one queue, 0; asked for {queue_id}")
         else:
             self.groups.get_or_auto_create(group)
             self.topic_config(topic)
             route = self.route(topic)
             if not route.readable:
-                raise BrokerError(f"topic {topic!r} is not readable (perm {route.config.perm!r})")
+                raise NoPermissionError(f"topic {topic!r} is not readable (perm {route.config.perm!r})")
             if not 0 <= queue_id < len(route.read_queues):
-                raise BrokerError(f"topic {topic!r}: queue {queue_id} does not exist")
+                raise IllegalArgumentError(f"topic {topic!r}: queue {queue_id} does not exist")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(long_poll_ms, self.config.max_long_poll_ms) / 1000
         tag_filter = message_filter.matches_code if message_filter is not None else None

@@ -6,8 +6,7 @@ import pytest
 
 from core.broker import PullStatus
 from core.client import Producer
-from core.errors import BrokerError
-from core.store.errors import InvalidMessageError
+from core.errors import BrokerError, IllegalMessageError
 from core.store.message import PROPERTY_MULTI_DISPATCH, Message
 
 
@@ -57,7 +56,7 @@ async def test_a_batch_gets_unique_ids_once_its_hooks_ran_and_a_refused_batch_re
     assert [s.get("UNIQ_KEY") for s in seen] == [None, "mine", None]  # hooks run before ids are given
     assert results[1].msg_id == "mine" and len({r.msg_id for r in results}) == 3
     seen.clear()
-    with pytest.raises(InvalidMessageError, match="queue 9 does not exist"):
+    with pytest.raises(IllegalMessageError, match="queue 9 does not exist"):
         await broker.send_batch([Message(topic="t", body=b"x", queue_id=9), Message(topic="t", body=b"y", queue_id=9)])
     assert seen == []
 
