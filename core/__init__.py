@@ -4,7 +4,7 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
 
 - The broker and its results: Broker, BrokerConfig, SendResult/SendStatus, PullResult/PullStatus, Route,
   MessageQueue, topics (TopicConfig, MessageType, Perm, validate_topic) and StateTable (a compacted table kept in
-  a topic).
+  a topic). Send hooks (SendHook) name the light queues a message is also dispatched to.
 - Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
 - The client API with RocketMQ's names: Producer, PushConsumer, PullConsumer, SimpleConsumer and their options.
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
@@ -22,6 +22,7 @@ from core.broker import (
     PullResult,
     PullStatus,
     Route,
+    SendHook,
     SendResult,
     SendStatus,
     open_store,
@@ -109,6 +110,7 @@ __all__ = [
     "ReceiptHandleProblem",
     "RecoveryReport",
     "Route",
+    "SendHook",
     "SendResult",
     "SendStatus",
     "ServiceNotAvailableError",

@@ -177,11 +177,11 @@ class MqttGateway:
 
     # --- the send hook: every producer's message passes here before it is stored -----------------------------
 
-    def _on_send(self, message: Message) -> None:
+    def _on_send(self, message: Message) -> list[str] | None:
         properties = message.properties
         topic = properties.get(PROPERTY_TOPIC)
         if topic is None or PROPERTY_MULTI_DISPATCH in properties:
-            return
+            return None
         queues = [queue for _, queue, _ in self.trie.match(topic)]
         packet_id = properties.get(PROPERTY_PACKET_ID)
         if packet_id is not None:
@@ -197,8 +197,7 @@ class MqttGateway:
             else:  # an empty retained payload clears the topic's retained message
                 self.retained.changed(topic, None)
                 self.retained_topics.discard(topic)
-        if queues:
-            properties[PROPERTY_MULTI_DISPATCH] = ",".join(queues)
+        return queues
 
     def _on_arrival(self, queues: set[tuple[str, int]]) -> None:
         readers = self.readers

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.store.errors import InvalidMessageError
@@ -59,11 +60,6 @@ class WellKnownProperties:
     def unique_id(self) -> str | None:
         return self.properties.get(PROPERTY_UNIQ_KEY)
 
-    @property
-    def light_queues(self) -> list[str]:
-        names = self.properties.get(PROPERTY_MULTI_DISPATCH)
-        return names.split(MULTI_DISPATCH_SEPARATOR) if names else []
-
 
 def is_light_queue(topic: str) -> bool:
     return topic.startswith(LIGHT_QUEUE_PREFIX)
@@ -71,7 +67,12 @@ def is_light_queue(topic: str) -> bool:
 
 @dataclass(slots=True)
 class Message(WellKnownProperties):
-    """A message handed to the store for appending (RocketMQ's MessageExtBrokerInner)."""
+    """A message handed to the store for appending (RocketMQ's MessageExtBrokerInner).
+
+    `light_queues`: light queues (names starting with %LMQ%) a sender asks the broker to dispatch the message to as
+    well. The broker writes them, with those its send hooks name, into the PROPERTY_MULTI_DISPATCH property; the
+    store reads only that property, so a message appended to the store directly names them there.
+    """
 
     topic: str
     body: bytes
@@ -83,6 +84,7 @@ class Message(WellKnownProperties):
     born_host: tuple[str, int] = ("127.0.0.1", 0)
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
+    light_queues: Sequence[str] = ()
 
 
 @dataclass(slots=True)
@@ -106,6 +108,12 @@ class StoredMessage(WellKnownProperties):
     reconsume_times: int
     prepared_transaction_offset: int
     properties: dict[str, str]
+
+    @property
+    def light_queues(self) -> list[str]:
+        """The light queues the message was dispatched to as well (its PROPERTY_MULTI_DISPATCH property)."""
+        names = self.properties.get(PROPERTY_MULTI_DISPATCH)
+        return names.split(MULTI_DISPATCH_SEPARATOR) if names else []
 
     @property
     def offset_msg_id(self) -> str:

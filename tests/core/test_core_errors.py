@@ -25,7 +25,6 @@ from core import (
     validate_topic,
 )
 from core.store import errors as store_errors
-from core.store.message import PROPERTY_MULTI_DISPATCH
 
 
 def test_every_exception_the_core_exports_derives_from_core_error():
@@ -47,11 +46,7 @@ async def test_store_errors_reach_the_sender_as_core_errors_with_the_same_messag
             store_errors.InvalidMessageError,
         ),
         (Message(topic="t", body="text"), IllegalMessageError, store_errors.InvalidMessageError),  # type: ignore[arg-type]
-        (
-            Message(topic="t", body=b"x", properties={PROPERTY_MULTI_DISPATCH: "%LMQ%a/b"}),
-            TopicConfigError,
-            store_errors.InvalidTopicError,
-        ),
+        (Message(topic="t", body=b"x", light_queues=["%LMQ%a/b"]), TopicConfigError, store_errors.InvalidTopicError),
     ]
     for message, core_error, store_error in cases:
         with pytest.raises(core_error) as raised:
