@@ -4,7 +4,7 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
 
 - The broker and its results: Broker, BrokerConfig, SendResult/SendStatus, PullResult/PullStatus, Route,
   MessageQueue, topics (TopicConfig, MessageType, Perm, validate_topic) and StateTable (a compacted table kept in
-  a topic). Send hooks (SendHook) name the light queues a message is also dispatched to.
+  a topic). Send hooks (SendHook) name light queues; stored listeners (StoredListener) hear of stored messages.
 - Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
 - The client API with RocketMQ's names: Producer, PushConsumer, PullConsumer, SimpleConsumer and their options.
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
@@ -25,6 +25,7 @@ from core.broker import (
     SendHook,
     SendResult,
     SendStatus,
+    StoredListener,
     open_store,
 )
 from core.client import (
@@ -118,6 +119,7 @@ __all__ = [
     "StateTable",
     "StorageError",
     "StoreConfig",
+    "StoredListener",
     "StoredMessage",
     "TopicConfig",
     "TopicConfigError",

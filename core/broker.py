@@ -6,12 +6,14 @@ lives in `config_dir` as RocketMQ's JSON files (topics.json, subscriptionGroup.j
 
 Every refusal is a core.errors.CoreError: the store's own errors are translated where the broker calls the
 store (core.errors.from_store_error), keeping the store error as `__cause__` and its message. Front doors take
-part in sending through send hooks, which name the light queues a message is also dispatched to.
+part in sending through two callbacks: send hooks name the light queues a message is also dispatched to, stored
+listeners hear of every message appended, in store order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import enum
 import functools
@@ -44,7 +46,7 @@ from core.store.message import (
     is_light_queue,
 )
 from core.store.message_id import UniqueIdGenerator, encode_offset_msg_id
-from core.store.message_store import GetStatus, MessageStore, PutResult, PutStatus, RecoveryReport
+from core.store.message_store import GetStatus, MessageStore, RecoveryReport
 from core.store.service_thread import PeriodicService
 from core.subscription_group import SubscriptionGroupManager
 from core.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager
@@ -139,8 +141,27 @@ class PullResult:
     max_offset: int
 
 
-# A send hook returns the light queues a message must also be dispatched to (Broker.add_send_hook).
+# A send hook returns the light queues a message must also be dispatched to (Broker.add_send_hook); a stored
+# listener hears of every message appended (Broker.add_stored_listener).
 SendHook = Callable[[Message], Iterable[str] | None]
+StoredListener = Callable[[Message, SendResult], None]
+
+
+class _Unheard:
+    """The messages of one SYNC_FLUSH send, appended, that the stored listeners have not heard of yet. Settled once
+    their results are final: on disk (SEND_OK, as built) or not confirmed in time (FLUSH_DISK_TIMEOUT)."""
+
+    __slots__ = ("messages", "results", "settled")
+
+    def __init__(self, messages: Sequence[Message], results: Sequence[SendResult]) -> None:
+        self.messages = messages
+        self.results = results
+        self.settled = False
+
+    def settle_not_durable(self) -> None:
+        for result in self.results:
+            result.status = SendStatus.FLUSH_DISK_TIMEOUT
+        self.settled = True
 
 
 def _name_light_queues(message: Message, hooks: Sequence[SendHook]) -> None:
@@ -192,6 +213,10 @@ class Broker:
         self._routes: dict[str, Route] = {}
         self._routes_version: object = None
         self._send_hooks: list[SendHook] = []
+        self._stored_listeners: list[StoredListener] = []
+        # SYNC_FLUSH sends appended whose messages the stored listeners have not heard of yet, in store order.
+        self._unheard: collections.deque[_Unheard] = collections.deque()
+        self._sync = store.sync_flush
         self._arrival_listeners: list[Callable[[set[tuple[str, int]]], None]] = []
 
     async def start(self) -> None:
@@ -308,6 +333,18 @@ class Broker:
         and nothing is stored."""
         self._send_hooks.append(hook)
 
+    def add_stored_listener(self, listener: StoredListener) -> None:
+        """Call `listener(message, result)` once for every message that `send` or `send_batch` appended to the store,
+        synchronously, in store order, before that call returns, with the result the sender gets. Whatever its
+        status, FLUSH_DISK_TIMEOUT included: the record is in the log, and a recovery would rebuild state from it.
+        Never for a message that was refused (nothing appended). A front door whose in-memory state derives from
+        messages (the MQTT gateway's retained messages) updates it here, so the state follows the store.
+
+        Under SYNC_FLUSH a message is heard when its wait for the disk is over. A sender cancelled during that wait
+        leaves its messages in the log: they are heard all the same, as FLUSH_DISK_TIMEOUT (not confirmed on disk),
+        once every message stored before them has been heard. A listener that raises is logged; the send stands."""
+        self._stored_listeners.append(listener)
+
     def _prepare(self, message: Message) -> Route:
         route = self._check_route(message.topic, message.queue_id)
         hooks = self._send_hooks
@@ -328,24 +365,26 @@ class Broker:
             )
         return route
 
-    def _result(self, message: Message, route: Route, put: PutResult) -> SendResult:
-        return SendResult(
-            SendStatus.SEND_OK if put.status is PutStatus.PUT_OK else SendStatus.FLUSH_DISK_TIMEOUT,
+    async def send(self, message: Message) -> SendResult:
+        """Store one message; under SYNC_FLUSH this returns once it is on disk (or its wait timed out)."""
+        route = self._prepare(message)
+        try:
+            put = self.store.append(message)
+        except StoreError as exc:
+            raise from_store_error(exc) from exc
+        result = SendResult(
+            SendStatus.SEND_OK,
             message.properties[PROPERTY_UNIQ_KEY],
             route.write_queues[put.queue_id],
             put.queue_offset,
             put.commit_log_offset,
             put.store_host,
         )
-
-    async def send(self, message: Message) -> SendResult:
-        """Store one message; under SYNC_FLUSH this returns once it is on disk."""
-        route = self._prepare(message)
-        try:
-            put = await self.store.put(message)
-        except StoreError as exc:
-            raise from_store_error(exc) from exc
-        return self._result(message, route, put)
+        if self._sync:
+            await self._confirm((message,), (result,), put.end_offset)
+        elif self._stored_listeners:
+            self._tell_stored(message, result)
+        return result
 
     async def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
         """Store several messages of one topic and queue together (RocketMQ's batch: no delay, 4 MiB in all)."""
@@ -386,14 +425,14 @@ class Broker:
                     properties[PROPERTY_MULTI_DISPATCH] = names
             properties.setdefault(PROPERTY_UNIQ_KEY, unique_id)
         try:
-            puts = await self.store.put_batch(messages)
+            puts = self.store.append_batch(messages)
         except StoreError as exc:
             raise from_store_error(exc) from exc
         queue = route.write_queues[queue_id]
-        ok, timeout = SendStatus.SEND_OK, SendStatus.FLUSH_DISK_TIMEOUT
-        return [
+        ok = SendStatus.SEND_OK
+        results = [
             SendResult(
-                ok if put.status is PutStatus.PUT_OK else timeout,
+                ok,
                 message.properties[PROPERTY_UNIQ_KEY],
                 queue,
                 put.queue_offset,
@@ -402,6 +441,61 @@ class Broker:
             )
             for message, put in zip(messages, puts, strict=True)
         ]
+        if self._sync:
+            await self._confirm(messages, results, puts[-1].end_offset)
+        elif self._stored_listeners:
+            tell = self._tell_stored
+            for message, result in zip(messages, results, strict=True):
+                tell(message, result)
+        return results
+
+    async def _confirm(self, messages: Sequence[Message], results: Sequence[SendResult], end_offset: int) -> None:
+        """SYNC_FLUSH: wait until the records of `results` (stored up to `end_offset`) are on disk, mark them
+        FLUSH_DISK_TIMEOUT if they are not in time, and have the stored listeners hear of them in store order.
+
+        The flush thread releases waiters in store order, but a sender whose record was flushed before it began
+        to wait goes on at once, and a cancelled sender at any time: so appended sends queue up in `_unheard`, in
+        store order, and are heard from its head. A send that learns its records are on disk knows every earlier
+        record is too, and settles the earlier sends (SEND_OK) before it is heard itself."""
+        if not self._stored_listeners:
+            if not await self.store.wait_durable(end_offset):
+                for result in results:
+                    result.status = SendStatus.FLUSH_DISK_TIMEOUT
+            return
+        sent = _Unheard(messages, results)
+        self._unheard.append(sent)
+        try:
+            durable = await self.store.wait_durable(end_offset)
+        except BaseException:
+            # Cancelled while waiting for the disk: the records are in the log all the same.
+            if not sent.settled:
+                sent.settle_not_durable()
+                self._hear_settled()
+            raise
+        if not sent.settled:
+            if durable:
+                for earlier in self._unheard:
+                    earlier.settled = True  # their results say SEND_OK already
+                    if earlier is sent:
+                        break
+            else:
+                sent.settle_not_durable()
+        self._hear_settled()
+
+    def _hear_settled(self) -> None:
+        unheard = self._unheard
+        tell = self._tell_stored
+        while unheard and unheard[0].settled:
+            sent = unheard.popleft()
+            for message, result in zip(sent.messages, sent.results, strict=True):
+                tell(message, result)
+
+    def _tell_stored(self, message: Message, result: SendResult) -> None:
+        for listener in self._stored_listeners:
+            try:
+                listener(message, result)
+            except Exception:
+                log.exception("stored listener %r failed on a message of topic %r", listener, message.topic)
 
     # --- pulling -----------------------------------------------------------------------------------------
 
