@@ -63,12 +63,13 @@ from core.message_queue import MessageQueue
 from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
 from core.state_table import StateTable
 from core.store.config import FlushMode, StoreConfig
-from core.store.message import LIGHT_QUEUE_PREFIX, MAX_PROPERTIES_LENGTH, Message, StoredMessage
+from core.store.message import INTERNAL_PROPERTIES, LIGHT_QUEUE_PREFIX, MAX_PROPERTIES_LENGTH, Message, StoredMessage
 from core.store.message_store import MessageStore, RecoveryReport
 from core.store.topic_name import MAX_TOPIC_LENGTH
 from core.topic_config import MessageType, Perm, TopicConfig, validate_topic
 
 __all__ = [
+    "INTERNAL_PROPERTIES",
     "LIGHT_QUEUE_PREFIX",
     "MAX_BATCH_BYTES",
     "MAX_PROPERTIES_LENGTH",

@@ -27,6 +27,9 @@ KEY_SEPARATOR = " "
 PROPERTY_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
 MULTI_DISPATCH_SEPARATOR = ","
 LIGHT_QUEUE_PREFIX = "%LMQ%"
+# Properties the core writes for its own bookkeeping. A copy of a message sent again must not carry them: a
+# dead-letter copy would be dispatched into the light queues of the original.
+INTERNAL_PROPERTIES = frozenset({PROPERTY_MULTI_DISPATCH})
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -59,6 +62,13 @@ class WellKnownProperties:
     @property
     def unique_id(self) -> str | None:
         return self.properties.get(PROPERTY_UNIQ_KEY)
+
+    @property
+    def public_properties(self) -> dict[str, str]:
+        """A copy of the properties without the core's internal ones (INTERNAL_PROPERTIES): what a front door may
+        show, or give to a copy of the message it sends again. RocketMQ's well-known ones (TAGS, KEYS, UNIQ_KEY)
+        stay: every front door may read them."""
+        return {name: value for name, value in self.properties.items() if name not in INTERNAL_PROPERTIES}
 
 
 def is_light_queue(topic: str) -> bool:
