@@ -8,9 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.broker import Broker
-from core.state_table import StateTable
-from core.store.message import Message, StoredMessage
+from core import Broker, Message, StateTable, StoredMessage
 
 TOPIC = "connect-configs"
 PROPERTY_NAME = "CONNECT_CONFIG_NAME"

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.broker import Broker
-from core.state_table import StateTable
-from core.store.message import Message, StoredMessage
+from core import Broker, Message, StateTable, StoredMessage
 
 TOPIC = "connect-offsets"
 PROPERTY_KEY = "CONNECT_OFFSET_KEY"

@@ -33,10 +33,7 @@ from connectors.api import (
     TaskContext,
 )
 from connectors.task_runner import Arrivals, ErrorPolicy, TaskRunner
-from core.broker import Broker, PullStatus
-from core.client import Producer, PullConsumer
-from core.message_queue import MessageQueue
-from core.store.message import MAX_PROPERTIES_LENGTH, PROPERTY_MULTI_DISPATCH, StoredMessage
+from core import MAX_PROPERTIES_LENGTH, Broker, MessageQueue, Producer, PullConsumer, PullStatus, StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +57,7 @@ def sink_record(message: StoredMessage) -> SinkRecord:
         body=message.body,
         keys=message.keys,
         tags=message.tags,
-        properties=dict(message.properties),
+        properties=message.public_properties,  # without the core's own: a copy sent again must not carry them
         born_timestamp_ms=message.born_timestamp,
         store_timestamp_ms=message.store_timestamp,
         msg_id=message.unique_id or message.offset_msg_id,
@@ -212,7 +209,7 @@ class SinkRunner(TaskRunner):
                 exc,
             )
             return
-        properties = {key: value for key, value in record.properties.items() if key != PROPERTY_MULTI_DISPATCH}
+        properties = dict(record.properties)
         properties[PROPERTY_ERROR_CONNECTOR] = self.connector
         properties[PROPERTY_ERROR_ORIGIN] = _origin(record)
         room = MAX_PROPERTIES_LENGTH - sum(len(k) + len(v) + 2 for k, v in properties.items()) - 64

@@ -32,10 +32,7 @@ from connectors.api import (
 )
 from connectors.position_table import CommittedPosition, PositionTable
 from connectors.task_runner import ErrorPolicy, TaskRunner
-from core.broker import MAX_BATCH_BYTES, Broker, PullStatus
-from core.client.message_codec import build_message
-from core.errors import BrokerError
-from core.store.message import Message
+from core import MAX_BATCH_BYTES, Broker, CoreError, Message, PullStatus, build_message
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +109,7 @@ class SourceRunner(TaskRunner):
             while True:
                 try:
                     got = await self.broker.pull(RECOVERY_GROUP, entry.topic, entry.queue_id, read, RECOVERY_BATCH)
-                except BrokerError as exc:
+                except CoreError as exc:
                     log.warning(
                         "%s: cannot read %s/%d to recover positions: %s", self.label, entry.topic, entry.queue_id, exc
                     )

@@ -34,8 +34,7 @@ from connectors.sink_runner import SinkRunner
 from connectors.source_runner import SourceRunner
 from connectors.task_runner import Arrivals, State, TaskRunner
 from connectors.validation import validate_config
-from core.broker import Broker
-from core.message_queue import MessageQueue
+from core import Broker, MessageQueue
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,132 @@
+"""The broker core's public API: everything a front door (mqtt_bridge, connectors, eventbridge, spark_sink, the
+gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else. Import from here,
+`from core import Broker, Message, Producer`, never from core's modules: those are free to change.
+
+- The broker and its results: Broker, BrokerConfig, SendResult/SendStatus, PullResult/PullStatus, Route,
+  MessageQueue, topics (TopicConfig, MessageType, Perm, validate_topic) and StateTable (a compacted table kept in
+  a topic). Send hooks (SendHook) name light queues; stored listeners (StoredListener) hear of stored messages.
+- Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
+- The client API with RocketMQ's names: Producer, PushConsumer, PullConsumer, SimpleConsumer and their options.
+- Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
+- For the wiring only: MessageStore, StoreConfig, FlushMode, RecoveryReport and open_store, to open the store the
+  broker runs on.
+
+core/store knows nothing above it and this package imports the broker: a core/store module never imports from
+`core` (the package) or any module of core outside core/store.
+"""
+
+from core.broker import (
+    MAX_BATCH_BYTES,
+    Broker,
+    BrokerConfig,
+    PullResult,
+    PullStatus,
+    Route,
+    SendHook,
+    SendResult,
+    SendStatus,
+    StoredListener,
+    open_store,
+)
+from core.client import (
+    ConsumeContext,
+    ConsumeFromWhere,
+    ConsumeOrderlyStatus,
+    ConsumeStatus,
+    MessageModel,
+    MessageView,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+    PushConsumerOptions,
+    SimpleConsumer,
+    build_message,
+)
+from core.errors import (
+    BrokerError,
+    ConfigFileError,
+    CoreError,
+    GroupConfigError,
+    GroupNotFoundError,
+    IllegalArgumentError,
+    IllegalMessageError,
+    InvalidOffsetError,
+    NoPermissionError,
+    PayloadTooLargeError,
+    ServiceNotAvailableError,
+    StorageError,
+    TopicConfigError,
+    TopicNotFoundError,
+)
+from core.filter import ExpressionType, FilterExpressionError, UnsupportedExpressionTypeError
+from core.message_queue import MessageQueue
+from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
+from core.state_table import StateTable
+from core.store.config import FlushMode, StoreConfig
+from core.store.message import INTERNAL_PROPERTIES, LIGHT_QUEUE_PREFIX, MAX_PROPERTIES_LENGTH, Message, StoredMessage
+from core.store.message_store import MessageStore, RecoveryReport
+from core.store.topic_name import MAX_TOPIC_LENGTH
+from core.topic_config import MessageType, Perm, TopicConfig, validate_topic
+
+__all__ = [
+    "INTERNAL_PROPERTIES",
+    "LIGHT_QUEUE_PREFIX",
+    "MAX_BATCH_BYTES",
+    "MAX_PROPERTIES_LENGTH",
+    "MAX_TOPIC_LENGTH",
+    "Broker",
+    "BrokerConfig",
+    "BrokerError",
+    "ConfigFileError",
+    "ConsumeContext",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
+    "ConsumeStatus",
+    "CoreError",
+    "ExpressionType",
+    "FilterExpressionError",
+    "FlushMode",
+    "GroupConfigError",
+    "GroupNotFoundError",
+    "IllegalArgumentError",
+    "IllegalMessageError",
+    "InvalidOffsetError",
+    "Message",
+    "MessageModel",
+    "MessageQueue",
+    "MessageStore",
+    "MessageType",
+    "MessageView",
+    "NoPermissionError",
+    "PayloadTooLargeError",
+    "Perm",
+    "PopError",
+    "PopRequestError",
+    "Producer",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "PushConsumer",
+    "PushConsumerOptions",
+    "ReceiptHandleError",
+    "ReceiptHandleProblem",
+    "RecoveryReport",
+    "Route",
+    "SendHook",
+    "SendResult",
+    "SendStatus",
+    "ServiceNotAvailableError",
+    "SimpleConsumer",
+    "StateTable",
+    "StorageError",
+    "StoreConfig",
+    "StoredListener",
+    "StoredMessage",
+    "TopicConfig",
+    "TopicConfigError",
+    "TopicNotFoundError",
+    "UnsupportedExpressionTypeError",
+    "build_message",
+    "open_store",
+    "validate_topic",
+]

@@ -1,4 +1,35 @@
-"""Exceptions of the broker core (the store keeps its own in core/store/errors.py).
+"""Exceptions of the broker core: one hierarchy, rooted at `CoreError`, for everything a caller of the public API
+(`core/__init__.py`) can receive, so a front door catches one base class.
+
+    CoreError                      (BrokerError is the same class, under its older name)
+    ├── TopicNotFoundError         LookupError   the topic does not exist and may not be created (TOPIC_NOT_EXIST)
+    ├── TopicConfigError           ValueError    a topic name or configuration breaks a rule (ILLEGAL_TOPIC)
+    ├── GroupNotFoundError         LookupError   the consumer group does not exist (SUBSCRIPTION_GROUP_NOT_EXIST)
+    ├── GroupConfigError           ValueError    a group name or subscription group configuration breaks a rule
+    ├── InvalidOffsetError         ValueError    a consumer offset or queue id out of range
+    ├── NoPermissionError                        the topic's perm forbids the write or read (NO_PERMISSION)
+    ├── IllegalMessageError        ValueError    a message that cannot be stored as it is (MESSAGE_ILLEGAL)
+    │   └── PayloadTooLargeError                 over max_message_size, or a batch over 4 MiB (MESSAGE_BODY_TOO_LARGE)
+    ├── ServiceNotAvailableError                 the store refuses writes: disk full, failed fsync, store closed
+    │                                            (SERVICE_NOT_AVAILABLE); reads keep working, retry later
+    ├── StorageError                             any other failure of the message store (locked by another process,
+    │                                            a corrupt file); the message names the file
+    ├── IllegalArgumentError       ValueError    a client API call with an argument out of range or inconsistent
+    ├── ConfigFileError                          a JSON config file cannot be used (path, line, column)
+    ├── FilterExpressionError      ValueError    core.filter: a TAG or SQL92 expression that does not parse
+    ├── UnsupportedExpressionTypeError ValueError core.filter: neither TAG nor SQL92
+    └── PopError                                 core.pop_errors: pop consumption
+        ├── PopRequestError        ValueError    a pop, ack or change of invisible time out of range
+        └── ReceiptHandleError     ValueError    a receipt handle that cannot be honoured
+
+The names in parentheses are the RocketMQ response codes a RocketMQ user knows for the same refusal. Errors that
+are also ValueError or LookupError say "your input is wrong" or "no such thing": a front door can answer those
+to its client (MQTT reason code 0x90, HTTP 400/404) and treat the others as the server's failure.
+
+The store (core/store) keeps its own exceptions, because it knows nothing above it. The broker translates them at
+its boundary, as RocketMQ's broker turns a PutMessageStatus into a response code: `from_store_error` gives the
+core error for a store error, with the same message, and the caller raises it `from` the store error, which stays
+available as `__cause__`.
 
 Messages say what went wrong, where, and what to do about it.
 """
@@ -7,32 +38,72 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.store.errors import (
+    InvalidMessageError,
+    InvalidTopicError,
+    MessageTooLargeError,
+    StoreError,
+    StoreNotWritableError,
+)
 
-class BrokerError(Exception):
-    """Base class of every error the broker core raises."""
+
+class CoreError(Exception):
+    """Base class of every error the broker core raises through its public API, store errors included."""
 
 
-class TopicNotFoundError(BrokerError, LookupError):
+# One class under two names, not a subclass: front doors written against BrokerError meant "whatever the core
+# refuses", and a separate subclass would have left them missing the store's refusals (a full disk) now that those
+# are core errors too. New code names CoreError.
+BrokerError = CoreError
+
+
+class TopicNotFoundError(CoreError, LookupError):
     """The topic does not exist and may not be created on the fly."""
 
 
-class TopicConfigError(BrokerError, ValueError):
-    """A topic configuration breaks a rule (name, queue counts, permissions, attributes)."""
+class TopicConfigError(CoreError, ValueError):
+    """A topic name or configuration breaks a rule (name, queue counts, permissions, attributes)."""
 
 
-class GroupNotFoundError(BrokerError, LookupError):
+class GroupNotFoundError(CoreError, LookupError):
     """The consumer group does not exist and may not be created on the fly."""
 
 
-class GroupConfigError(BrokerError, ValueError):
+class GroupConfigError(CoreError, ValueError):
     """A consumer group name or subscription group configuration breaks a rule."""
 
 
-class InvalidOffsetError(BrokerError, ValueError):
+class InvalidOffsetError(CoreError, ValueError):
     """A consumer offset or queue id is out of range."""
 
 
-class ConfigFileError(BrokerError):
+class NoPermissionError(CoreError):
+    """The topic's permissions do not allow the operation (a write to a topic without WRITE, a read without READ)."""
+
+
+class IllegalMessageError(CoreError, ValueError):
+    """A message that cannot be stored as it is: bad properties or body, a queue the topic does not have, a batch
+    that mixes queues or holds delayed messages, a light queue name without the %LMQ% prefix."""
+
+
+class PayloadTooLargeError(IllegalMessageError):
+    """A message over the store's max_message_size (body and properties), or a batch over 4 MiB."""
+
+
+class ServiceNotAvailableError(CoreError):
+    """The store refuses writes for now (disk past disk_refuse_ratio, a failed fdatasync, the store closed); nothing
+    was written. Reads keep working; the message says why and what frees it."""
+
+
+class StorageError(CoreError):
+    """The message store failed otherwise: it is locked by another process, or a file of it cannot be used."""
+
+
+class IllegalArgumentError(CoreError, ValueError):
+    """A call of the client API with an argument out of range or inconsistent with the others."""
+
+
+class ConfigFileError(CoreError):
     """A JSON config file cannot be used. Carries the path and, for syntax errors, the line and column.
 
     The broker refuses to start on such a file rather than starting empty: an empty topic or offset table
@@ -53,3 +124,16 @@ class ConfigFileError(BrokerError):
         self.reason = reason
         self.line = line
         self.column = column
+
+
+def from_store_error(error: StoreError) -> CoreError:
+    """The core error for an error of the store, with the same message: raise it `from error`."""
+    if isinstance(error, StoreNotWritableError):
+        return ServiceNotAvailableError(str(error))
+    if isinstance(error, MessageTooLargeError):
+        return PayloadTooLargeError(str(error))
+    if isinstance(error, InvalidMessageError):
+        return IllegalMessageError(str(error))
+    if isinstance(error, InvalidTopicError):
+        return TopicConfigError(str(error))
+    return StorageError(str(error))

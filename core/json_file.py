@@ -73,20 +73,27 @@ def write_json(path: Path, data: object) -> None:
     """Replace `path` with `data` as JSON, atomically; the previous version stays in `path.bak`.
 
     Callers serialize writes to one path (the managers hold a lock); two concurrent writers would share `.tmp`.
+    A file that cannot be written (disk full, a directory missing or read-only) raises ConfigFileError, with the
+    OSError as its cause: callers of the broker catch the core's errors only.
     """
     # Encode first: a value that is not JSON must fail before any file is touched.
     text = json.dumps(data, indent=4, ensure_ascii=False) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _sibling(path, ".tmp")
     try:
-        _write_synced(tmp, text.encode("utf-8"))
-        if path.exists():
-            _keep_backup(path, backup_path(path))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _sibling(path, ".tmp")
+        try:
+            _write_synced(tmp, text.encode("utf-8"))
+            if path.exists():
+                _keep_backup(path, backup_path(path))
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_directory(path.parent)
+    except OSError as exc:
+        raise ConfigFileError(
+            path, f"cannot be written ({exc})", hint="free space on its disk or check its directory"
+        ) from exc
 
 
 def _decode(path: Path, raw: bytes, hint: str) -> object:

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field, replace
 
 from core.broker import Broker
 from core.compression import decode_for_consumer
-from core.errors import BrokerError
+from core.errors import NoPermissionError
 from core.filter import MessageFilter
 from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
 from core.receipt_handle import ReceiptHandle
@@ -354,7 +354,9 @@ class PopService:
         broker = self.broker
         config = broker.topic_config(topic)
         if not config.perm & Perm.READ:
-            raise BrokerError(f"topic {topic!r} is not readable (perm {config.perm!r}); give it READ (4) to pop it")
+            raise NoPermissionError(
+                f"topic {topic!r} is not readable (perm {config.perm!r}); give it READ (4) to pop it"
+            )
         group_config = broker.groups.get_or_auto_create(group)
         if not group_config.consume_enable:
             raise PopError(

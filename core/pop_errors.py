@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import enum
 
-from core.errors import BrokerError
+from core.errors import CoreError
 
 
-class PopError(BrokerError):
+class PopError(CoreError):
     """Base class of the errors of pop consumption."""
 
 

@@ -142,6 +142,6 @@ class StateTable(Generic[V]):
                 continue
             try:
                 await asyncio.to_thread(write_json, self.snapshot, data)
-            except OSError:
+            except ConfigFileError:
                 self._dirty = True
                 log.exception("%s: snapshot not written; retrying in %.0f s", self.snapshot, SNAPSHOT_INTERVAL_S)

@@ -29,8 +29,7 @@ from typing import Any
 from core.config_table import ConfigTable
 from core.errors import TopicConfigError, TopicNotFoundError
 from core.json_file import DataVersion
-from core.store.errors import InvalidTopicError
-from core.store.topic_name import validate_topic
+from core.store.topic_name import MAX_TOPIC_LENGTH, validate_name
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +40,12 @@ TABLE_KEY = "topicConfigTable"
 MAX_QUEUE_NUMS = 1024
 DEFAULT_QUEUE_NUMS = 4
 MESSAGE_TYPE_ATTRIBUTE = "message.type"
+
+
+def validate_topic(topic: str) -> str:
+    """Return `topic` if it is a legal topic name, 1 to MAX_TOPIC_LENGTH (127) characters from [%|a-zA-Z0-9_-],
+    else raise TopicConfigError saying what is wrong."""
+    return validate_name("topic", topic, MAX_TOPIC_LENGTH, TopicConfigError)
 
 
 class Perm(enum.IntFlag):
@@ -95,10 +100,7 @@ class TopicConfig:
     topic_sys_flag: int = 0
 
     def __post_init__(self) -> None:
-        try:
-            validate_topic(self.topic_name)
-        except InvalidTopicError as exc:
-            raise TopicConfigError(str(exc)) from exc
+        validate_topic(self.topic_name)
         where = f"topic {self.topic_name!r}"
         for name, value in (("readQueueNums", self.read_queue_nums), ("writeQueueNums", self.write_queue_nums)):
             if not _is_int(value) or not 1 <= value <= MAX_QUEUE_NUMS:

@@ -20,9 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.broker import MAX_BATCH_BYTES, Broker, SendResult, SendStatus
-from core.client import Producer
-from core.store.message import Message, StoredMessage
+from core import MAX_BATCH_BYTES, Broker, Message, Producer, SendResult, SendStatus, StoredMessage
 from eventbridge.errors import EventBridgeError
 from eventbridge.rule_model import DEFAULT_BUS
 

@@ -28,8 +28,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from core.broker import PullStatus
-from core.store.message import StoredMessage
+from core import PullStatus, StoredMessage
 from eventbridge.bus import DEFAULT_DEAD_LETTER_PREFIX, BusError, OnlyFor, decode_event
 from eventbridge.errors import NotFoundError, ReprocessError
 from eventbridge.rule_model import RuleKey
@@ -225,7 +224,7 @@ class DeadLetterQueues:
             raise ReprocessError(f"offset {offset}: give 0 or more")
         self.check_topic(topic)
         broker = self.runtime.broker
-        await broker.store.wait_visible()
+        await broker.wait_visible()
         queues = sorted(queue.queue_id for queue in broker.read_queues(topic))
         ranges = [(q, broker.min_offset(topic, q), broker.max_offset(topic, q)) for q in queues]
         floors = {q: self._floor(topic, q) for q in queues}
@@ -267,7 +266,7 @@ class DeadLetterQueues:
         self._check_filter(only)
         async with self._lock:
             broker = self.runtime.broker
-            await broker.store.wait_visible()
+            await broker.wait_visible()
             progress = _Progress()
             queues = []
             for queue_id in sorted(queue.queue_id for queue in broker.read_queues(topic)):

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.broker import PullStatus
+from core import PullStatus
 from eventbridge.bus import PROPERTY_ONLY_RULE, BusError, OnlyFor, bus_topic, decode_event
 from eventbridge.errors import NotFoundError, ReprocessError
 from eventbridge.rule_model import RuleKey
@@ -48,7 +48,7 @@ REPLAY_GROUP = "eventbridge-replay"
 
 
 class StoredEvent(Protocol):
-    """What the selection needs of a stored message (core.store.message.StoredMessage has it)."""
+    """What the selection needs of a stored message (core.StoredMessage has it)."""
 
     @property
     def body(self) -> bytes: ...
@@ -171,7 +171,7 @@ class Replayer:
         broker = runtime.broker
         topic = bus_topic(bus)
         # Every event appended so far must be in the consume queues before their ends are taken.
-        await broker.store.wait_visible()
+        await broker.wait_visible()
         queues = sorted(queue.queue_id for queue in broker.read_queues(topic))
         ends = {queue_id: broker.max_offset(topic, queue_id) for queue_id in queues}
         done = []

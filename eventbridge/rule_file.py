@@ -44,8 +44,7 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from core.store.errors import InvalidTopicError
-from core.store.topic_name import validate_topic
+from core import TopicConfigError, validate_topic
 from eventbridge.errors import RuleFileError, TransformConfigError
 from eventbridge.event_schema import check_schema
 from eventbridge.json_path import JsonPath, JsonPathSyntaxError
@@ -348,7 +347,7 @@ def _read_source(reader: _Reader, node: Node) -> EventSource:
 def _check_topic(reader: _Reader, node: Node, where: str, topic: str) -> None:
     try:
         validate_topic(topic)
-    except InvalidTopicError as exc:
+    except TopicConfigError as exc:
         raise reader.error(node, f"{where}: {exc}") from None
 
 
@@ -481,7 +480,7 @@ def _read_target(reader: _Reader, rule_where: str, node: Node) -> HttpTarget:
         dead_letter_topic = reader.string(dlq_node, f"{where}: dead_letter_topic")
         try:
             validate_topic(dead_letter_topic)
-        except InvalidTopicError as exc:
+        except TopicConfigError as exc:
             raise reader.error(dlq_node, f"{where}: dead_letter_topic: {exc}") from None
     return HttpTarget(
         id=target_id,

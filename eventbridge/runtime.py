@@ -25,9 +25,7 @@ from typing import Any
 
 from connectors.sink_runner import SinkRunner, sink_group
 from connectors.task_runner import Arrivals
-from core.broker import Broker
-from core.errors import BrokerError
-from core.message_queue import MessageQueue
+from core import Broker, CoreError, MessageQueue
 from eventbridge.bus import EventBuses, bus_topic, default_dead_letter_topic
 from eventbridge.clock import Clock, SystemClock
 from eventbridge.errors import RuleFileError
@@ -180,7 +178,7 @@ class EventBridgeRuntime:
         if new or any(name not in self._sources for name in wanted_sources):
             # A new target starts at the end of the bus: every event appended so far must be in the consume
             # queues (the dispatcher thread puts it there a little after the append) before the end is read.
-            await self.broker.store.wait_visible(timeout=VISIBLE_TIMEOUT_S)
+            await self.broker.wait_visible(VISIBLE_TIMEOUT_S)
         for key, (rule, target) in wanted.items():
             if key not in self._running:
                 self._running[key] = self._start(key, rule, target)
@@ -190,7 +188,7 @@ class EventBridgeRuntime:
             if name not in self._sources:
                 try:
                     self._sources[name] = self._start_source(source)
-                except BrokerError as exc:
+                except CoreError as exc:
                     log.error("eventbridge: source %r not started: %s", name, exc)
                     continue
                 log.info("eventbridge: source %r started (%s -> bus %r)", name, source.mqtt or source.topic, source.bus)

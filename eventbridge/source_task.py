@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from connectors.api import SinkRecord, SinkTask
-from core.client import Producer
+from core import Producer
 from eventbridge.bus import EventBuses, default_dead_letter_topic, encode_event
 from eventbridge.event_schema import SchemaRegistry
 from eventbridge.rule_model import EventSource

@@ -34,8 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from connectors.api import SinkRecord, SinkTask
-from core.broker import Broker
-from core.client import Producer
+from core import Broker, Producer
 from eventbridge.bus import BusError, OnlyFor, decode_event
 from eventbridge.clock import Clock, SystemClock
 from eventbridge.http_target import DeliveryOutcome

@@ -1,8 +1,9 @@
 """The `mqgate` command: `serve`, `config`, `store stats` and `passwd`.
 
 Exit codes: 0 on success (and after a clean stop on SIGTERM/SIGINT), 1 when the store cannot be used (locked by
-another process, missing, unreadable) or `passwd` cannot change the password file, 2 for a bad command line or
-configuration; `rules test` answers as grep: 0 match, 1 no match, 2 an invalid pattern or event.
+another process, missing, unreadable; or a config file of the broker under the data directory) or `passwd` cannot
+change the password file, 2 for a bad command line or configuration; `rules test` answers as grep: 0 match,
+1 no match, 2 an invalid pattern or event.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from core.store.config import FlushMode
-from core.store.errors import StoreError
-from core.store.message_store import MessageStore, RecoveryReport
+from core import CoreError, FlushMode, MessageStore, RecoveryReport, open_store
 from mqgate.connect_cli import add_connect_parser
 from mqgate.events_cli import add_events_parser
 from mqgate.rules_cli import add_rules_parser
@@ -374,7 +373,7 @@ def cmd_store_stats(args: argparse.Namespace) -> int:
             EXIT_STORE,
         )
     store = MessageStore(settings.store)
-    report = store.open()
+    report = open_store(store)
     try:
         stats = store.stats()
     finally:
@@ -421,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except (ConfigError, MqttConfigError) as exc:  # the latter: a password or ACL file named in [mqtt]
         return _fail(str(exc), EXIT_USAGE)
-    except StoreError as exc:
+    except CoreError as exc:
         return _fail(str(exc), EXIT_STORE)
     except OSError as exc:
         return _fail(f"{exc}; check the data directory and its permissions", EXIT_STORE)

@@ -24,8 +24,7 @@ from typing import Any, TypeVar
 from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
-from core.broker import Broker
-from core.store.message_store import MessageStore, RecoveryReport
+from core import Broker, MessageStore, RecoveryReport, open_store
 from eventbridge.http_target import HttpTargetClient
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
@@ -140,7 +139,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
         log.debug("store settings: %s", settings.store)
         store = MessageStore(settings.store)
         log.info("opening store %s (%s)", settings.store.store_dir, settings.store.flush_mode.value)
-        report = await asyncio.to_thread(store.open)
+        report = await asyncio.to_thread(open_store, store)
         try:
             _log_recovery(store, report)
             broker = Broker(store, settings.data_dir / CONFIG_SUBDIR, settings.broker)

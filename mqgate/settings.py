@@ -6,12 +6,12 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
 
     log_level = "INFO"              # DEBUG, INFO, WARNING, ERROR or CRITICAL
 
-    [store]                         # every field of core.store.config.StoreConfig except store_dir
+    [store]                         # every field of core.StoreConfig except store_dir
     flush_mode = "SYNC_FLUSH"       # ASYNC_FLUSH or SYNC_FLUSH
     segment_size = "1GiB"           # sizes: an integer (bytes) or a string with a binary unit
     file_reserved_hours = 72
 
-    [broker]                        # every field of core.broker.BrokerConfig
+    [broker]                        # every field of core.BrokerConfig
     auto_create_topic = false       # on in the embedded default; off in production
 
     [mqtt]                          # every field of mqtt_bridge.config.MqttConfig
@@ -42,8 +42,7 @@ from typing import Any
 
 import yaml
 
-from core.broker import BrokerConfig
-from core.store.config import FlushMode, StoreConfig
+from core import BrokerConfig, FlushMode, StoreConfig
 from mqgate.http_api import HttpConfig
 from mqtt_bridge.config import MqttConfig
 

@@ -6,8 +6,6 @@ Messages say what went wrong, where (client, packet, file and line) and what to 
 
 from __future__ import annotations
 
-from core.store.errors import StoreError
-
 
 class MqttBridgeError(Exception):
     """Base class of every error the MQTT gateway raises."""
@@ -49,6 +47,6 @@ class UnsupportedProtocol(ProtocolError):
     reason_code = 0x84
 
 
-class StoreNotDurableError(MqttBridgeError, StoreError):
+class StoreNotDurableError(MqttBridgeError):
     """A message was written but the disk did not confirm it in time (SYNC_FLUSH's FLUSH_DISK_TIMEOUT): it must not
-    be acknowledged as durable. A StoreError, so it ends the publishing connection as a store failure does."""
+    be acknowledged as durable (publish_refusal.py says what the client is told instead)."""

@@ -27,15 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 import mqtt5
 
-from core.broker import Broker, PullStatus, SendStatus
-from core.errors import BrokerError
-from core.state_table import StateTable
-from core.store.errors import StoreError
-from core.store.message import LIGHT_QUEUE_PREFIX, PROPERTY_MULTI_DISPATCH, Message, StoredMessage
-from core.topic_config import MessageType
+from core import (
+    LIGHT_QUEUE_PREFIX,
+    Broker,
+    CoreError,
+    Message,
+    MessageType,
+    PullStatus,
+    SendResult,
+    SendStatus,
+    StateTable,
+    StoredMessage,
+)
 from mqtt_bridge.acl_file import Access, AclFile
 from mqtt_bridge.config import MqttConfig
-from mqtt_bridge.errors import ProtocolError, StoreNotDurableError
+from mqtt_bridge.errors import MqttBridgeError, ProtocolError, StoreNotDurableError
 from mqtt_bridge.message_cache import CachedMessage, MessageCache
 from mqtt_bridge.message_mapping import (
     PROPERTY_HEADER,
@@ -153,6 +159,7 @@ class MqttGateway:
                 session.disconnected_at_ms = now_ms()
             self._schedule_expiry(session, loop)
         self.broker.add_send_hook(self._on_send)
+        self.broker.add_stored_listener(self._on_stored)
         self.broker.add_arrival_listener(self._on_arrival)
         self.retained.start()
         self.stored_sessions.start()
@@ -188,38 +195,48 @@ class MqttGateway:
             if queue in session.read_offsets:
                 self.broker.commit_offset(group, queue, 0, session.committed(queue))
 
-    # --- the send hook: every producer's message passes here before it is stored -----------------------------
+    # --- every producer's MQTT message passes here: before it is stored (its light queues), after (state) -------
 
-    def _on_send(self, message: Message) -> None:
+    def _on_send(self, message: Message) -> list[str] | None:
+        """The light queues a message goes to as well: those of the matching filters, the retained queue, the QoS 2
+        record. Nothing changes here: the store may still refuse the message (state follows in `_on_stored`)."""
         properties = message.properties
         topic = properties.get(PROPERTY_TOPIC)
         if topic is None:
             if PROPERTY_HEADER not in properties:
-                return
+                return None
             view = mqtt_view(properties, bytes(message.body))  # text the properties could not carry
             if view is None:
-                return
+                return None
             topic = view[0]
-        if PROPERTY_MULTI_DISPATCH in properties:
-            return
         queues = [queue for _, queue, _ in self.trie.match(topic)]
-        packet_id = properties.get(PROPERTY_PACKET_ID)
-        if packet_id is not None:
+        if PROPERTY_PACKET_ID in properties:
             queues.append(INBOUND_QOS2_QUEUE)
-            client = mqtt_client_of(properties, bytes(message.body)) or ""
-            self.inbound_qos2.changed(qos2_key(client, packet_id), qos2_digest(message))
         if properties.get(PROPERTY_RETAIN) == "1":
             queues.append(RETAINED_QUEUE)
-            retained = MqttMessage.from_core(message)
-            assert retained is not None
-            if retained.payload:
-                self.retained.changed(topic, retained)
-                self.retained_topics.add(topic)
+        return queues
+
+    def _on_stored(self, message: Message, result: SendResult) -> None:
+        """A message is in the log (whatever its flush status: recovery would rebuild the same state from it): a
+        retained one becomes its topic's retained message, a QoS 2 one's packet id is recorded. Never before."""
+        properties = message.properties
+        retain = properties.get(PROPERTY_RETAIN) == "1"
+        packet_id = properties.get(PROPERTY_PACKET_ID)
+        if not retain and packet_id is None:
+            return
+        mqtt = MqttMessage.from_core(message)
+        if mqtt is None:
+            return
+        if packet_id is not None:
+            digest = payload_digest(mqtt.topic, mqtt.payload)
+            self.inbound_qos2.changed(qos2_key(mqtt.client_id or "", packet_id), digest)
+        if retain:
+            if mqtt.payload:
+                self.retained.changed(mqtt.topic, mqtt)
+                self.retained_topics.add(mqtt.topic)
             else:  # an empty retained payload clears the topic's retained message
-                self.retained.changed(topic, None)
-                self.retained_topics.discard(topic)
-        if queues:
-            properties[PROPERTY_MULTI_DISPATCH] = ",".join(queues)
+                self.retained.changed(mqtt.topic, None)
+                self.retained_topics.discard(mqtt.topic)
 
     def _on_arrival(self, queues: set[tuple[str, int]]) -> None:
         readers = self.readers
@@ -443,7 +460,7 @@ class MqttGateway:
         body = json.dumps(data).encode() if data is not None else b""
         try:
             await self.broker.send(Message(topic=SESSIONS_TOPIC, body=body, properties={PROPERTY_SESSION: client_id}))
-        except (BrokerError, StoreError) as exc:
+        except CoreError as exc:
             log.error("session %r: state not stored: %s", client_id, exc)
 
     async def store_session_now(self, session: Session) -> None:
@@ -471,7 +488,7 @@ class MqttGateway:
             return
         try:
             await self.store(MqttMessage.from_will(will, client_id, now_ms()))
-        except (BrokerError, StoreError, ValueError) as exc:
+        except (CoreError, MqttBridgeError, ValueError) as exc:
             log.error("will of %r to %r not published: %s", client_id, will.topic, exc)
 
     # --- publishing ------------------------------------------------------------------------------------------
@@ -508,12 +525,7 @@ class MqttGateway:
         core = message.to_core(core_topic, queue_id)
         if qos2_packet_id is not None:
             core.properties[PROPERTY_PACKET_ID] = str(qos2_packet_id)
-        try:
-            sent = await self.broker.send(core)
-        except (BrokerError, StoreError):
-            if qos2_packet_id is not None:  # not stored: a resend must be stored, not taken for a duplicate
-                self.inbound_qos2.changed(qos2_key(message.client_id or "", str(qos2_packet_id)), None)
-            raise
+        sent = await self.broker.send(core)
         self.messages.put(sent.commit_log_offset, message)
         self.stats["published"] += 1
         if sent.status is not SendStatus.SEND_OK:
@@ -572,7 +584,7 @@ class MqttGateway:
         except StoreNotDurableError as exc:
             self._refuse(link, topic, qos, packet_id, Refusal(UNSPECIFIED_ERROR, str(exc)))
             return
-        except (BrokerError, StoreError, ValueError) as exc:
+        except (CoreError, ValueError) as exc:
             self._refuse(link, topic, qos, packet_id, refusal_of(exc))
             return
         if qos == 2:
@@ -614,7 +626,7 @@ class MqttGateway:
                     core_topic = self.core_topic(topic)
                     queue_id = zlib.crc32(topic.encode()) % len(broker.write_queues(core_topic))
                     topic_error = None
-                except (BrokerError, StoreError, ValueError) as exc:
+                except (CoreError, ValueError) as exc:
                     topic_error = exc
             qos = int(event.packet.qos)
             packet_id = event.packet.packet_id or 0
@@ -661,7 +673,7 @@ class MqttGateway:
         could not confirm them, answer each as publish_refusal.py says. False if the connection was closed."""
         try:
             sent = await self.broker.send_batch(run) if len(run) > 1 else [await self.broker.send(run[0])]
-        except (BrokerError, StoreError, ValueError) as exc:
+        except (CoreError, ValueError) as exc:
             return self._refuse_run(link, mqtt_run, refusal_of(exc))
         self.messages.put_many(
             (result.commit_log_offset, message, wire) for result, (message, wire, _) in zip(sent, mqtt_run, strict=True)

@@ -23,7 +23,7 @@ import collections
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from core.broker import Broker, PullStatus
+from core import Broker, PullStatus
 from mqtt_bridge.codec import MQTT_3_1_1
 from mqtt_bridge.codec_v311 import encode_publish
 from mqtt_bridge.message_mapping import MqttMessage

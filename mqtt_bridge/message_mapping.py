@@ -38,7 +38,7 @@ from typing import Any
 
 import mqtt5
 
-from core.store.message import Message, StoredMessage
+from core import Message, StoredMessage
 
 PROPERTY_TOPIC = "MQTT_TOPIC"
 PROPERTY_QOS = "MQTT_QOS"

@@ -27,9 +27,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from core.broker import SendStatus
-from core.errors import BrokerError, TopicConfigError, TopicNotFoundError
-from core.store.errors import MessageTooLargeError, StoreNotWritableError
+from core import (
+    NoPermissionError,
+    PayloadTooLargeError,
+    SendStatus,
+    ServiceNotAvailableError,
+    TopicConfigError,
+    TopicNotFoundError,
+)
 
 # MQTT 5 PUBACK / PUBREC reason codes (MQTT 5 3.4.2.1).
 UNSPECIFIED_ERROR = 0x80
@@ -64,12 +69,10 @@ class TopicNotAccepted(ValueError):
 
 def refusal_of(error: Exception) -> Refusal:
     """The refusal that an error met while storing a message stands for."""
-    if isinstance(error, TopicNotAccepted | TopicNotFoundError | TopicConfigError):
+    if isinstance(error, TopicNotAccepted | TopicNotFoundError | TopicConfigError | NoPermissionError):
         return Refusal(TOPIC_NAME_INVALID, str(error))
-    if isinstance(error, StoreNotWritableError | MessageTooLargeError):
+    if isinstance(error, ServiceNotAvailableError | PayloadTooLargeError):
         return Refusal(QUOTA_EXCEEDED, str(error))
-    if isinstance(error, BrokerError) and "is not writable" in str(error):
-        return Refusal(TOPIC_NAME_INVALID, str(error))
     if isinstance(error, ValueError):
         return Refusal(IMPLEMENTATION_SPECIFIC_ERROR, str(error))
     return Refusal(UNSPECIFIED_ERROR, str(error))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import mqtt5
 
-from core.store.message import LIGHT_QUEUE_PREFIX
+from core import LIGHT_QUEUE_PREFIX
 from mqtt_bridge.message_mapping import MqttMessage
 
 # Session Expiry Interval meaning "never" (MQTT 5), and what a 3.1.1 clean-session-false session gets.

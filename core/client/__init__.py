@@ -1,7 +1,7 @@
 """The in-process client API with the names a RocketMQ user knows: Producer, PullConsumer,
 PushConsumer and SimpleConsumer. Front doors and tests use these; nothing here does I/O of its own."""
 
-from core.client.message_codec import ConsumeFromWhere, MessageModel
+from core.client.message_codec import ConsumeFromWhere, MessageModel, build_message
 from core.client.producer import Producer
 from core.client.pull_consumer import PullConsumer
 from core.client.push_consumer import (
@@ -25,4 +25,5 @@ __all__ = [
     "PushConsumer",
     "PushConsumerOptions",
     "SimpleConsumer",
+    "build_message",
 ]

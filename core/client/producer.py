@@ -17,6 +17,7 @@ from typing import Any
 from core.broker import Broker, SendResult
 from core.client.message_codec import build_message, local_host
 from core.compression import COMPRESS_OVER
+from core.errors import IllegalArgumentError
 from core.message_queue import MessageQueue
 from core.store.message import Message
 
@@ -63,7 +64,7 @@ class Producer:
         if selector is not None:
             chosen = selector(queues, message, selector_arg)
             if chosen.topic != topic or chosen not in queues:
-                raise ValueError(f"selector chose {chosen}, which is not a write queue of topic {topic!r}")
+                raise IllegalArgumentError(f"selector chose {chosen}, which is not a write queue of topic {topic!r}")
             message.queue_id = chosen.queue_id
         elif sharding_key is not None:
             message.queue_id = zlib.crc32(sharding_key.encode()) % len(queues)

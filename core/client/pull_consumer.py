@@ -11,6 +11,7 @@ from core.broker import Broker, PullResult
 from core.client.message_codec import ConsumeFromWhere, MessageModel
 from core.client.offset_store import OffsetStore
 from core.compression import decode_for_consumer
+from core.errors import IllegalArgumentError
 from core.filter import MessageFilter, build_filter
 from core.message_queue import MessageQueue
 
@@ -25,7 +26,7 @@ class PullConsumer:
         consume_timestamp_ms: int | None = None,
     ) -> None:
         if consume_from is ConsumeFromWhere.TIMESTAMP and consume_timestamp_ms is None:
-            raise ValueError("ConsumeFromWhere.TIMESTAMP needs consume_timestamp_ms")
+            raise IllegalArgumentError("ConsumeFromWhere.TIMESTAMP needs consume_timestamp_ms")
         self.broker = broker
         self.group = group
         self.message_model = message_model

@@ -36,6 +36,7 @@ from core.client.offset_store import OffsetStore
 from core.client.process_queue import ProcessQueue
 from core.compression import decode_for_consumer
 from core.consumer_registry import Subscription
+from core.errors import IllegalArgumentError
 from core.filter import MessageFilter, build_filter
 from core.message_queue import MessageQueue
 from core.store.message import StoredMessage
@@ -136,7 +137,7 @@ class PushConsumer:
 
     async def start(self) -> None:
         if not self.subscriptions:
-            raise ValueError(f"consumer group {self.group!r}: subscribe to a topic before start()")
+            raise IllegalArgumentError(f"consumer group {self.group!r}: subscribe to a topic before start()")
         self.broker.groups.get_or_auto_create(self.group)
         self._running = True
         self._heartbeat()
@@ -145,7 +146,7 @@ class PushConsumer:
         self._tasks.append(loop.create_task(self._rebalance_loop()))
         if not self.orderly:
             if not 1 <= self.options.consume_thread_min <= self.options.consume_thread_max:
-                raise ValueError("consume_thread_min must be at least 1 and at most consume_thread_max")
+                raise IllegalArgumentError("consume_thread_min must be at least 1 and at most consume_thread_max")
             for _ in range(self.options.consume_thread_min):
                 self._add_worker()
         await self.rebalance()

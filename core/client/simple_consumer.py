@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from core.broker import Broker
+from core.errors import IllegalArgumentError
 from core.filter import ExpressionType, MessageFilter, build_filter
 from core.pop import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS, PROPERTY_MESSAGE_GROUP, PopService
 from core.pop_errors import PopRequestError
@@ -87,7 +88,7 @@ class SimpleConsumer:
         pop_service: PopService | None = None,
     ) -> None:
         if not await_duration_s >= 0:
-            raise ValueError(f"await_duration_s {await_duration_s!r} must be 0 or more seconds")
+            raise IllegalArgumentError(f"await_duration_s {await_duration_s!r} must be 0 or more seconds")
         broker.groups.get_or_auto_create(group)  # checks the name; refuses an unknown group if auto-create is off
         self.broker = broker
         self.group = group
@@ -103,7 +104,7 @@ class SimpleConsumer:
                 expression_type, expression = subscription
                 self.subscribe(topic, expression, expression_type)
             else:
-                raise ValueError(
+                raise IllegalArgumentError(
                     f"subscription of topic {topic!r} is {subscription!r}; give a TAG expression such as '*' or "
                     "an (expression type, expression) pair such as ('SQL92', 'a > 1')"
                 )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from core.errors import CoreError
 
-class FilterExpressionError(ValueError):
+
+class FilterExpressionError(CoreError, ValueError):
     """A subscription expression (TAG or SQL92) that cannot be parsed or makes no sense.
 
     `position` is the 0-based index in `expression` of the character or token at fault; for a missing piece it is
@@ -19,7 +21,7 @@ class FilterExpressionError(ValueError):
         self.reason = reason
 
 
-class UnsupportedExpressionTypeError(ValueError):
+class UnsupportedExpressionTypeError(CoreError, ValueError):
     """A subscription names an expression type other than RocketMQ's TAG or SQL92."""
 
     def __init__(self, expression_type: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.store.errors import InvalidMessageError
@@ -26,6 +27,9 @@ KEY_SEPARATOR = " "
 PROPERTY_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
 MULTI_DISPATCH_SEPARATOR = ","
 LIGHT_QUEUE_PREFIX = "%LMQ%"
+# Properties the core writes for its own bookkeeping. A copy of a message sent again must not carry them: a
+# dead-letter copy would be dispatched into the light queues of the original.
+INTERNAL_PROPERTIES = frozenset({PROPERTY_MULTI_DISPATCH})
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -60,9 +64,11 @@ class WellKnownProperties:
         return self.properties.get(PROPERTY_UNIQ_KEY)
 
     @property
-    def light_queues(self) -> list[str]:
-        names = self.properties.get(PROPERTY_MULTI_DISPATCH)
-        return names.split(MULTI_DISPATCH_SEPARATOR) if names else []
+    def public_properties(self) -> dict[str, str]:
+        """A copy of the properties without the core's internal ones (INTERNAL_PROPERTIES): what a front door may
+        show, or give to a copy of the message it sends again. RocketMQ's well-known ones (TAGS, KEYS, UNIQ_KEY)
+        stay: every front door may read them."""
+        return {name: value for name, value in self.properties.items() if name not in INTERNAL_PROPERTIES}
 
 
 def is_light_queue(topic: str) -> bool:
@@ -71,7 +77,12 @@ def is_light_queue(topic: str) -> bool:
 
 @dataclass(slots=True)
 class Message(WellKnownProperties):
-    """A message handed to the store for appending (RocketMQ's MessageExtBrokerInner)."""
+    """A message handed to the store for appending (RocketMQ's MessageExtBrokerInner).
+
+    `light_queues`: light queues (names starting with %LMQ%) a sender asks the broker to dispatch the message to as
+    well. The broker writes them, with those its send hooks name, into the PROPERTY_MULTI_DISPATCH property; the
+    store reads only that property, so a message appended to the store directly names them there.
+    """
 
     topic: str
     body: bytes
@@ -83,6 +94,7 @@ class Message(WellKnownProperties):
     born_host: tuple[str, int] = ("127.0.0.1", 0)
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
+    light_queues: Sequence[str] = ()
 
 
 @dataclass(slots=True)
@@ -106,6 +118,12 @@ class StoredMessage(WellKnownProperties):
     reconsume_times: int
     prepared_transaction_offset: int
     properties: dict[str, str]
+
+    @property
+    def light_queues(self) -> list[str]:
+        """The light queues the message was dispatched to as well (its PROPERTY_MULTI_DISPATCH property)."""
+        names = self.properties.get(PROPERTY_MULTI_DISPATCH)
+        return names.split(MULTI_DISPATCH_SEPARATOR) if names else []
 
     @property
     def offset_msg_id(self) -> str:

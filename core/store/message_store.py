@@ -466,12 +466,14 @@ class MessageStore:
             return queues
         queues = tuple(dict.fromkeys(names.split(MULTI_DISPATCH_SEPARATOR)))
         for name in queues:
+            # Checked even when the name is a known topic: an entry of a normal topic's queue 0 made here would
+            # hand that topic's consumers another topic's record.
+            if not is_light_queue(name):
+                raise InvalidMessageError(
+                    f"property {PROPERTY_MULTI_DISPATCH}: {name!r} is not a light queue name; such names"
+                    f" start with {LIGHT_QUEUE_PREFIX!r}"
+                )
             if name not in self._topics:
-                if not is_light_queue(name):
-                    raise InvalidMessageError(
-                        f"property {PROPERTY_MULTI_DISPATCH}: {name!r} is not a light queue name; such names"
-                        f" start with {LIGHT_QUEUE_PREFIX!r}"
-                    )
                 self._topics[name] = encode_topic(validate_topic(name).encode())
         if len(self._light_lists) >= MAX_LIGHT_LISTS:
             self._light_lists.clear()
@@ -481,23 +483,32 @@ class MessageStore:
     async def put(self, message: Message) -> PutResult:
         """Append and, under SYNC_FLUSH, wait until the record is on disk (FLUSH_DISK_TIMEOUT after the timeout)."""
         result = self.append(message)
-        if self._sync:
-            future = self.waiters.add_async(result.end_offset)
-            if self.flush_service.sleeping:
-                self.flush_service.wake()
-            if not await future:
-                return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
+        if self._sync and not await self.wait_durable(result.end_offset):
+            return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
         return result
 
     async def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """Append several messages and wait once, for the last, under SYNC_FLUSH."""
         results = self.append_batch(messages)
-        if self._sync and results:
-            future = self.waiters.add_async(results[-1].end_offset)
-            self.flush_service.wake()
-            if not await future:
-                return [result.with_status(PutStatus.FLUSH_DISK_TIMEOUT) for result in results]
+        if self._sync and results and not await self.wait_durable(results[-1].end_offset):
+            return [result.with_status(PutStatus.FLUSH_DISK_TIMEOUT) for result in results]
         return results
+
+    @property
+    def sync_flush(self) -> bool:
+        """True under SYNC_FLUSH: an append is acknowledged only once `wait_durable` says it is on disk."""
+        return self._sync
+
+    async def wait_durable(self, end_offset: int) -> bool:
+        """Under SYNC_FLUSH, wait until the log is on disk up to `end_offset` (a PutResult's end_offset): True, or
+        False after sync_flush_timeout_ms (FLUSH_DISK_TIMEOUT; the record stays in the log). True at once under
+        ASYNC_FLUSH, where nobody waits for the disk. For callers that `append` and wait apart, as `put` does."""
+        if not self._sync:
+            return True
+        future = self.waiters.add_async(end_offset)
+        if self.flush_service.sleeping:
+            self.flush_service.wake()
+        return await future
 
     def put_blocking(self, message: Message) -> PutResult:
         """`put` for callers on plain threads."""

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from connectors import api
 from connectors.plugins import PluginRegistry
 from connectors.worker import Worker
-from core.client import Producer
+from core import Producer
 
 # What each task was given, by connector task number: (topic, queue id, queue offset, body).
 RECEIVED: dict[int, list[tuple[str, int, int, bytes]]] = {}

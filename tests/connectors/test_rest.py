@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes
 from connectors.worker import Worker
-from core.client import Producer
+from core import Producer
 from mqgate.http_api import HttpConfig, build_app
 from tests.core.conftest import make_broker  # noqa: F401  (the in-process broker fixture)
 from tests.serve_process import ServeProcess

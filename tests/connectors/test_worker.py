@@ -13,7 +13,7 @@ from connectors import api
 from connectors.errors import AlreadyExists, InvalidConfig, NotFound
 from connectors.plugins import PluginRegistry
 from connectors.worker import Worker
-from core.client import Producer
+from core import Message, Producer
 
 PLUGINS = PluginRegistry.load()
 
@@ -136,6 +136,34 @@ async def test_poison_record_goes_to_the_dead_letter_topic_with_tolerance_all(wo
     topic, _queue_id, offset = properties[api.PROPERTY_ERROR_ORIGIN].split("/")
     assert topic == "in" and int(offset) == 1
     assert worker.status("dst").tasks[0].state == "RUNNING"
+
+
+async def test_a_dead_letter_copy_keeps_the_properties_but_not_the_light_queues_of_the_original(
+    worker_factory, tmp_path
+):
+    broker, worker = await worker_factory()
+    poison = Message(topic="in", body=b"x\ny", properties={"origin": "mqtt"}, light_queues=["%LMQ%watch"])
+    await broker.send(poison)
+    await worker.create(
+        "dst",
+        {
+            "connector.class": "file-sink",
+            "file": str(tmp_path / "out.txt"),
+            "topics": "in",
+            "errors.tolerance": "all",
+            "errors.retry.timeout": "300",
+            "errors.deadletterqueue.topic.name": "dlq",
+        },
+    )
+    dead: list = []
+    for _ in range(200):
+        if broker.topics.get("dlq") is not None and (dead := await drain(broker, "dlq")):
+            break
+        await asyncio.sleep(0.05)
+    assert [m.body for m in dead] == [b"x\ny"]
+    assert dead[0].properties["origin"] == "mqtt" and dead[0].light_queues == []
+    assert await broker.wait_visible()
+    assert broker.max_offset("%LMQ%watch", 0) == 1  # the original only: the copy was not dispatched there again
 
 
 async def test_a_failing_record_fails_the_task_with_tolerance_none(worker_factory, tmp_path):

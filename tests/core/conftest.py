@@ -3,9 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from core.broker import Broker, BrokerConfig
-from core.store.config import StoreConfig
-from core.store.message_store import MessageStore
+from core import Broker, BrokerConfig, MessageStore, StoreConfig
 
 SMALL_STORE = {
     "segment_size": 4 * 1024 * 1024,

@@ -231,8 +231,9 @@ def test_failed_write_changes_nothing(tmp_path):
     config_dir = tmp_path / "config"
     manager = TopicConfigManager(config_dir, auto_create=True)
     config_dir.write_text("a file where the config directory should be")
-    with pytest.raises(OSError):
+    with pytest.raises(ConfigFileError, match="cannot be written") as failed:
         manager.get_or_auto_create("t")
+    assert isinstance(failed.value.__cause__, OSError)
     assert manager.get("t") is None
     assert manager.data_version.counter == 0
 

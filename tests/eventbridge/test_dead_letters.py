@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from core.broker import Broker
+from core import Broker
 from eventbridge.bus import default_dead_letter_topic
 from eventbridge.dead_letters import DeadLetterQueues, RedriveFilter, page_slices
 from eventbridge.errors import NotFoundError, ReprocessError

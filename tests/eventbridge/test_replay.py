@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from core.broker import Broker
+from core import Broker
 from eventbridge.bus import PROPERTY_ONLY_RULE, bus_topic
 from eventbridge.errors import NotFoundError, ReprocessError
 from eventbridge.http_target import HttpTargetClient

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from core.broker import Broker
+from core import Broker
 from eventbridge.bus import OnlyFor, bus_topic, default_dead_letter_topic
 from eventbridge.clock import ManualClock
 from eventbridge.http_target import HttpTargetClient
@@ -93,7 +93,7 @@ async def start_runtime(broker: Broker, rules: Path, client: HttpTargetClient, *
 
 
 async def read_topic(broker: Broker, topic: str) -> list[Any]:
-    await broker.store.wait_visible()
+    await broker.wait_visible()
     messages = []
     for queue in broker.read_queues(topic):
         got = broker.store.get_messages(topic, queue.queue_id, 0, 10_000, None, None)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from connectors.api import SinkRecord
-from core.broker import Broker
+from core import Broker
 from eventbridge.bus import encode_event
 from eventbridge.clock import ManualClock
 from eventbridge.http_target import DeliveryOutcome
@@ -131,7 +131,7 @@ async def test_put_returns_only_after_dead_lettering(broker: Broker) -> None:
         await put
     assert deliverer.attempts.count("e1") == 3 and deliverer.attempts.count("e2") == 1
     assert (task.stats.delivered, task.stats.retries, task.stats.dead_lettered) == (1, 2, 2)
-    await broker.store.wait_visible()
+    await broker.wait_visible()
     dead = broker.store.get_messages("dead", 0, 0, 10, None, None).messages
     assert sorted(m.properties[PROPERTY_DLQ_ATTEMPTS] for m in dead) == ["1", "3"]
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.store.config import DEFAULT_SEGMENT_SIZE, FlushMode, StoreConfig
+from core import FlushMode, StoreConfig
+from core.store.config import DEFAULT_SEGMENT_SIZE
 from mqgate.settings import (
     BROKER_KEY_HELP,
     BROKER_PARSERS,

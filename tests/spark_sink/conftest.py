@@ -8,10 +8,7 @@ import pytest
 
 from connectors.api import QueueRef, SinkRecord
 from connectors.sink_runner import sink_record
-from core.broker import Broker
-from core.client import Producer
-from core.client.message_codec import ConsumeFromWhere
-from core.client.pull_consumer import PullConsumer
+from core import Broker, ConsumeFromWhere, Producer, PullConsumer
 from spark_sink import spark_session
 from tests.core.conftest import make_broker  # noqa: F401  (a fixture)
 

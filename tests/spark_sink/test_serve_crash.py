@@ -16,10 +16,7 @@ from typing import Any
 
 import pytest
 
-from core.broker import Broker
-from core.client import Producer
-from core.store.config import StoreConfig
-from core.store.message_store import MessageStore
+from core import Broker, MessageStore, Producer, StoreConfig
 from spark_sink.table_commit import read_manifest
 from spark_sink.table_reader import read_table
 

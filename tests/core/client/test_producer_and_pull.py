@@ -6,11 +6,19 @@ import zlib
 
 import pytest
 
-from core.broker import BrokerConfig, PullStatus, SendStatus
-from core.client import ConsumeFromWhere, MessageModel, Producer, PullConsumer
-from core.errors import TopicNotFoundError
-from core.filter import FilterExpressionError
-from core.store.errors import InvalidMessageError, MessageTooLargeError
+from core import (
+    BrokerConfig,
+    ConsumeFromWhere,
+    FilterExpressionError,
+    IllegalMessageError,
+    MessageModel,
+    PayloadTooLargeError,
+    Producer,
+    PullConsumer,
+    PullStatus,
+    SendStatus,
+    TopicNotFoundError,
+)
 from core.store.message_id import decode_offset_msg_id
 
 
@@ -110,9 +118,9 @@ async def test_batch_goes_to_one_queue_and_limits_hold(make_broker):
     results = await producer.send_batch("t", [b"a", b"b", b"c"], sharding_key="k")
     assert len({r.message_queue for r in results}) == 1
     assert [r.queue_offset for r in results] == [0, 1, 2]
-    with pytest.raises(MessageTooLargeError, match="batch"):
+    with pytest.raises(PayloadTooLargeError, match="batch"):
         await producer.send_batch("t", [os.urandom(900_000) for _ in range(5)])  # incompressible
-    with pytest.raises(InvalidMessageError, match="delayed"):
+    with pytest.raises(IllegalMessageError, match="delayed"):
         await producer.send_batch("t", [b"x"], properties={"DELAY": "3"})
 
 

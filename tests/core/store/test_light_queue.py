@@ -67,6 +67,15 @@ def test_a_name_without_the_prefix_is_refused_and_nothing_is_written(open_store)
     assert store.commit_log.write_pos == before
 
 
+def test_the_name_of_a_topic_already_written_is_no_light_queue_either(open_store):
+    store = open_store()
+    store.append(Message(topic="orders", body=b"an order"))
+    before = store.commit_log.write_pos
+    with pytest.raises(InvalidMessageError, match="'orders' is not a light queue name"):
+        store.append(fan(0, "orders"))
+    assert store.commit_log.write_pos == before
+
+
 def test_an_entry_of_a_queue_the_record_does_not_name_is_reported(open_store):
     store = open_store()
     store.append(fan(0, "%LMQ%a"))

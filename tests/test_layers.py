@@ -1,0 +1,73 @@
+"""The layers of mqgate, checked on the source (README, Layout): front doors use only what `core/__init__.py` exports,
+core/store knows nothing above it, and core knows no front door."""
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import core
+
+ROOT = Path(__file__).resolve().parents[1]
+FRONT_DOORS = ["connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge"]
+ABOVE_CORE = {"connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge"}
+
+
+def imports(package: str) -> Iterator[tuple[str, int, str, list[str]]]:
+    """(file:line, line, imported module, names taken from it) for every import in `package`, at any depth."""
+    for path in sorted((ROOT / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        where = path.relative_to(ROOT)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield f"{where}:{node.lineno}", node.lineno, alias.name, []
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                yield f"{where}:{node.lineno}", node.lineno, node.module, [alias.name for alias in node.names]
+
+
+def test_front_doors_import_only_what_core_exports():
+    exported = set(core.__all__)
+    wrong = []
+    for package in FRONT_DOORS:
+        for where, _, module, names in imports(package):
+            if module.startswith("core."):
+                wrong.append(f"{where}: imports {module}; import from `core` instead")
+            elif module == "core":
+                wrong += [f"{where}: `core` does not export {name}" for name in names if name not in exported]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_check_finds_an_import_of_a_core_module():
+    # core's own modules import each other: the scan must see such imports (or the test above proves nothing).
+    assert any(module.startswith("core.store") for _, _, module, _ in imports("core"))
+
+
+def test_core_store_imports_nothing_of_core_above_it():
+    def above_the_store(module: str) -> bool:
+        top = module.split(".")[0]
+        in_store = module == "core.store" or module.startswith("core.store.")
+        return top in ABOVE_CORE or (top == "core" and not in_store)
+
+    wrong = [f"{where}: imports {module}" for where, _, module, _ in imports("core/store") if above_the_store(module)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_core_imports_no_front_door():
+    wrong = [
+        f"{where}: imports {module}" for where, _, module, _ in imports("core") if module.split(".")[0] in ABOVE_CORE
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize(
+    "module", ["core.store.message_store", "core.store.message", "core.errors", "core.filter", "core.client"]
+)
+def test_a_core_module_imported_first_imports_without_a_cycle(module):
+    # `core/__init__.py` imports the broker, so importing any core module runs it first: it must not need the module
+    # being imported to be complete.
+    done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
