@@ -20,6 +20,7 @@ import json
 import logging
 import secrets
 import time
+import typing
 import zlib
 from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ from core import (
 from mqtt_bridge.acl_file import Access, AclFile
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.errors import MqttBridgeError, ProtocolError, StoreNotDurableError
+from mqtt_bridge.link import Link
 from mqtt_bridge.message_cache import CachedMessage, MessageCache
 from mqtt_bridge.message_mapping import (
     PROPERTY_HEADER,
@@ -63,14 +65,31 @@ from mqtt_bridge.publish_refusal import (
     not_confirmed,
     refusal_of,
 )
-from mqtt_bridge.session import NEVER_EXPIRES, Outgoing, Session, Subscription, session_group
+from mqtt_bridge.session import Outgoing, Session, Subscription, session_group
+from mqtt_bridge.session_rules import (
+    Accept,
+    Action,
+    Attach,
+    CancelTimer,
+    CloseTakenOver,
+    CommitPositions,
+    Detach,
+    EndSession,
+    PublishWill,
+    Refuse,
+    Resend,
+    SessionRules,
+    StartDelivery,
+    StartTimer,
+    StoreSession,
+    Timer,
+)
 from mqtt_bridge.shared_group import TAKE_BATCH, SharedGroup
 from mqtt_bridge.topic import TopicError, first_level, parse_subscription
 from mqtt_bridge.topic_mapping import core_topic_of_level
 from mqtt_bridge.topic_trie import SubscriptionTrie, TopicTree
 
 if TYPE_CHECKING:
-    from mqtt_bridge.listener import ClientLink
     from mqtt_bridge.protocol import Published
 
 log = logging.getLogger(__name__)
@@ -105,8 +124,10 @@ class MqttGateway:
         self.trie: SubscriptionTrie[str, None] = SubscriptionTrie()
         # Who uses each light queue (connected or persistent sessions): the queue goes when the last one does.
         self.queue_users: dict[str, set[str]] = {}
-        self.sessions: dict[str, Session] = {}
-        self.links: dict[str, ClientLink] = {}
+        # The sessions and the rules they follow (session_rules.py); what follows here is how they reach the core.
+        self.rules = SessionRules(config.session_expiry_max_s)
+        self.sessions = self.rules.sessions
+        self.links: dict[str, Link] = {}
         self.readers: dict[str, set[str]] = {}  # light queue -> connected client ids reading it
         self.retained_topics = TopicTree()
         self.retained: StateTable[MqttMessage] = StateTable(
@@ -121,8 +142,7 @@ class MqttGateway:
         )
         # Shared subscriptions by light queue.
         self.shared: dict[str, SharedGroup] = {}
-        self._expiry: dict[str, asyncio.TimerHandle] = {}
-        self._wills: dict[str, asyncio.TimerHandle] = {}
+        self._timers: dict[tuple[Timer, str], asyncio.TimerHandle] = {}
         # Core topics by MQTT first level, once checked (and created).
         self._known_topics: dict[str, str] = {}
         # Recent messages decoded, by commit-log offset: what the gateway stores, its sessions read without the log.
@@ -140,10 +160,9 @@ class MqttGateway:
             self.retained_topics.add(topic)
         await self.stored_sessions.load()
         await self.inbound_qos2.load()
-        loop = asyncio.get_running_loop()
         for client_id, data in self.stored_sessions.entries.items():
             session = Session.from_json(client_id, data)
-            self.sessions[client_id] = session
+            restored = self.rules.restore(session, now_ms())
             group = session_group(client_id)
             for sub in session.subscriptions.values():
                 if sub.share_group is not None:
@@ -155,9 +174,7 @@ class MqttGateway:
                 if committed < 0:
                     committed = self.broker.max_offset(sub.queue, 0)
                 session.read_offsets[sub.queue] = max(committed, self.broker.min_offset(sub.queue, 0))
-            if session.disconnected_at_ms is None:
-                session.disconnected_at_ms = now_ms()
-            self._schedule_expiry(session, loop)
+            self._execute(restored)
         self.broker.add_send_hook(self._on_send)
         self.broker.add_stored_listener(self._on_stored)
         self.broker.add_arrival_listener(self._on_arrival)
@@ -171,7 +188,7 @@ class MqttGateway:
     async def close(self) -> None:
         for link in list(self.links.values()):
             link.close(mqtt5.DisconnectReasonCode.SERVER_SHUTTING_DOWN)
-        for handle in [*self._expiry.values(), *self._wills.values()]:
+        for handle in self._timers.values():
             handle.cancel()
         self._commit_all()
         await self.retained.close()
@@ -265,91 +282,107 @@ class MqttGateway:
             return Reason.NOT_AUTHORIZED
         return Reason.SUCCESS
 
-    def allowed(self, link: ClientLink, topic: str, access: Access) -> bool:
+    def allowed(self, link: Link, topic: str, access: Access) -> bool:
         if self.acl is None:
             return True
         return self.acl.check(username=link.username, client_id=link.client_id, topic=topic, access=access)
 
-    def connect(self, link: ClientLink, packet: mqtt5.ConnectPacket, version: int) -> None:
-        conn = link.conn
+    def connect(self, link: Link, packet: mqtt5.ConnectPacket, version: int) -> None:
+        """A CONNECT: the client id and credentials are checked here, the session rules decide the rest."""
         client_id = packet.client_id
-        assigned = None
+        assigned = False
         if not client_id:
             if version == 4 and not packet.clean_start:
-                conn.refuse(Reason.CLIENT_ID_NOT_VALID)
+                self._execute(self.rules.refuse(link, Reason.CLIENT_ID_NOT_VALID))
                 return
-            client_id = assigned = f"mqgate-{secrets.token_hex(8)}"
+            client_id, assigned = f"mqgate-{secrets.token_hex(8)}", True
         reason = self.authenticate(packet)
         if reason is not Reason.SUCCESS:
             log.info("client %r refused: %s", client_id, reason.name)
-            conn.refuse(reason)
+            self._execute(self.rules.refuse(link, reason))
             return
         link.client_id = client_id
         link.username = packet.username
-        expiry = packet.session_expiry_interval
-        if version == 4:
-            expiry = 0 if packet.clean_start else NEVER_EXPIRES
-        expiry = min(expiry, self.config.session_expiry_max_s)
-        previous = self.links.get(client_id)
-        if previous is not None:
-            # Session takeover (MQTT 3.1.4-2): the older connection goes, without its will if the session stays.
-            previous.taken_over = True
-            previous.close(mqtt5.DisconnectReasonCode.SESSION_TAKEN_OVER)
-            self._detach(previous, publish_will=True)
-        self._cancel_will(client_id)
-        session = self.sessions.get(client_id)
-        present = session is not None and not packet.clean_start
-        if session is not None and packet.clean_start:
-            self._end_session(session)
-            session = None
-        if session is None:
-            session = Session(client_id)
-            self.sessions[client_id] = session
-        timer = self._expiry.pop(client_id, None)
-        if timer is not None:
-            timer.cancel()
-        was_persistent = session.persistent
-        session.expiry_interval = expiry
-        session.will = packet.will
-        session.connected = True
-        session.disconnected_at_ms = None
-        if session.persistent or was_persistent:
-            self._store_session(session)
-        link.session = session
-        self.links[client_id] = link
-        for queue in session.queues():
-            self.readers.setdefault(queue, set()).add(client_id)
-        properties: dict[str, object] = {}
-        if assigned is not None:
-            properties["assigned_client_id"] = assigned
-        if version == 5 and expiry != packet.session_expiry_interval:
-            properties["session_expiry_interval"] = expiry
-        conn.accept(present, **properties)
-        # Resend what was in flight when the last connection went (MQTT 4.4: with DUP, same packet ids).
-        for packet_id, outgoing in sorted(session.inflight.items()):
-            if outgoing.released:
-                conn.release(packet_id)
-            else:
-                conn.publish(
-                    outgoing.message.to_publish(
-                        outgoing.qos, outgoing.retain, packet_id, now_ms(), outgoing.subscription_ids, duplicate=True
-                    )
+        actions = self.rules.connect(
+            link,
+            client_id,
+            version=version,
+            clean_start=packet.clean_start,
+            session_expiry=packet.session_expiry_interval,
+            will=packet.will,
+            username=packet.username,
+            assigned=assigned,
+            now_ms=now_ms(),
+        )
+        self._execute(actions)
+
+    def disconnect_received(self, link: Link, packet: mqtt5.DisconnectPacket) -> None:
+        """The client's DISCONNECT, before its connection ends (may change the session expiry; raises
+        ProtocolError for a change the specification forbids)."""
+        if link.session is not None:
+            self.rules.disconnect_received(link.client_id, packet.session_expiry_interval)
+
+    def disconnected(self, link: Link, publish_will: bool) -> None:
+        """The connection is gone (DISCONNECT, error, keepalive timeout; a takeover is the rules' own)."""
+        self._execute(self.rules.connection_lost(link, link.client_id, publish_will, now_ms()))
+
+    # --- carrying out the session rules' actions ----------------------------------------------------------------
+
+    def _execute(self, actions: list[Action]) -> None:
+        for action in actions:
+            kind = type(action)
+            if kind is Attach:
+                self._attach(typing.cast(Attach, action))
+            elif kind is Detach:
+                self._detach(typing.cast(Detach, action))
+            elif kind is Accept:
+                self._accept(typing.cast(Accept, action))
+            elif kind is Refuse:
+                refuse = typing.cast(Refuse, action)
+                typing.cast(Link, refuse.connection).conn.refuse(refuse.reason)
+            elif kind is CloseTakenOver:
+                old = typing.cast(Link, typing.cast(CloseTakenOver, action).connection)
+                old.taken_over = True
+                old.close(mqtt5.DisconnectReasonCode.SESSION_TAKEN_OVER)
+            elif kind is Resend:
+                self._resend(typing.cast(Resend, action))
+            elif kind is StartDelivery:
+                typing.cast(Link, typing.cast(StartDelivery, action).connection).start_delivery()
+            elif kind is CommitPositions:
+                self._commit(typing.cast(CommitPositions, action).session)
+            elif kind is StoreSession:
+                self._store_session(typing.cast(StoreSession, action).session)
+            elif kind is EndSession:
+                self._end_session(typing.cast(EndSession, action).session)
+            elif kind is PublishWill:
+                will = typing.cast(PublishWill, action)
+                self._spawn(self._publish_will(will.client_id, will.will, will.username))
+            elif kind is StartTimer:
+                start = typing.cast(StartTimer, action)
+                self._cancel_timer(start.timer, start.client_id)
+                self._timers[(start.timer, start.client_id)] = asyncio.get_running_loop().call_later(
+                    start.delay_s, self._timer_fired, start.timer, start.client_id
                 )
-        link.start_delivery()
+            elif kind is CancelTimer:
+                cancel = typing.cast(CancelTimer, action)
+                self._cancel_timer(cancel.timer, cancel.client_id)
+            else:
+                raise AssertionError(f"unknown session action {action!r}")
 
-    def disconnected(self, link: ClientLink, publish_will: bool) -> None:
-        """The connection is gone (DISCONNECT, error, keepalive timeout or takeover already handled)."""
-        if self.links.get(link.client_id) is link:
-            self._detach(link, publish_will)
+    def _attach(self, action: Attach) -> None:
+        link = typing.cast(Link, action.connection)
+        session = action.session
+        link.session = session
+        self.links[session.client_id] = link
+        for queue in session.queues():
+            self.readers.setdefault(queue, set()).add(session.client_id)
 
-    def _detach(self, link: ClientLink, publish_will: bool) -> None:
-        session = link.session
-        self.links.pop(link.client_id, None)
+    def _detach(self, action: Detach) -> None:
+        link = typing.cast(Link, action.connection)
+        session = action.session
+        if self.links.get(session.client_id) is link:
+            del self.links[session.client_id]
         link.stop_delivery()
-        if session is None:
-            return
-        session.connected = False
-        session.disconnected_at_ms = now_ms()
         for queue in session.queues():
             readers = self.readers.get(queue)
             if readers is not None:
@@ -357,23 +390,41 @@ class MqttGateway:
                 if not readers:
                     del self.readers[queue]
         self._return_shared(session)
-        will = session.will
-        session.will = None
-        if will is not None and publish_will:
-            delay = min(will.will_delay_interval, session.expiry_interval) if link.conn.version == 5 else 0
-            if delay > 0:
-                loop = asyncio.get_running_loop()
-                self._wills[session.client_id] = loop.call_later(
-                    delay, self._publish_will_later, session.client_id, will, link.username
-                )
+
+    def _accept(self, action: Accept) -> None:
+        properties: dict[str, object] = {}
+        if action.assigned_client_id is not None:
+            properties["assigned_client_id"] = action.assigned_client_id
+        if action.session_expiry is not None:
+            properties["session_expiry_interval"] = action.session_expiry
+        typing.cast(Link, action.connection).conn.accept(action.session_present, **properties)
+
+    def _resend(self, action: Resend) -> None:
+        """What was in flight when the last connection went (MQTT 4.4: with DUP, same packet ids)."""
+        conn = typing.cast(Link, action.connection).conn
+        now = now_ms()
+        for packet_id, outgoing in sorted(action.session.inflight.items()):
+            if outgoing.released:
+                conn.release(packet_id)
             else:
-                self._spawn(self._publish_will(session.client_id, will, link.username))
-        if session.persistent and not link.taken_over:
-            self._commit(session)
-            self._store_session(session)
-            self._schedule_expiry(session, asyncio.get_running_loop())
-        elif not session.persistent:
-            self._end_session(session)
+                conn.publish(
+                    outgoing.message.to_publish(
+                        outgoing.qos, outgoing.retain, packet_id, now, outgoing.subscription_ids, duplicate=True
+                    )
+                )
+
+    def _timer_fired(self, timer: Timer, client_id: str) -> None:
+        self._timers.pop((timer, client_id), None)
+        if timer is Timer.EXPIRY:
+            session = self.rules.sessions.get(client_id)
+            if session is not None:
+                log.info("session %r expired after %d s", client_id, session.expiry_interval)
+        self._execute(self.rules.timer_fired(timer, client_id, now_ms()))
+
+    def _cancel_timer(self, timer: Timer, client_id: str) -> None:
+        handle = self._timers.pop((timer, client_id), None)
+        if handle is not None:
+            handle.cancel()
 
     def _return_shared(self, session: Session) -> None:
         """The connection went: what it holds of shared subscriptions goes to the other members (MQTT 5 4.8.2).
@@ -406,23 +457,6 @@ class MqttGateway:
         for link in links[group.rotation :] + links[: group.rotation]:
             link.wake()
 
-    def _schedule_expiry(self, session: Session, loop: asyncio.AbstractEventLoop) -> None:
-        if session.expiry_interval >= NEVER_EXPIRES:
-            return
-        since = (now_ms() - (session.disconnected_at_ms or now_ms())) / 1000
-        delay = max(0.0, session.expiry_interval - since)
-        old = self._expiry.pop(session.client_id, None)
-        if old is not None:
-            old.cancel()
-        self._expiry[session.client_id] = loop.call_later(delay, self._expire, session.client_id)
-
-    def _expire(self, client_id: str) -> None:
-        self._expiry.pop(client_id, None)
-        session = self.sessions.get(client_id)
-        if session is not None and not session.connected:
-            log.info("session %r expired after %d s", client_id, session.expiry_interval)
-            self._end_session(session)
-
     def _end_session(self, session: Session) -> None:
         """Delete a session and everything it holds: subscriptions, offsets, unused light queues, the record."""
         client_id = session.client_id
@@ -433,8 +467,6 @@ class MqttGateway:
         prefix = qos2_key(client_id, "")
         for key in [key for key in self.inbound_qos2.entries if key.startswith(prefix)]:
             self.inbound_qos2.changed(key, None)
-        if self.sessions.get(client_id) is session:
-            del self.sessions[client_id]
         if client_id in self.stored_sessions.entries:
             self.stored_sessions.changed(client_id, None)
             self._spawn(self._append_session_change(client_id, None))
@@ -470,15 +502,6 @@ class MqttGateway:
         await self._append_session_change(session.client_id, data)
 
     # --- wills -----------------------------------------------------------------------------------------------
-
-    def _cancel_will(self, client_id: str) -> None:
-        handle = self._wills.pop(client_id, None)
-        if handle is not None:
-            handle.cancel()
-
-    def _publish_will_later(self, client_id: str, will: mqtt5.Will, username: str | None) -> None:
-        self._wills.pop(client_id, None)
-        self._spawn(self._publish_will(client_id, will, username))
 
     async def _publish_will(self, client_id: str, will: mqtt5.Will, username: str | None) -> None:
         if self.acl is not None and not self.acl.check(
@@ -532,20 +555,7 @@ class MqttGateway:
             # Written, but not known to be on disk (SYNC_FLUSH timed out): no acknowledgement may claim it is.
             raise StoreNotDurableError(not_confirmed(sent.status).reason)
 
-    def _stored_before(self, session: Session, packet: mqtt5.PublishPacket, topic: str) -> bool:
-        """Is this QoS 2 PUBLISH one we stored and acknowledged with PUBREC (a resend)?
-
-        In memory for this run; after a broker restart, from the recorded QoS 2 publishes: a resend carries DUP
-        and the same topic and payload (a new publish reusing a completed packet id has DUP clear, or differs)."""
-        packet_id = packet.packet_id or 0
-        if packet_id in session.awaiting_release:
-            return True
-        if not packet.duplicate:
-            return False
-        recorded = self.inbound_qos2.entries.get(qos2_key(session.client_id, str(packet_id)))
-        return recorded is not None and recorded == payload_digest(topic, packet.payload)
-
-    def _refuse(self, link: ClientLink, topic: str, qos: int, packet_id: int, refusal: Refusal) -> bool:
+    def _refuse(self, link: Link, topic: str, qos: int, packet_id: int, refusal: Refusal) -> bool:
         """Answer a PUBLISH that was not stored (publish_refusal.py); False if the connection was closed."""
         self.stats["refused"] += 1
         conn = link.conn
@@ -564,15 +574,20 @@ class MqttGateway:
             return False
         return True
 
-    async def publish(self, link: ClientLink, packet: mqtt5.PublishPacket, topic: str) -> None:
+    async def publish(self, link: Link, packet: mqtt5.PublishPacket, topic: str) -> None:
         """An inbound PUBLISH: store it (unless refused or a QoS 2 duplicate), then acknowledge."""
         conn = link.conn
         session = link.session
         assert session is not None
         qos = int(packet.qos)
         packet_id = packet.packet_id or 0
-        if qos == 2 and self._stored_before(session, packet, topic):
-            session.awaiting_release.add(packet_id)
+        if qos == 2 and self.rules.inbound_qos2(
+            session.client_id,
+            packet_id,
+            packet.duplicate,
+            payload_digest(topic, packet.payload),
+            self.inbound_qos2.entries.get(qos2_key(session.client_id, str(packet_id))),
+        ):
             conn.acknowledge_publish(packet_id, 2)  # a resend of one we stored: PUBREC again, store nothing
             return
         if not self.allowed(link, topic, Access.WRITE):
@@ -588,11 +603,11 @@ class MqttGateway:
             self._refuse(link, topic, qos, packet_id, refusal_of(exc))
             return
         if qos == 2:
-            session.awaiting_release.add(packet_id)
+            self.rules.inbound_stored(session.client_id, packet_id)
         if qos:
             conn.acknowledge_publish(packet_id, qos)
 
-    async def publish_run(self, link: ClientLink, events: Sequence[Published]) -> None:
+    async def publish_run(self, link: Link, events: Sequence[Published]) -> None:
         """A run of inbound QoS 0 and 1 PUBLISHes of one connection, in the order received: each run of
         consecutive messages for the same core topic and queue goes to the core in one `Broker.send_batch` (the
         send hooks still see every message), and the QoS 1 ones are acknowledged once that returned, in the order
@@ -667,7 +682,7 @@ class MqttGateway:
             await self._store_run(link, run, mqtt_run)
 
     async def _store_run(
-        self, link: ClientLink, run: list[Message], mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]]
+        self, link: Link, run: list[Message], mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]]
     ) -> bool:
         """Store messages of one core topic and queue, then acknowledge its QoS 1 ones; if the core refused them or
         could not confirm them, answer each as publish_refusal.py says. False if the connection was closed."""
@@ -691,26 +706,21 @@ class MqttGateway:
         return True
 
     def _refuse_run(
-        self, link: ClientLink, mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]], refusal: Refusal
+        self, link: Link, mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]], refusal: Refusal
     ) -> bool:
         for message, _, packet_id in mqtt_run:
             if not self._refuse(link, message.topic, message.qos, packet_id or 0, refusal):
                 return False
         return True
 
-    def released(self, link: ClientLink, packet_id: int) -> None:
+    def released(self, link: Link, packet_id: int) -> None:
         """The client's PUBREL: the inbound QoS 2 flow ends with PUBCOMP (0x92 in MQTT 5 if it was not awaited)."""
-        session = link.session
-        known = False
-        if session is not None:
-            known = packet_id in session.awaiting_release
-            session.awaiting_release.discard(packet_id)
-            key = qos2_key(session.client_id, str(packet_id))
-            if key in self.inbound_qos2.entries:
-                known = True  # stored and PUBREC'd before a broker restart
-                # In memory only: a crash brings the entry back, which a new publish with DUP clear passes.
-                self.inbound_qos2.changed(key, None)
-        link.conn.complete(packet_id, known)
+        key = qos2_key(link.client_id, str(packet_id))
+        recorded = key in self.inbound_qos2.entries
+        if recorded:
+            # In memory only: a crash brings the entry back, which a new publish with DUP clear passes.
+            self.inbound_qos2.changed(key, None)
+        link.conn.complete(packet_id, self.rules.release(link.client_id, packet_id, recorded))
 
     # --- subscribing -----------------------------------------------------------------------------------------
 
@@ -758,7 +768,7 @@ class MqttGateway:
                 del self.shared[sub.queue]
                 self.broker.offsets.delete_group(group.consumer_group)
 
-    async def subscribe(self, link: ClientLink, packet: mqtt5.SubscribePacket) -> None:
+    async def subscribe(self, link: Link, packet: mqtt5.SubscribePacket) -> None:
         session = link.session
         assert session is not None
         conn = link.conn
@@ -805,7 +815,7 @@ class MqttGateway:
             self._queue_retained(link, sub)
         link.wake()
 
-    def _queue_retained(self, link: ClientLink, sub: Subscription) -> None:
+    def _queue_retained(self, link: Link, sub: Subscription) -> None:
         now = now_ms()
         for topic in list(self.retained_topics.matching(sub.topic_filter)):
             message = self.retained.entries.get(topic)
@@ -815,7 +825,7 @@ class MqttGateway:
                 continue
             link.retained.append((message, min(sub.qos, message.qos), sub.subscription_id))
 
-    async def unsubscribe(self, link: ClientLink, packet: mqtt5.UnsubscribePacket) -> None:
+    async def unsubscribe(self, link: Link, packet: mqtt5.UnsubscribePacket) -> None:
         session = link.session
         assert session is not None
         codes = []
@@ -835,7 +845,7 @@ class MqttGateway:
 
     # --- delivering ------------------------------------------------------------------------------------------
 
-    async def deliver(self, link: ClientLink) -> None:
+    async def deliver(self, link: Link) -> None:
         """The delivery loop of one connected session (cancelled when the connection goes)."""
         session = link.session
         assert session is not None
@@ -928,7 +938,7 @@ class MqttGateway:
                 continue
             await link.woken.wait()
 
-    async def _deliver_shared(self, link: ClientLink) -> tuple[bool, bool]:
+    async def _deliver_shared(self, link: Link) -> tuple[bool, bool]:
         """Send what the session's shared subscriptions let it take; returns (took anything, window closed)."""
         session = link.session
         assert session is not None
@@ -1007,7 +1017,7 @@ class MqttGateway:
                 offset = got.next_begin_offset
         return found
 
-    def _send_retained(self, link: ClientLink) -> bool:
+    def _send_retained(self, link: Link) -> bool:
         conn = link.conn
         session = link.session
         assert session is not None
@@ -1026,7 +1036,7 @@ class MqttGateway:
             sent = True
         return sent
 
-    def acknowledged(self, link: ClientLink, packet_id: int) -> None:
+    def acknowledged(self, link: Link, packet_id: int) -> None:
         session = link.session
         if session is None:
             return
@@ -1042,7 +1052,7 @@ class MqttGateway:
                 self._commit(session, {queue for queue, _ in outgoing.positions})
             link.wake()
 
-    def received(self, link: ClientLink, packet_id: int) -> None:
+    def received(self, link: Link, packet_id: int) -> None:
         session = link.session
         if session is not None:
             outgoing = session.inflight.get(packet_id)

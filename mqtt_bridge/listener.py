@@ -264,11 +264,7 @@ class ClientLink(abc.ABC):
             self._arm_keepalive(self._keepalive_s)
         elif isinstance(event, Disconnected):
             packet = event.packet
-            session = self.session
-            if session is not None and packet.session_expiry_interval is not None:
-                if session.expiry_interval == 0 and packet.session_expiry_interval > 0:
-                    raise ProtocolError("DISCONNECT: Session Expiry set after CONNECT said 0")
-                session.expiry_interval = min(packet.session_expiry_interval, gateway.config.session_expiry_max_s)
+            gateway.disconnect_received(self, packet)
             will = packet.reason_code == mqtt5.DisconnectReasonCode.DISCONNECT_WITH_WILL_MESSAGE
             self._graceful = True
             self.shutdown(publish_will=will)
