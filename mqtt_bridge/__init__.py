@@ -9,8 +9,10 @@ Design (decided for issue 4):
   packet objects, so every rule is written once. framing.py cuts the byte stream into packets and refuses an
   oversize one before buffering it.
 - Sans-IO. protocol.py (`MqttConnection`) turns bytes into events and the gateway's answers into bytes: no
-  socket, no clock. session.py holds what outlives a connection. listener.py is the thin network side (TCP,
-  TLS, WebSocket at `/mqtt`); gateway.py talks to the core.
+  socket, no clock. session_rules.py (`SessionRules`) holds the session rules (takeover, clean start, expiry, wills,
+  QoS 2 duplicates) as events in and actions out; session.py what outlives a connection and delivery planning.
+  listener.py is the thin network side (TCP, TLS, WebSocket at `/mqtt`); gateway.py and its parts (inbound.py,
+  subscriptions.py, delivery.py) carry the rules out against the core, through its public API only.
 - Mapping (topic_mapping.py). Total: every valid MQTT topic is stored. The first level chooses the core topic: itself
   when it is a plain name ([A-Za-z0-9_-], 127 characters at most, not one the core uses), else `%MQTT%` and a
   reversible escape of its UTF-8 bytes ('/TopicA' -> '%MQTT%', 'dev.1/t' -> '%MQTT%dev_2E1'). The full topic and
@@ -25,6 +27,7 @@ Design (decided for issue 4):
   SYNC_FLUSH. Persistent sessions, their positions and retained messages are kept in the core (core/state_table.py:
   changes are core messages, with a snapshot), and come back after a restart.
 
-Not yet (see the README): shared subscriptions are refused with reason 0x9E; the inbound QoS 2 state of a
-session is in memory, so a QoS 2 publish resent after a broker crash is stored twice.
+Not yet (see the README): outbound delivery is at least once across a broker crash (a session's positions are
+written every few seconds); the delivery loop and shared-subscription hand-out live in delivery.py, with their
+planning (what to send, at which QoS) pure in session.py and shared_group.py, but not yet as session-rule events.
 """

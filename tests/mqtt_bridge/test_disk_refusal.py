@@ -15,6 +15,8 @@ from pathlib import Path
 import mqtt5
 import paho.mqtt.client as paho
 import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from .conftest import Client, Server
 
@@ -93,6 +95,12 @@ def read_packets(sock: socket.socket, count: int) -> list[mqtt5.Packet]:
     return packets
 
 
+def persistent_v5(server: Server, client_id: str) -> Client:
+    properties = Properties(PacketTypes.CONNECT)
+    properties.SessionExpiryInterval = 600
+    return Client(server, client_id, paho.MQTTv5, clean=False, properties=properties)
+
+
 def wait_for_store(probe: Client, refusing: bool) -> None:
     """Until a QoS 1 probe is refused (0x97) or accepted, as the retention thread notices the disk."""
     deadline = time.monotonic() + 20
@@ -141,6 +149,9 @@ def test_refused_writes_are_not_acknowledged_and_do_not_become_retained(disk):
         assert result.returncode != 0, result
     # The v5 connection is still there after its refusals.
     assert v5.paho.is_connected()
+    # A persistent session's subscription must survive a restart: one whose record cannot be stored is not made.
+    keeper = persistent_v5(server, "keeper")
+    assert [int(code.value) for code in keeper.subscribe("t/kept", 1)] == [0x80]  # type: ignore[attr-defined]
 
     filler.unlink()
     wait_for_store(probe, refusing=False)
@@ -150,6 +161,10 @@ def test_refused_writes_are_not_acknowledged_and_do_not_become_retained(disk):
     assert [m.payload for m in retained] == [b"A"]  # none of the refused ones became retained
     assert late.nothing_more(0.5)
     assert watcher.nothing_more(0.5)  # and no refused message was delivered
+
+    assert v5_ack(v5, "t/kept", b"after", 1) == 0
+    assert watcher.receive(1)[0].payload == b"after"
+    assert keeper.nothing_more(0.5)  # the refused subscription was not made
 
     # Accepted again: retained and delivered.
     assert v5_pubrec(server, "t/r", b"E", retain=True) == 0

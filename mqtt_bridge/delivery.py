@@ -1,0 +1,240 @@
+"""Outbound delivery: each connected session's loop reads its light queues from its own positions, merges them in
+commit-log order, and sends what its window allows (planning in session.py); shared subscriptions take from their
+group (shared_group.py); acknowledgements move the positions."""
+
+from __future__ import annotations
+
+from core import (
+    PullStatus,
+    StoredMessage,
+)
+from mqtt_bridge.acl_file import Access
+from mqtt_bridge.gateway_state import (
+    READ_BATCH,
+    GatewayState,
+    log,
+    now_ms,
+)
+from mqtt_bridge.link import Link
+from mqtt_bridge.message_cache import CachedMessage
+from mqtt_bridge.message_mapping import (
+    MqttMessage,
+)
+from mqtt_bridge.session import Outgoing, session_group
+from mqtt_bridge.shared_group import TAKE_BATCH
+
+
+class Delivery(GatewayState):
+    async def deliver(self, link: Link) -> None:
+        """The delivery loop of one connected session (cancelled when the connection goes)."""
+        session = link.session
+        assert session is not None
+        conn = link.conn
+        limit = self.config.max_queued_messages
+        while True:
+            link.woken.clear()
+            progressed = self._send_retained(link)
+            batch: dict[int, tuple[CachedMessage | None, list[tuple[str, int]]]] = {}
+            # Queues are read READ_BATCH entries at a time. When one has more past what was read, a message of
+            # another queue stored later than the last one read here may not go first: the round delivers up to
+            # the lowest such commit-log offset (the horizon) and reads the rest again next round, so overlapping
+            # subscriptions keep the publish order.
+            horizon: int | None = None
+            for queue in list(session.own_queues()):
+                offset = session.read_offsets.get(queue)
+                if offset is None:
+                    continue
+                high = self.broker.max_offset(queue, 0)
+                if high - offset > limit:
+                    skipped = high - limit - offset
+                    session.dropped += skipped
+                    self.stats["dropped"] += skipped
+                    log.warning(
+                        "client %r: %d queued messages dropped (max_queued_messages %d)", link.client_id, skipped, limit
+                    )
+                    offset = session.read_offsets[queue] = high - limit
+                if offset >= high:
+                    continue
+                got = await self.messages.pull(session_group(session.client_id), queue, offset, READ_BATCH)
+                if got.status is PullStatus.OFFSET_ILLEGAL:
+                    session.read_offsets[queue] = got.next_begin_offset
+                    progressed = True
+                    continue
+                for commit_log_offset, queue_offset, read in got.messages:
+                    entry = batch.get(commit_log_offset)
+                    if entry is None:
+                        batch[commit_log_offset] = (read, [(queue, queue_offset)])
+                    else:
+                        entry[1].append((queue, queue_offset))
+                if not got.messages and got.next_begin_offset > offset:  # only holes or corrupt entries: skip them
+                    session.read_offsets[queue] = got.next_begin_offset
+                if got.messages and got.next_begin_offset < high:
+                    last = got.messages[-1][0]
+                    horizon = last if horizon is None else min(horizon, last)
+            stopped = False
+            now = now_ms()
+            # How a message of one queue is delivered depends on its QoS, retain flag and whether this client
+            # published it, and on the queue's subscriptions: found once per round for each such kind (most
+            # messages sit in one queue only).
+            deliveries: dict[tuple[str, int, bool, bool], tuple[int, bool, list[int]] | None] = {}
+            for commit_offset in sorted(batch):
+                if horizon is not None and commit_offset > horizon:
+                    break  # read again next round, after what comes before it in the other queues
+                cached, positions = batch[commit_offset]
+                message = cached.message if cached is not None else None
+                delivery = None
+                if message is not None and (message.expires_at_ms is None or message.expires_at_ms > now):
+                    if len(positions) == 1:
+                        kind = (positions[0][0], message.qos, message.retain, message.client_id == session.client_id)
+                        if kind in deliveries:
+                            delivery = deliveries[kind]
+                        else:
+                            delivery = deliveries[kind] = session.delivery(message, session.matching(positions))
+                    else:
+                        delivery = session.delivery(message, session.matching(positions))
+                if delivery is None or (message is not None and not self.allowed(link, message.topic, Access.READ)):
+                    session.advance(positions)
+                    progressed = True
+                    continue
+                assert cached is not None and message is not None
+                qos, retain, ids = delivery
+                if qos and conn.send_window <= 0:
+                    stopped = True
+                    break
+                if not link.writable:
+                    stopped = True
+                    break
+                packet_id = conn.next_packet_id() if qos else None
+                if self.messages.publish(conn, cached, qos, retain, packet_id, now, ids) and qos:
+                    session.sent(packet_id, Outgoing(message, qos, retain, ids, positions))  # type: ignore[arg-type]
+                session.advance(positions)
+                self.stats["delivered"] += 1
+                progressed = True
+            took = False
+            if not stopped:
+                took, stopped = await self._deliver_shared(link)
+            link.flush()
+            if not stopped and ((progressed and batch) or took):
+                continue
+            await link.woken.wait()
+
+    async def _deliver_shared(self, link: Link) -> tuple[bool, bool]:
+        """Send what the session's shared subscriptions let it take; returns (took anything, window closed)."""
+        session = link.session
+        assert session is not None
+        conn = link.conn
+        took = False
+        for sub in list(session.subscriptions.values()):
+            group = self.shared.get(sub.queue) if sub.share_group is not None else None
+            if group is None:
+                continue
+            queue = sub.queue
+            high = self.broker.max_offset(queue, 0)
+            skipped = group.skip_to(max(self.broker.min_offset(queue, 0), high - self.config.max_queued_messages))
+            if skipped:
+                group.dropped += skipped
+                self.stats["dropped"] += skipped
+                log.warning("%s: %d queued messages dropped (max_queued_messages)", sub.key, skipped)
+            backlog = group.backlog(high)
+            if not backlog:
+                continue
+            # A fair share of the backlog among the connected members, so one burst is spread over them.
+            ready = sum(1 for member in group.members if member in self.links) or 1
+            count = min(TAKE_BATCH, -(-backlog // ready))
+            if sub.qos:
+                count = min(count, conn.send_window)
+            if count <= 0 or not link.writable:
+                return took, True
+            offsets = group.take(session.client_id, high, count)
+            found = await self._read_light_queue(group.consumer_group, queue, offsets)
+            now = now_ms()
+            for index, offset in enumerate(offsets):
+                stored = found.get(offset)
+                message = MqttMessage.from_core(stored) if stored is not None else None
+                delivery = None
+                if (
+                    message is not None
+                    and (message.expires_at_ms is None or message.expires_at_ms > now)
+                    and self.allowed(link, message.topic, Access.READ)
+                ):
+                    delivery = session.delivery(message, [sub])
+                if delivery is None or message is None:
+                    group.settle(offset)  # gone from the queue, expired or not readable: nobody gets it
+                    continue
+                qos, retain, ids = delivery
+                if (qos and conn.send_window <= 0) or not link.writable or session.client_id not in group.members:
+                    group.give_back(offsets[index:])
+                    self._commit_group(group)
+                    self._wake_members(group)
+                    return True, True
+                packet_id = conn.next_packet_id() if qos else None
+                if conn.publish(message.to_publish(qos, retain, packet_id, now, ids)) and qos:
+                    session.sent(packet_id, Outgoing(message, qos, retain, ids, [(queue, offset)]))  # type: ignore[arg-type]
+                else:
+                    group.settle(offset)
+                self.stats["delivered"] += 1
+            self._commit_group(group)
+            took = True
+        return took, False
+
+    async def _read_light_queue(self, group: str, queue: str, offsets: list[int]) -> dict[int, StoredMessage]:
+        """The messages at `offsets` of a light queue (ascending; missing ones are gone: holes or retention)."""
+        found: dict[int, StoredMessage] = {}
+        index = 0
+        while index < len(offsets):
+            start = end = offsets[index]
+            while index < len(offsets) and offsets[index] == end:  # one contiguous run
+                index += 1
+                end += 1
+            offset = start
+            while offset < end:
+                got = await self.broker.pull(group, queue, 0, offset, end - offset)
+                for read in got.messages:
+                    if offset <= read.queue_offset < end:
+                        found[read.queue_offset] = read
+                if got.next_begin_offset <= offset:
+                    break
+                offset = got.next_begin_offset
+        return found
+
+    def _send_retained(self, link: Link) -> bool:
+        conn = link.conn
+        session = link.session
+        assert session is not None
+        sent = False
+        now = now_ms()
+        while link.retained:
+            message, qos, sub_id = link.retained[0]
+            if qos and conn.send_window <= 0:
+                break
+            link.retained.popleft()
+            packet_id = conn.next_packet_id() if qos else None
+            ids = [sub_id] if sub_id is not None else []
+            packet = message.to_publish(qos, True, packet_id, now, ids)
+            if conn.publish(packet) and qos:
+                session.sent(packet_id, Outgoing(message, qos, True, ids, []))  # type: ignore[arg-type]
+            sent = True
+        return sent
+
+    def acknowledged(self, link: Link, packet_id: int) -> None:
+        session = link.session
+        if session is None:
+            return
+        outgoing = session.acknowledged(packet_id)
+        if outgoing is not None:
+            for queue, offset in outgoing.positions:
+                group = self.shared.get(queue)
+                if group is not None:
+                    group.settle(offset)
+                    self._commit_group(group)
+            if session.persistent:
+                # Only the queues this publish stood for can have moved (per acknowledgement: keep it small).
+                self._commit(session, {queue for queue, _ in outgoing.positions})
+            link.wake()
+
+    def received(self, link: Link, packet_id: int) -> None:
+        session = link.session
+        if session is not None:
+            outgoing = session.inflight.get(packet_id)
+            if outgoing is not None:
+                outgoing.released = True
