@@ -30,7 +30,7 @@ from mqtt_bridge.message_mapping import (
     MqttMessage,
 )
 from mqtt_bridge.password_file import PasswordFile
-from mqtt_bridge.session import Session, session_group
+from mqtt_bridge.session import Session, Subscription, session_group
 from mqtt_bridge.session_rules import (
     SessionRules,
     Timer,
@@ -141,13 +141,19 @@ class GatewayState:
         for link in links[group.rotation :] + links[: group.rotation]:
             link.wake()
 
-    def _session_data(self, session: Session) -> dict[str, object]:
+    def _session_data(
+        self,
+        session: Session,
+        subscriptions: dict[str, Subscription] | None = None,
+        new_positions: dict[str, int] | None = None,
+    ) -> dict[str, object]:
         """The session record, with the positions of its shared subscriptions' groups as well: a group's consumer
-        offset is written every few seconds, and a group must not start at the queue's end after a crash."""
-        data = session.to_json()
+        offset is written every few seconds, and a group must not start at the queue's end after a crash.
+        `subscriptions`, `new_positions`: as Session.to_json."""
+        data = session.to_json(subscriptions, new_positions)
         positions = data["positions"]
         assert isinstance(positions, dict)
-        for sub in session.subscriptions.values():
+        for sub in (session.subscriptions if subscriptions is None else subscriptions).values():
             group = self.shared.get(sub.queue) if sub.share_group is not None else None
             if group is not None:
                 positions[sub.queue] = group.committed()
@@ -168,10 +174,11 @@ class GatewayState:
             return False
         return True
 
-    async def store_session_now(self, session: Session) -> bool:
+    async def store_session_now(self, session: Session, data: dict[str, object] | None = None) -> bool:
         """Store a persistent session's subscriptions before SUBACK/UNSUBACK (they must survive a crash); False if
-        the core refused the record."""
-        return await self._append_session_change(session.client_id, self._session_data(session))
+        the core refused the record. `data`: the record to store, if not the session as it is."""
+        record = data if data is not None else self._session_data(session)
+        return await self._append_session_change(session.client_id, record)
 
     def session_stored(self, message: Message) -> None:
         """A session record reached the log: it is what a restart reads back."""

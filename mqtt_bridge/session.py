@@ -206,13 +206,20 @@ class Session:
             if offsets.get(queue, 0) <= offset:
                 offsets[queue] = offset + 1
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(
+        self, subscriptions: dict[str, Subscription] | None = None, new_positions: dict[str, int] | None = None
+    ) -> dict[str, object]:
+        """The session record; `subscriptions` and `new_positions` (of queues it does not read yet): the record as
+        it will be once a SUBSCRIBE is made, stored before it is made."""
         # The positions go with the record: consumer offsets are written every few seconds, and a session stored
         # at SUBSCRIBE must not start at the queue's end after a crash in between.
         positions = {queue: self.committed(queue) for queue in self.own_queues() if queue in self.read_offsets}
+        for queue, offset in (new_positions or {}).items():
+            positions.setdefault(queue, offset)
+        subs = self.subscriptions if subscriptions is None else subscriptions
         return {
             "expiry": self.expiry_interval,
-            "subscriptions": [sub.to_json() for sub in self.subscriptions.values()],
+            "subscriptions": [sub.to_json() for sub in subs.values()],
             "disconnected_at": self.disconnected_at_ms,
             "positions": positions,
         }

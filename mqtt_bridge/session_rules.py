@@ -1,11 +1,15 @@
 """MQTT's session rules as a pure object (after h11's Connection): events in, actions out. No I/O, no clock, no store.
 
 `SessionRules` knows every session by client id and which connection holds it. The gateway tells it what happened
-(`connect`, `connection_lost`, `disconnect_received`, `timer_fired`, `inbound_qos2`, `inbound_stored`, `release`) and
-carries out the actions it returns, in order: accept or refuse the CONNECT, close a connection that is taken over,
-attach a connection to its session's queues or detach it, resend what was in flight, store or end a session,
-publish a will, start and cancel timers. Delivery planning (which QoS, which subscription identifiers, what to send
-next) is Session's (session.py); shared subscriptions are SharedGroup's (shared_group.py); both are pure as well.
+(`connect`, `connection_lost`, `disconnect_received`, `timer_fired`, `plan_subscribe`/`subscribed`, `inbound_qos2`,
+`inbound_stored`, `release`) and carries out what it returns, in order: accept or refuse the CONNECT, close a
+connection that is taken over, attach a connection to its session's queues or detach it, resend what was in flight,
+store or end a session, publish a will, start and cancel timers, make subscriptions (only once a persistent
+session's record with them is stored) and send retained messages for them. The rest of the session's rules are pure
+as well: delivery planning (overlapping subscriptions at the highest granted QoS, no-local, retain-as-published,
+subscription identifiers) and the outbound QoS 1/2 flows with their positions are Session's (session.py); the
+inflight window, packet ids and the client's Receive Maximum are the connection's (protocol.py); shared
+subscriptions are SharedGroup's (shared_group.py); refusals of a PUBLISH are publish_refusal.py's.
 
 A session is in one of three states, and `TRANSITIONS` is every legal move between them; a move not in it is a bug
 and raises `SessionRuleError` (the gateway drops that client with an internal error):
@@ -31,12 +35,14 @@ with PUBCOMP 0x92 (MQTT 5).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import mqtt5
 
 from mqtt_bridge.errors import ProtocolError
-from mqtt_bridge.session import NEVER_EXPIRES, Session
+from mqtt_bridge.session import NEVER_EXPIRES, Session, Subscription
+from mqtt_bridge.topic import TopicError, parse_subscription
 
 
 class SessionState(enum.Enum):
@@ -185,6 +191,23 @@ Action = (
     | StartTimer
     | CancelTimer
 )
+
+
+@dataclass(slots=True)
+class SubscribePlan:
+    """What a SUBSCRIBE makes: a SUBACK code per filter, and the subscriptions to make (with the one each replaces,
+    and the index of its code). Nothing is changed until `SessionRules.subscribed` applies it, once the session's
+    record (for a persistent session) is stored; if it is not, `refused` turns the codes into failures."""
+
+    codes: list[mqtt5.SubAckReasonCode]
+    made: list[tuple[Subscription, Subscription | None, int]] = field(default_factory=list)
+    # Filters refused, for the log: (filter, why).
+    refusals: list[tuple[str, str]] = field(default_factory=list)
+
+    def refused(self) -> None:
+        for _, _, index in self.made:
+            self.codes[index] = mqtt5.SubAckReasonCode.UNSPECIFIED_ERROR
+        self.made = []
 
 
 @dataclass(slots=True)
@@ -355,6 +378,53 @@ class SessionRules:
             session.awaiting_release.discard(packet_id)
             known = True
         return known
+
+    def plan_subscribe(
+        self, client_id: str, packet: mqtt5.SubscribePacket, version: int, allowed: Callable[[str], bool]
+    ) -> SubscribePlan:
+        """A SUBSCRIBE, checked filter by filter (`allowed`: the ACL's answer for a filter). Raises ProtocolError
+        for what ends the connection: an invalid filter in 3.1.1 (MQTT 5: SUBACK 0x8F), no-local on a shared
+        subscription ([MQTT-3.8.3-4]), a QoS above 2."""
+        session = self.sessions[client_id]
+        plan = SubscribePlan([])
+        for option in packet.topic_filters:
+            try:
+                shared = parse_subscription(option.pattern)
+            except TopicError as exc:
+                if version == 4:
+                    raise ProtocolError(f"SUBSCRIBE: {exc}") from None
+                plan.refusals.append((option.pattern, str(exc)))
+                plan.codes.append(mqtt5.SubAckReasonCode.TOPIC_FILTER_INVALID)
+                continue
+            if shared.group is not None and option.no_local and version == 5:
+                raise ProtocolError("SUBSCRIBE: no-local on a shared subscription (MQTT 5 3.8.3.1)")
+            if not allowed(option.pattern):
+                plan.refusals.append((option.pattern, "refused by the ACL"))
+                plan.codes.append(mqtt5.SubAckReasonCode.NOT_AUTHORIZED)
+                continue
+            sub = Subscription.from_packet(option, shared.group, shared.filter, packet.subscription_id)
+            if sub.qos > 2:
+                raise ProtocolError(f"SUBSCRIBE: QoS {sub.qos}")
+            old = session.subscriptions.get(sub.key)
+            if old is not None:
+                sub.queue = old.queue  # the same filter: the same light queue, the same position
+            plan.made.append((sub, old, len(plan.codes)))
+            plan.codes.append(mqtt5.SubAckReasonCode(sub.qos))
+        return plan
+
+    def subscribed(self, client_id: str, plan: SubscribePlan) -> list[Subscription]:
+        """Make the planned subscriptions; returns those that get the retained messages of their filter now: retain
+        handling 0, or 1 for a new subscription (MQTT 5 3.8.3.1), never a shared one (MQTT 5 4.8.2)."""
+        session = self.sessions[client_id]
+        retained = []
+        for sub, old, _ in plan.made:
+            session.subscriptions[sub.key] = sub
+            if sub.share_group is not None or sub.retain_handling == 2:
+                continue
+            if sub.retain_handling == 1 and old is not None:
+                continue
+            retained.append(sub)
+        return retained
 
     # --- rules shared by the events -------------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import mqtt5
 
 from mqtt_bridge.acl_file import Access
-from mqtt_bridge.errors import ProtocolError
 from mqtt_bridge.gateway_state import (
     GatewayState,
     log,
@@ -16,7 +15,6 @@ from mqtt_bridge.gateway_state import (
 from mqtt_bridge.link import Link
 from mqtt_bridge.session import Session, Subscription, session_group
 from mqtt_bridge.shared_group import SharedGroup
-from mqtt_bridge.topic import TopicError, parse_subscription
 
 
 class Subscriptions(GatewayState):
@@ -65,58 +63,36 @@ class Subscriptions(GatewayState):
                 self.broker.offsets.delete_group(group.consumer_group)
 
     async def subscribe(self, link: Link, packet: mqtt5.SubscribePacket) -> None:
+        """SUBSCRIBE: the session rules plan it; a persistent session's record is stored with the new subscriptions
+        before they are made (if the core refuses it, the SUBACK says failure and nothing changes); then the light
+        queues are used, the SUBACK sent, and retained messages queued."""
         session = link.session
         assert session is not None
-        conn = link.conn
-        codes: list[mqtt5.SubAckReasonCode] = []
-        new_subs: list[tuple[Subscription, Subscription | None, int]] = []  # (new, the one it replaces, its code)
-        for option in packet.topic_filters:
-            try:
-                shared = parse_subscription(option.pattern)
-            except TopicError as exc:
-                if conn.version == 4:
-                    raise ProtocolError(f"SUBSCRIBE: {exc}") from None
-                log.info("client %r: %s", link.client_id, exc)
-                codes.append(mqtt5.SubAckReasonCode.TOPIC_FILTER_INVALID)
-                continue
-            if shared.group is not None and option.no_local and conn.version == 5:
-                raise ProtocolError("SUBSCRIBE: no-local on a shared subscription (MQTT 5 3.8.3.1)")
-            if not self.allowed(link, option.pattern, Access.SUBSCRIBE):
-                log.info("client %r: SUBSCRIBE to %r refused by the ACL", link.client_id, option.pattern)
-                codes.append(mqtt5.SubAckReasonCode.NOT_AUTHORIZED)
-                continue
-            sub = Subscription.from_packet(option, shared.group, shared.filter, packet.subscription_id)
-            if sub.qos > 2:
-                raise ProtocolError(f"SUBSCRIBE: QoS {sub.qos}")
-            old = session.subscriptions.get(sub.key)
-            existed = old is not None
-            if old is not None:
-                sub.queue = old.queue
-            session.subscriptions[sub.key] = sub
-            if not existed:
-                self._use_queue(sub, session.client_id)
-                if sub.share_group is None:
-                    session.read_offsets[sub.queue] = self.broker.max_offset(sub.queue, 0)
-                self.readers.setdefault(sub.queue, set()).add(session.client_id)
-            new_subs.append((sub, old, len(codes)))
-            codes.append(mqtt5.SubAckReasonCode(sub.qos))
-        if session.persistent and new_subs and not await self.store_session_now(session):
-            # The record that makes them survive a restart was not stored: they are not made ([MQTT-3.9.3]: the
-            # SUBACK says failure), and what they changed is undone.
-            for sub, old, index in new_subs:
-                if old is not None:
-                    session.subscriptions[sub.key] = old
-                else:
-                    self._forget_subscription(session, sub)
-                codes[index] = mqtt5.SubAckReasonCode.UNSPECIFIED_ERROR
-            new_subs = []
-        conn.acknowledge_subscribe(packet.packet_id, codes)
-        for sub, old, _ in new_subs:
-            existed = old is not None
-            if sub.retain_handling == 2 or (sub.retain_handling == 1 and existed):
-                continue
-            if sub.share_group is not None:
-                continue  # MQTT 5 4.8.2: no retained messages for a shared subscription
+        client_id = session.client_id
+        plan = self.rules.plan_subscribe(
+            client_id, packet, link.conn.version, lambda pattern: self.allowed(link, pattern, Access.SUBSCRIBE)
+        )
+        for pattern, why in plan.refusals:
+            log.info("client %r: SUBSCRIBE to %r: %s", client_id, pattern, why)
+        # Where a new subscription starts reading: the end of its filter's queue now.
+        starts = {
+            sub.queue: self.broker.max_offset(sub.queue, 0)
+            for sub, old, _ in plan.made
+            if old is None and sub.share_group is None and sub.queue not in session.read_offsets
+        }
+        if session.persistent and plan.made:
+            subscriptions = {**session.subscriptions, **{sub.key: sub for sub, _, _ in plan.made}}
+            if not await self.store_session_now(session, self._session_data(session, subscriptions, starts)):
+                plan.refused()  # not recorded, so not made ([MQTT-3.9.3]: the SUBACK says failure)
+        retained = self.rules.subscribed(client_id, plan)
+        for sub, old, _ in plan.made:
+            if old is None:
+                self._use_queue(sub, client_id)
+                if sub.queue in starts:
+                    session.read_offsets[sub.queue] = starts[sub.queue]
+                self.readers.setdefault(sub.queue, set()).add(client_id)
+        link.conn.acknowledge_subscribe(packet.packet_id, plan.codes)
+        for sub in retained:
             self._queue_retained(link, sub)
         link.wake()
 
