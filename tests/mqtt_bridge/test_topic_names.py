@@ -140,3 +140,24 @@ def test_a_topic_the_configuration_does_not_take_is_refused_not_acknowledged(ser
     got = watcher.receive(2)
     assert [(m.topic, m.payload) for m in got] == [("/TopicA", b"empty first level is configured"), ("plant/x", b"yes")]
     assert watcher.nothing_more()
+
+
+@pytest.mark.parametrize("version", ["mqttv311", "mqttv5"])
+def test_wills_to_device_topics_are_published_when_a_device_dies(server, version):
+    watcher = Client(server, "watcher", paho.MQTTv5)
+    watcher.subscribe("#", 1)
+    devices = []
+    for number, topic in enumerate(DEVICE_TOPICS):
+        devices.append(subprocess.Popen(
+            ["mosquitto_sub", "-p", str(server.port), "-V", version, "-i", f"dev{number}", "-t", "none",
+             "--will-topic", topic, "--will-payload", f"w{number}", "--will-qos", "1"],
+            stdout=subprocess.DEVNULL,
+        ))  # fmt: skip
+    time.sleep(1.0)  # connected (mosquitto_sub says nothing when it is)
+    for device in devices:
+        device.kill()  # the connection drops without a DISCONNECT: the will is published
+        device.wait(10)
+    got = watcher.receive(len(DEVICE_TOPICS), timeout=20)
+    assert sorted((m.topic, m.payload) for m in got) == sorted(
+        (topic, f"w{number}".encode()) for number, topic in enumerate(DEVICE_TOPICS)
+    )
