@@ -53,7 +53,7 @@ class ConfigTable:
         return self.table.entries
 
     async def load(self) -> None:
-        if self.broker.topics.get(TOPIC) is None:
+        if not self.broker.has_topic(TOPIC):
             self.broker.create_topic(TOPIC, 1)
         await self.table.load()
         self.table.start()

@@ -60,7 +60,7 @@ class PositionTable:
         )
 
     async def load(self) -> None:
-        if self.broker.topics.get(TOPIC) is None:
+        if not self.broker.has_topic(TOPIC):
             self.broker.create_topic(TOPIC, 1)
         await self.table.load()
         self.table.start()

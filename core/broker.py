@@ -270,6 +270,17 @@ class Broker:
             raise TopicNotFoundError(f"topic {topic!r} does not exist")
         return config
 
+    def has_topic(self, topic: str) -> bool:
+        return self.topics.get(topic) is not None
+
+    def topic_configs(self) -> list[TopicConfig]:
+        """Every topic's configuration (a copy of the list: topics may be created while it is read)."""
+        return list(self.topics.list())
+
+    def delete_group_offsets(self, group: str) -> None:
+        """Forget every offset a consumer group committed (the group is gone for good)."""
+        self.offsets.delete_group(group)
+
     def delete_topic(self, topic: str) -> bool:
         deleted = self.topics.delete(topic)
         self.store.delete_topic(topic)

@@ -108,7 +108,7 @@ class EventBuses:
 
     def create(self, bus: str) -> None:
         topic = bus_topic(bus)
-        if self.broker.topics.get(topic) is None:
+        if not self.broker.has_topic(topic):
             self.broker.create_topic(topic, BUS_QUEUES)
 
     def delete(self, bus: str) -> bool:
@@ -117,10 +117,10 @@ class EventBuses:
         return self.broker.delete_topic(bus_topic(bus))
 
     def exists(self, bus: str) -> bool:
-        return self.broker.topics.get(bus_topic(bus)) is not None
+        return self.broker.has_topic(bus_topic(bus))
 
     def names(self) -> list[str]:
-        names = (bus_of_topic(config.topic_name) for config in self.broker.topics.list())
+        names = (bus_of_topic(config.topic_name) for config in self.broker.topic_configs())
         return sorted(name for name in names if name is not None)
 
     async def put(

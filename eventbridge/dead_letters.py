@@ -213,7 +213,7 @@ class DeadLetterQueues:
                 f"topic {topic!r} is not a dead-letter topic: neither {DEFAULT_DEAD_LETTER_PREFIX}<bus> nor the "
                 "dead_letter_topic of a rule target (GET /rules shows each target's)"
             )
-        if self.runtime.broker.topics.get(topic) is None:
+        if not self.runtime.broker.has_topic(topic):
             raise NotFoundError(f"dead-letter topic {topic!r} does not exist: nothing was dead-lettered there yet")
 
     async def listing(self, topic: str, limit: int = DEFAULT_LIST_LIMIT, offset: int = 0) -> DeadLetterPage:

@@ -164,7 +164,7 @@ class EventBridgeRuntime:
                 if want is None:
                     # Deleted or disabled: enabled again, it starts at the end of the bus, as a new AWS rule does,
                     # instead of delivering what came meanwhile.
-                    self.broker.offsets.delete_group(sink_group(key.connector))
+                    self.broker.delete_group_offsets(sink_group(key.connector))
                 log.info("eventbridge: target %s stopped", key)
         wanted_sources = {source.name: source for source in rules.sources.values() if source.enabled}
         for name, running_source in list(self._sources.items()):
@@ -172,7 +172,7 @@ class EventBridgeRuntime:
                 await _stop(running_source.runner)
                 del self._sources[name]
                 if name not in wanted_sources:
-                    self.broker.offsets.delete_group(sink_group(running_source.runner.connector))
+                    self.broker.delete_group_offsets(sink_group(running_source.runner.connector))
                 log.info("eventbridge: source %r stopped", name)
         new = [key for key in wanted if key not in self._running]
         if new or any(name not in self._sources for name in wanted_sources):
@@ -214,7 +214,7 @@ class EventBridgeRuntime:
     def _start(self, key: TargetKey, rule: Rule, target: HttpTarget) -> _Running:
         self.buses.create(rule.bus)
         dead_letters = target.dead_letter_topic or default_dead_letter_topic(rule.bus)
-        if self.broker.topics.get(dead_letters) is None:
+        if not self.broker.has_topic(dead_letters):
             self.broker.create_topic(dead_letters, 1)
         topic = bus_topic(rule.bus)
         queues = sorted(self.broker.read_queues(topic), key=lambda queue: queue.queue_id)

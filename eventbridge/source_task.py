@@ -127,7 +127,7 @@ class EventSourceTask(SinkTask):
         """An event the event center refuses: the message was acknowledged to its producer long ago, so it goes
         to the bus's dead-letter topic with the reason rather than being dropped."""
         topic = default_dead_letter_topic(self.source.bus)
-        if self.buses.broker.topics.get(topic) is None:
+        if not self.buses.broker.has_topic(topic):
             self.buses.broker.create_topic(topic, 1)
         properties = {
             PROPERTY_DLQ_BUS: self.source.bus,

@@ -73,7 +73,7 @@ from mqtt_bridge.subscriptions import Subscriptions
 
 class MqttGateway(Subscriptions, InboundPublishing, Delivery):
     async def start(self) -> None:
-        if self.broker.topics.get(SESSIONS_TOPIC) is None:
+        if not self.broker.has_topic(SESSIONS_TOPIC):
             self.broker.create_topic(SESSIONS_TOPIC, 1)
         await self.retained.load()
         for topic in self.retained.entries:
@@ -348,7 +348,7 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery):
         for sub in list(session.subscriptions.values()):
             self._release_queue(sub, client_id)
         session.subscriptions.clear()
-        self.broker.offsets.delete_group(session_group(client_id))
+        self.broker.delete_group_offsets(session_group(client_id))
         prefix = qos2_key(client_id, "")
         for key in [key for key in self.inbound_qos2.entries if key.startswith(prefix)]:
             self.inbound_qos2.changed(key, None)

@@ -63,7 +63,7 @@ class InboundPublishing(GatewayState):
         if self.config.topics and level not in self.config.topics:
             raise TopicNotAccepted(f"first level {level!r} is not one of the configured MQTT topics ([mqtt] topics)")
         name = core_topic_of_level(level)
-        if self.broker.topics.get(name) is None:
+        if not self.broker.has_topic(name):
             if not self.config.auto_create_topics:
                 raise TopicNotAccepted(
                     f"core topic {name!r} (of first level {level!r}) does not exist and MQTT topics are not "

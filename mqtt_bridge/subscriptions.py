@@ -60,7 +60,7 @@ class Subscriptions(GatewayState):
             self.broker.delete_light_queue(sub.queue)
             if group is not None:
                 del self.shared[sub.queue]
-                self.broker.offsets.delete_group(group.consumer_group)
+                self.broker.delete_group_offsets(group.consumer_group)
 
     async def subscribe(self, link: Link, packet: mqtt5.SubscribePacket) -> None:
         """SUBSCRIBE: the session rules plan it; a persistent session's record is stored with the new subscriptions

@@ -71,3 +71,19 @@ def test_a_core_module_imported_first_imports_without_a_cycle(module):
     # being imported to be complete.
     done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_front_doors_reach_no_broker_internals():
+    # The broker's tables (topics, offsets) and its store are its own: front doors use its methods.
+    wrong = []
+    for package in FRONT_DOORS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr in ("topics", "offsets", "store")
+                    and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "broker"
+                ):
+                    wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: broker.{node.attr}")
+    assert not wrong, "\n".join(wrong)
