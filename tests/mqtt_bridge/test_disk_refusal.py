@@ -15,10 +15,8 @@ from pathlib import Path
 import mqtt5
 import paho.mqtt.client as paho
 import pytest
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
-from .conftest import Client, Server
+from .conftest import Client, Server, connect_properties
 
 FS_MB = 64
 FILLER_MB = 40  # 62% of the file system: over the refuse ratio of 50%
@@ -96,9 +94,7 @@ def read_packets(sock: socket.socket, count: int) -> list[mqtt5.Packet]:
 
 
 def persistent_v5(server: Server, client_id: str) -> Client:
-    properties = Properties(PacketTypes.CONNECT)
-    properties.SessionExpiryInterval = 600
-    return Client(server, client_id, paho.MQTTv5, clean=False, properties=properties)
+    return Client(server, client_id, paho.MQTTv5, clean=False, properties=connect_properties(SessionExpiryInterval=600))
 
 
 def wait_for_store(probe: Client, refusing: bool) -> None:

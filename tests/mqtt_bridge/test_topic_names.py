@@ -10,7 +10,7 @@ import time
 import paho.mqtt.client as paho
 import pytest
 
-from .conftest import Client, Server
+from .conftest import Client, Server, configured
 
 DEVICE_TOPICS = [
     "/TopicA",
@@ -118,9 +118,7 @@ def test_a_will_to_an_empty_first_level_is_published_when_keepalive_expires(serv
 
 
 def test_a_topic_the_configuration_does_not_take_is_refused_not_acknowledged(server_factory, tmp_path):
-    config = tmp_path / "mqgate.toml"
-    config.write_text('[mqtt]\ntopics = ["plant", ""]\n')
-    server = server_factory("--config", str(config))
+    server = configured(server_factory, tmp_path, '[mqtt]\ntopics = ["plant", ""]\n')
     watcher = Client(server, "watcher", paho.MQTTv5)
     watcher.subscribe("#", 1)
     v5 = Client(server, "v5", paho.MQTTv5)

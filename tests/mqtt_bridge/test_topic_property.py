@@ -13,10 +13,8 @@ import paho.mqtt.client as paho
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
-from .conftest import Client, Server, start_server
+from .conftest import Client, Server, connect_properties, start_server
 
 # Level text: what devices use (letters, digits, spaces, dots, '-', '_', non-ASCII letters) and what the core
 # cannot hold in a property (U+0001, U+0002), but never '/', '+', '#' or U+0000.
@@ -126,11 +124,9 @@ def test_published_topics_reach_exactly_the_matching_subscribers(shared_server: 
 
 
 def persistent(server: Server, client_id: str, version: int) -> Client:
-    if version == paho.MQTTv5:
-        properties = Properties(PacketTypes.CONNECT)
-        properties.SessionExpiryInterval = 3600
-        return Client(server, client_id, version, clean=False, properties=properties)
-    return Client(server, client_id, version, clean=False)
+    if version != paho.MQTTv5:
+        return Client(server, client_id, version, clean=False)
+    return Client(server, client_id, version, clean=False, properties=connect_properties(SessionExpiryInterval=3600))
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
