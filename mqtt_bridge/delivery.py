@@ -217,10 +217,11 @@ class Delivery(GatewayState):
         return sent
 
     def acknowledged(self, link: Link, packet_id: int) -> None:
+        """The client's PUBACK or PUBCOMP: the positions the publish stood for move (session_rules.acknowledged)."""
         session = link.session
         if session is None:
             return
-        outgoing = session.acknowledged(packet_id)
+        outgoing = self.rules.acknowledged(session.client_id, packet_id)
         if outgoing is not None:
             for queue, offset in outgoing.positions:
                 group = self.shared.get(queue)
@@ -233,8 +234,5 @@ class Delivery(GatewayState):
             link.wake()
 
     def received(self, link: Link, packet_id: int) -> None:
-        session = link.session
-        if session is not None:
-            outgoing = session.inflight.get(packet_id)
-            if outgoing is not None:
-                outgoing.released = True
+        if link.session is not None:
+            self.rules.received(link.session.client_id, packet_id)

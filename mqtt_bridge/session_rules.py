@@ -2,14 +2,16 @@
 
 `SessionRules` knows every session by client id and which connection holds it. The gateway tells it what happened
 (`connect`, `connection_lost`, `disconnect_received`, `timer_fired`, `plan_subscribe`/`subscribed`, `inbound_qos2`,
-`inbound_stored`, `release`) and carries out what it returns, in order: accept or refuse the CONNECT, close a
-connection that is taken over, attach a connection to its session's queues or detach it, resend what was in flight,
-store or end a session, publish a will, start and cancel timers, make subscriptions (only once a persistent
-session's record with them is stored) and send retained messages for them. The rest of the session's rules are pure
-as well: delivery planning (overlapping subscriptions at the highest granted QoS, no-local, retain-as-published,
-subscription identifiers) and the outbound QoS 1/2 flows with their positions are Session's (session.py); the
-inflight window, packet ids and the client's Receive Maximum are the connection's (protocol.py); shared
-subscriptions are SharedGroup's (shared_group.py); refusals of a PUBLISH are publish_refusal.py's.
+`inbound_stored`, `release`, `acknowledged`, `received`) and carries out what it returns, in order: accept or
+refuse the CONNECT, close a connection that is taken over, attach a connection to its session's queues or detach
+it, resend what was in flight, store or end a session, publish a will, start and cancel timers, make subscriptions
+(only once a persistent session's record with them is stored) and send retained messages for them.
+
+The rest of the session's rules are pure as well: delivery planning (overlapping subscriptions at the highest
+granted QoS, no-local, retain-as-published, subscription identifiers) and the outbound QoS 1/2 flows with their
+positions are Session's (session.py); the inflight window, packet ids and the client's Receive Maximum are the
+connection's (protocol.py); shared subscriptions are SharedGroup's (shared_group.py); refusals of a PUBLISH are
+publish_refusal.py's.
 
 A session is in one of three states, and `TRANSITIONS` is every legal move between them; a move not in it is a bug
 and raises `SessionRuleError` (the gateway drops that client with an internal error):
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 import mqtt5
 
 from mqtt_bridge.errors import ProtocolError
-from mqtt_bridge.session import NEVER_EXPIRES, Session, Subscription
+from mqtt_bridge.session import NEVER_EXPIRES, Outgoing, Session, Subscription
 from mqtt_bridge.topic import TopicError, parse_subscription
 
 
@@ -425,6 +427,21 @@ class SessionRules:
                 continue
             retained.append(sub)
         return retained
+
+    def acknowledged(self, client_id: str, packet_id: int) -> Outgoing | None:
+        """The client's PUBACK (QoS 1) or PUBCOMP (QoS 2) for an outbound publish: the flow ends and its packet id is
+        free. Returns what it stood for (its light-queue positions move on), None for an id not in flight (a
+        duplicate acknowledgement after a resend)."""
+        session = self.sessions.get(client_id)
+        return session.acknowledged(packet_id) if session is not None else None
+
+    def received(self, client_id: str, packet_id: int) -> None:
+        """The client's PUBREC for an outbound QoS 2 publish: from now on the PUBREL is what a reconnect resends
+        (MQTT 4.4), not the PUBLISH."""
+        session = self.sessions.get(client_id)
+        outgoing = session.inflight.get(packet_id) if session is not None else None
+        if outgoing is not None:
+            outgoing.released = True
 
     # --- rules shared by the events -------------------------------------------------------------------------
 

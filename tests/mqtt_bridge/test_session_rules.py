@@ -8,7 +8,8 @@ import mqtt5
 import pytest
 
 from mqtt_bridge.errors import ProtocolError
-from mqtt_bridge.session import NEVER_EXPIRES, Session
+from mqtt_bridge.message_mapping import MqttMessage
+from mqtt_bridge.session import NEVER_EXPIRES, Outgoing, Session
 from mqtt_bridge.session_rules import (
     TRANSITIONS,
     Accept,
@@ -333,3 +334,22 @@ def test_subscribe_errors_that_end_the_connection():
         rules.plan_subscribe("c", subscribe_packet(("a/#/b", 0, {})), 4, allowed=lambda _: True)  # 3.1.1: no 0x8F
     with pytest.raises(ProtocolError, match="no-local on a shared"):
         rules.plan_subscribe("c", subscribe_packet(("$share/g/a", 0, {"no_local": True})), 5, allowed=lambda _: True)
+
+
+def test_outbound_qos2_flows_resend_the_pubrel_once_received_and_end_when_acknowledged():
+    rules = SessionRules()
+    first = Conn("1")
+    connect(rules, first, clean=False, expiry=60)
+    session = rules.sessions["c"]
+    session.sent(3, Outgoing(MqttMessage("a", b"x", 2, False), 2, False, [], [("q", 0)]))
+    rules.received("c", 3)
+    assert session.inflight[3].released  # a reconnect resends the PUBREL, not the PUBLISH
+    rules.connection_lost(first, "c", False, NOW)
+    resumed = connect(rules, Conn("2"), clean=False, expiry=60)
+    resend = next(action for action in resumed if isinstance(action, Resend))
+    assert resend.session.inflight[3].released
+    outgoing = rules.acknowledged("c", 3)
+    assert outgoing is not None and outgoing.positions == [("q", 0)] and not session.inflight
+    assert rules.acknowledged("c", 3) is None  # a duplicate PUBCOMP
+    rules.received("c", 99)  # an unknown PUBREC changes nothing
+    assert not session.inflight
