@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import enum
 import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
@@ -36,16 +35,16 @@ from core.filter import MessageFilter
 from core.long_poll import LongPollWaiters
 from core.message_queue import MessageQueue
 from core.queue_locks import DEFAULT_LOCK_EXPIRE_S, QueueLocks
+from core.results import PullResult, PullStatus, Route, SendResult, SendStatus
 from core.store.errors import StoreError
 from core.store.message import (
     MULTI_DISPATCH_SEPARATOR,
     PROPERTY_MULTI_DISPATCH,
     PROPERTY_UNIQ_KEY,
     Message,
-    StoredMessage,
     is_light_queue,
 )
-from core.store.message_id import UniqueIdGenerator, encode_offset_msg_id
+from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import GetStatus, MessageStore, RecoveryReport
 from core.store.service_thread import PeriodicService
 from core.subscription_group import SubscriptionGroupManager
@@ -79,66 +78,6 @@ class BrokerConfig:
     # Committed offsets reach consumerOffset.json this often (RocketMQ's flushConsumerOffsetInterval: 5 s) and
     # at close. A crash forgets at most this much of consumers' progress: those messages are delivered again.
     offset_persist_interval_s: float = OFFSET_PERSIST_INTERVAL_S
-
-
-class SendStatus(enum.Enum):
-    SEND_OK = "SEND_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
-
-
-@dataclass(slots=True)
-class SendResult:
-    status: SendStatus
-    msg_id: str  # the producer's unique id (UNIQ_KEY)
-    message_queue: MessageQueue
-    queue_offset: int
-    commit_log_offset: int
-    store_host: tuple[str, int]
-
-    @property
-    def offset_msg_id(self) -> str:
-        """Where the record is: store host and commit-log offset (RocketMQ's offsetMsgId)."""
-        return encode_offset_msg_id(self.store_host, self.commit_log_offset)
-
-
-@dataclass(slots=True, frozen=True)
-class Route:
-    """A topic's queues and permissions as producers and consumers need them on every call."""
-
-    config: TopicConfig
-    write_queues: list[MessageQueue]
-    read_queues: list[MessageQueue]
-    writable: bool
-    readable: bool
-
-    @classmethod
-    def of(cls, config: TopicConfig, broker_name: str) -> Route:
-        topic = config.topic_name
-        return cls(
-            config,
-            [MessageQueue(topic, broker_name, q) for q in range(config.write_queue_nums)],
-            [MessageQueue(topic, broker_name, q) for q in range(config.read_queue_nums)],
-            bool(config.perm & Perm.WRITE),
-            bool(config.perm & Perm.READ),
-        )
-
-
-class PullStatus(enum.Enum):
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
-
-
-@dataclass(slots=True)
-class PullResult:
-    status: PullStatus
-    messages: list[StoredMessage]
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
 
 
 # A send hook returns the light queues a message must also be dispatched to (Broker.add_send_hook); a stored

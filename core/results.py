@@ -1,0 +1,72 @@
+"""What the broker's calls answer: the result of a send, of a pull, and a topic's route (RocketMQ's SendResult,
+PullResult and TopicRouteData, for one broker)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from core.message_queue import MessageQueue
+from core.store.message import StoredMessage
+from core.store.message_id import encode_offset_msg_id
+from core.topic_config import Perm, TopicConfig
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+@dataclass(slots=True)
+class SendResult:
+    status: SendStatus
+    msg_id: str  # the producer's unique id (UNIQ_KEY)
+    message_queue: MessageQueue
+    queue_offset: int
+    commit_log_offset: int
+    store_host: tuple[str, int]
+
+    @property
+    def offset_msg_id(self) -> str:
+        """Where the record is: store host and commit-log offset (RocketMQ's offsetMsgId)."""
+        return encode_offset_msg_id(self.store_host, self.commit_log_offset)
+
+
+@dataclass(slots=True, frozen=True)
+class Route:
+    """A topic's queues and permissions as producers and consumers need them on every call."""
+
+    config: TopicConfig
+    write_queues: list[MessageQueue]
+    read_queues: list[MessageQueue]
+    writable: bool
+    readable: bool
+
+    @classmethod
+    def of(cls, config: TopicConfig, broker_name: str) -> Route:
+        topic = config.topic_name
+        return cls(
+            config,
+            [MessageQueue(topic, broker_name, q) for q in range(config.write_queue_nums)],
+            [MessageQueue(topic, broker_name, q) for q in range(config.read_queue_nums)],
+            bool(config.perm & Perm.WRITE),
+            bool(config.perm & Perm.READ),
+        )
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(slots=True)
+class PullResult:
+    status: PullStatus
+    messages: list[StoredMessage]
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
