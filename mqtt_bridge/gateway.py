@@ -225,44 +225,40 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery):
 
     def _execute(self, actions: list[Action]) -> None:
         for action in actions:
-            kind = type(action)
-            if kind is Attach:
-                self._attach(typing.cast(Attach, action))
-            elif kind is Detach:
-                self._detach(typing.cast(Detach, action))
-            elif kind is Accept:
-                self._accept(typing.cast(Accept, action))
-            elif kind is Refuse:
-                refuse = typing.cast(Refuse, action)
-                typing.cast(Link, refuse.connection).conn.refuse(refuse.reason)
-            elif kind is CloseTakenOver:
-                old = typing.cast(Link, typing.cast(CloseTakenOver, action).connection)
-                old.taken_over = True
-                old.close(mqtt5.DisconnectReasonCode.SESSION_TAKEN_OVER)
-            elif kind is Resend:
-                self._resend(typing.cast(Resend, action))
-            elif kind is StartDelivery:
-                typing.cast(Link, typing.cast(StartDelivery, action).connection).start_delivery()
-            elif kind is CommitPositions:
-                self._commit(typing.cast(CommitPositions, action).session)
-            elif kind is StoreSession:
-                self._store_session(typing.cast(StoreSession, action).session)
-            elif kind is EndSession:
-                self._end_session(typing.cast(EndSession, action).session)
-            elif kind is PublishWill:
-                will = typing.cast(PublishWill, action)
-                self._spawn(self._publish_will(will.client_id, will.will, will.username))
-            elif kind is StartTimer:
-                start = typing.cast(StartTimer, action)
-                self._cancel_timer(start.timer, start.client_id)
-                self._timers[(start.timer, start.client_id)] = asyncio.get_running_loop().call_later(
-                    start.delay_s, self._timer_fired, start.timer, start.client_id
-                )
-            elif kind is CancelTimer:
-                cancel = typing.cast(CancelTimer, action)
-                self._cancel_timer(cancel.timer, cancel.client_id)
-            else:
-                raise AssertionError(f"unknown session action {action!r}")
+            match action:
+                case Attach():
+                    self._attach(action)
+                case Detach():
+                    self._detach(action)
+                case Accept():
+                    self._accept(action)
+                case Refuse(connection, reason):
+                    typing.cast(Link, connection).conn.refuse(reason)
+                case CloseTakenOver(connection):
+                    old = typing.cast(Link, connection)
+                    old.taken_over = True
+                    old.close(mqtt5.DisconnectReasonCode.SESSION_TAKEN_OVER)
+                case Resend():
+                    self._resend(action)
+                case StartDelivery(connection):
+                    typing.cast(Link, connection).start_delivery()
+                case CommitPositions(session):
+                    self._commit(session)
+                case StoreSession(session):
+                    self._store_session(session)
+                case EndSession(session):
+                    self._end_session(session)
+                case PublishWill(client_id, will, username):
+                    self._spawn(self._publish_will(client_id, will, username))
+                case StartTimer(timer, client_id, delay_s):
+                    self._cancel_timer(timer, client_id)
+                    self._timers[(timer, client_id)] = asyncio.get_running_loop().call_later(
+                        delay_s, self._timer_fired, timer, client_id
+                    )
+                case CancelTimer(timer, client_id):
+                    self._cancel_timer(timer, client_id)
+                case _:
+                    raise AssertionError(f"unknown session action {action!r}")
 
     def _attach(self, action: Attach) -> None:
         link = typing.cast(Link, action.connection)
