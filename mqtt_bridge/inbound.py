@@ -122,7 +122,7 @@ class InboundPublishing(GatewayState):
             session.client_id,
             packet_id,
             packet.duplicate,
-            payload_digest(topic, packet.payload),
+            lambda: payload_digest(topic, packet.payload),
             self.inbound_qos2.entries.get(qos2_key(session.client_id, str(packet_id))),
         ):
             conn.acknowledge_publish(packet_id, 2)  # a resend of one we stored: PUBREC again, store nothing

@@ -354,15 +354,18 @@ class SessionRules:
         self._move(client_id, Move.EXPIRED)
         return self._end(session)
 
-    def inbound_qos2(self, client_id: str, packet_id: int, duplicate: bool, digest: str, recorded: str | None) -> bool:
+    def inbound_qos2(
+        self, client_id: str, packet_id: int, duplicate: bool, digest: Callable[[], str], recorded: str | None
+    ) -> bool:
         """True if this QoS 2 PUBLISH is a resend of one stored and PUBREC'd (answer PUBREC, store nothing).
-        `digest`: of its topic and payload; `recorded`: the durable record's digest for this packet id, if any."""
+        `digest`: gives the digest of its topic and payload (asked for only when a record could match);
+        `recorded`: the durable record's digest for this packet id, if any."""
         session = self.sessions[client_id]
         if packet_id in session.awaiting_release:
             return True
         # After a broker restart only the durable record knows: a resend has DUP set and the same topic and
         # payload; a new publish reusing a completed packet id has DUP clear, or differs.
-        if duplicate and recorded is not None and recorded == digest:
+        if duplicate and recorded is not None and recorded == digest():
             session.awaiting_release.add(packet_id)
             return True
         return False

@@ -232,16 +232,16 @@ def test_restored_sessions_expire_from_when_they_were_disconnected():
 def test_qos2_resends_are_recognised_and_releases_end_the_flow():
     rules = SessionRules()
     connect(rules, Conn("1"), clean=False, expiry=60)
-    assert rules.inbound_qos2("c", 7, duplicate=False, digest="d1", recorded=None) is False
+    assert rules.inbound_qos2("c", 7, duplicate=False, digest=lambda: "d1", recorded=None) is False
     rules.inbound_stored("c", 7)
     # A resend before the PUBREL, DUP or not: PUBREC again, not stored twice.
-    assert rules.inbound_qos2("c", 7, duplicate=True, digest="d1", recorded=None) is True
+    assert rules.inbound_qos2("c", 7, duplicate=True, digest=lambda: "d1", recorded=None) is True
     assert rules.release("c", 7, recorded=False) is True
     assert rules.release("c", 7, recorded=False) is False  # no such flow any more: PUBCOMP 0x92
     # After a restart the durable record decides: DUP and the same digest is a resend, anything else is new.
-    assert rules.inbound_qos2("c", 8, duplicate=True, digest="d2", recorded="d2") is True
-    assert rules.inbound_qos2("c", 9, duplicate=False, digest="d3", recorded="d3") is False
-    assert rules.inbound_qos2("c", 10, duplicate=True, digest="new", recorded="old") is False
+    assert rules.inbound_qos2("c", 8, duplicate=True, digest=lambda: "d2", recorded="d2") is True
+    assert rules.inbound_qos2("c", 9, duplicate=False, digest=lambda: "d3", recorded="d3") is False
+    assert rules.inbound_qos2("c", 10, duplicate=True, digest=lambda: "new", recorded="old") is False
     assert rules.release("c", 11, recorded=True) is True
 
 
