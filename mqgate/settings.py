@@ -223,6 +223,15 @@ def parse_uint16(value: object) -> int:
     return value
 
 
+def parse_positive_uint16(value: object) -> int:
+    """An MQTT two-byte integer setting that 0 would make meaningless (Receive Maximum): 1 to 65535."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected an integer from 1 to 65535, got {_describe(value)}")
+    if not 1 <= value <= 65535:
+        raise ValueError(f"{value}: must be from 1 to 65535 (an MQTT two-byte integer; 0 is a protocol error)")
+    return value
+
+
 def parse_port(value: object) -> int:
     port = parse_positive_int(value)
     if port > 65535:
@@ -354,6 +363,8 @@ MQTT_PARSERS = _parsers(
         "acl_file": parse_optional_string,
         "topics": parse_string_list,
         "server_topic_alias_maximum": parse_uint16,
+        "topic_alias_maximum": parse_uint16,
+        "receive_maximum": parse_positive_uint16,
         "max_keepalive": parse_uint16,
     },
 )

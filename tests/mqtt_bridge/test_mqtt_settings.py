@@ -32,3 +32,17 @@ def test_max_keepalive_defaults_to_no_maximum_and_takes_0_to_65535(tmp_path):
     assert load(tmp_path, "[mqtt]\nmax_keepalive = 0\n").max_keepalive == 0
     with pytest.raises(ConfigError, match=r"mqgate.toml:2.*max_keepalive.*0 to 65535"):
         load(tmp_path, "[mqtt]\nmax_keepalive = 65536\n")
+
+
+def test_receive_maximum_takes_1_to_65535(tmp_path):
+    # Announced in CONNACK as a two-byte integer, and 0 is a protocol error there (MQTT 5 3.2.2.3.3).
+    assert load(tmp_path, "[mqtt]\nreceive_maximum = 65535\n").receive_maximum == 65535
+    for value in ("0", "65536"):
+        with pytest.raises(ConfigError, match=r"receive_maximum.*1 to 65535"):
+            load(tmp_path, f"[mqtt]\nreceive_maximum = {value}\n")
+
+
+def test_topic_alias_maximum_0_turns_inbound_aliases_off(tmp_path):
+    assert load(tmp_path, "[mqtt]\ntopic_alias_maximum = 0\n").topic_alias_maximum == 0
+    with pytest.raises(ConfigError, match=r"topic_alias_maximum.*0 to 65535"):
+        load(tmp_path, "[mqtt]\ntopic_alias_maximum = 70000\n")
