@@ -38,12 +38,31 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 import yaml
 
 from core import BrokerConfig, FlushMode, StoreConfig
 from mqgate.http_api import HttpConfig
+from mqgate.setting_values import (
+    LOG_LEVELS,
+    Parser,
+    describe_value,
+    format_size,
+    parse_bool,
+    parse_flush_mode,
+    parse_log_level,
+    parse_optional_port,
+    parse_optional_string,
+    parse_port,
+    parse_port_or_zero,
+    parse_positive_int,
+    parse_positive_number,
+    parse_positive_uint16,
+    parse_size,
+    parse_string,
+    parse_string_list,
+    parse_uint16,
+)
 from mqtt_bridge.config import MqttConfig
 
 log = logging.getLogger(__name__)
@@ -51,20 +70,9 @@ log = logging.getLogger(__name__)
 DEFAULT_DATA_DIR = Path("data")
 CONFIG_FILE_NAME = "mqgate.toml"
 STORE_SUBDIR = "store"
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_LOG_LEVEL = "INFO"
 # Where a value came from when neither the file nor a flag set it.
 DEFAULT_ORIGIN = "default"
-
-KiB = 1024
-MiB = 1024 * KiB
-GiB = 1024 * MiB
-TiB = 1024 * GiB
-# Binary units only: "MB" means 10**6 to some readers and 2**20 to others, so it is refused rather than guessed.
-SIZE_UNITS = {"": 1, "B": 1, "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB}
-AMBIGUOUS_SIZE_UNITS = {"K", "KB", "M", "MB", "G", "GB", "T", "TB"}
-SIZE_ALLOWED = 'a size: an integer number of bytes, or a string with a binary unit ("4096", "512KiB", "64MiB", "1GiB")'
-_SIZE_PATTERN = re.compile(r"(\d[\d_]*)\s*([A-Za-z]*)")
 
 # [store] keys that hold byte counts and so also take size strings.
 SIZE_KEYS = frozenset({"segment_size", "max_message_size"})
@@ -177,128 +185,6 @@ class Settings:
 
 
 # --- value parsers: each takes what the file or flag gave and returns the value, or raises ValueError -----
-
-
-def _describe(value: object) -> str:
-    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", type(None): "no value"}.get(
-        type(value)
-    )
-    if kind is None:
-        kind = "a table" if isinstance(value, dict) else "a list" if isinstance(value, list) else type(value).__name__
-    return f"{kind} ({json.dumps(value, default=str)})"
-
-
-def parse_size(value: object) -> int:
-    """Bytes from an integer or a string such as "64MiB"; must be positive."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str):
-        match = _SIZE_PATTERN.fullmatch(value.strip())
-        unit = match.group(2).upper() if match else ""
-        if match is None or unit not in SIZE_UNITS:
-            hint = "; use KiB, MiB, GiB or TiB (powers of 1024)" if unit in AMBIGUOUS_SIZE_UNITS else ""
-            raise ValueError(f"{value!r} is not a size{hint}; expected {SIZE_ALLOWED}")
-        size = int(match.group(1).replace("_", "")) * SIZE_UNITS[unit]
-    else:
-        raise ValueError(f"expected {SIZE_ALLOWED}, got {_describe(value)}")
-    if size <= 0:
-        raise ValueError(f"{value!r}: a size must be positive")
-    return size
-
-
-def parse_positive_int(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"expected a positive integer, got {_describe(value)}")
-    if value <= 0:
-        raise ValueError(f"{value}: must be a positive integer")
-    return value
-
-
-def parse_uint16(value: object) -> int:
-    """An MQTT two-byte integer setting: 0 to 65535."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"expected an integer from 0 to 65535, got {_describe(value)}")
-    if not 0 <= value <= 65535:
-        raise ValueError(f"{value}: must be from 0 to 65535 (an MQTT two-byte integer)")
-    return value
-
-
-def parse_positive_uint16(value: object) -> int:
-    """An MQTT two-byte integer setting that 0 would make meaningless (Receive Maximum): 1 to 65535."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"expected an integer from 1 to 65535, got {_describe(value)}")
-    if not 1 <= value <= 65535:
-        raise ValueError(f"{value}: must be from 1 to 65535 (an MQTT two-byte integer; 0 is a protocol error)")
-    return value
-
-
-def parse_port(value: object) -> int:
-    port = parse_positive_int(value)
-    if port > 65535:
-        raise ValueError(f"{port}: a port goes from 1 to 65535")
-    return port
-
-
-def parse_port_or_zero(value: object) -> int:
-    if value == 0 and not isinstance(value, bool):
-        return 0
-    return parse_port(value)
-
-
-def parse_optional_port(value: object) -> int | None:
-    return None if value is None else parse_port_or_zero(value)
-
-
-def parse_optional_string(value: object) -> str | None:
-    return None if value is None else parse_string(value)
-
-
-def parse_string_list(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
-        raise ValueError(f"expected a list of strings, got {_describe(value)}")
-    return tuple(value)
-
-
-def parse_positive_number(value: object) -> float:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise ValueError(f"expected a positive number, got {_describe(value)}")
-    if not value > 0:
-        raise ValueError(f"{value}: must be a positive number")
-    return float(value)
-
-
-def parse_string(value: object) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"expected a string (in quotes), got {_describe(value)}")
-    return value
-
-
-def parse_bool(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ValueError(f"expected true or false, got {_describe(value)}")
-
-
-def parse_flush_mode(value: object) -> FlushMode:
-    allowed = " or ".join(mode.value for mode in FlushMode)
-    if not isinstance(value, str):
-        raise ValueError(f"expected {allowed}, got {_describe(value)}")
-    try:
-        return FlushMode(value.strip().upper())
-    except ValueError:
-        raise ValueError(f"{value!r} is not a flush mode; expected {allowed}") from None
-
-
-def parse_log_level(value: object) -> str:
-    allowed = ", ".join(LOG_LEVELS)
-    if not isinstance(value, str) or value.strip().upper() not in LOG_LEVELS:
-        raise ValueError(f"expected one of {allowed}, got {_describe(value)}")
-    return value.strip().upper()
-
-
-Parser = Callable[[object], Any]
 
 
 def _parsers(
@@ -465,7 +351,8 @@ def _read_yaml(path: Path, text: str) -> ConfigFile:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the file must hold a mapping of keys (log_level, store), not {_describe(data)}")
+        found = describe_value(data)
+        raise ConfigError(f"{path}: the file must hold a mapping of keys (log_level, store), not {found}")
     return ConfigFile(path, data, lambda keys: _yaml_line(root, keys))
 
 
@@ -573,7 +460,7 @@ def _merge_file(
                 value = {}
             if not isinstance(value, dict):
                 raise ConfigError(
-                    f"{parsed.where(key)}: {key}: expected a table of {key} settings, got {_describe(value)}"
+                    f"{parsed.where(key)}: {key}: expected a table of {key} settings, got {describe_value(value)}"
                 )
             for name, item in value.items():
                 where = parsed.where(key, name)
@@ -604,13 +491,6 @@ def _merge_file(
 
 
 # --- showing -------------------------------------------------------------------------------------------------
-
-
-def format_size(size: int) -> str:
-    for unit, factor in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if size % factor == 0:
-            return f"{size // factor}{unit}"
-    return f"{size}B"
 
 
 def _toml_value(value: object) -> str:

@@ -1,0 +1,153 @@
+"""How each setting's value is read from a configuration file or a flag (sizes, ports, MQTT two-byte integers,
+flush modes, log levels, ...) and how a size is shown again. Each parser takes the value as TOML or YAML gave it
+and returns it checked, or raises ValueError saying what is allowed; settings.py adds the file, line and key."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from core import FlushMode
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# A parser: the value as the file or flag gave it, checked and converted.
+Parser = Callable[[object], Any]
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+TiB = 1024 * GiB
+# Binary units only: "MB" means 10**6 to some readers and 2**20 to others, so it is refused rather than guessed.
+SIZE_UNITS = {"": 1, "B": 1, "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB}
+AMBIGUOUS_SIZE_UNITS = {"K", "KB", "M", "MB", "G", "GB", "T", "TB"}
+SIZE_ALLOWED = 'a size: an integer number of bytes, or a string with a binary unit ("4096", "512KiB", "64MiB", "1GiB")'
+_SIZE_PATTERN = re.compile(r"(\d[\d_]*)\s*([A-Za-z]*)")
+
+
+def describe_value(value: object) -> str:
+    """What kind of value it is, and the value, for an error message: `a string ("10")`."""
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", type(None): "no value"}.get(
+        type(value)
+    )
+    if kind is None:
+        kind = "a table" if isinstance(value, dict) else "a list" if isinstance(value, list) else type(value).__name__
+    return f"{kind} ({json.dumps(value, default=str)})"
+
+
+def parse_size(value: object) -> int:
+    """Bytes from an integer or a string such as "64MiB"; must be positive."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str):
+        match = _SIZE_PATTERN.fullmatch(value.strip())
+        unit = match.group(2).upper() if match else ""
+        if match is None or unit not in SIZE_UNITS:
+            hint = "; use KiB, MiB, GiB or TiB (powers of 1024)" if unit in AMBIGUOUS_SIZE_UNITS else ""
+            raise ValueError(f"{value!r} is not a size{hint}; expected {SIZE_ALLOWED}")
+        size = int(match.group(1).replace("_", "")) * SIZE_UNITS[unit]
+    else:
+        raise ValueError(f"expected {SIZE_ALLOWED}, got {describe_value(value)}")
+    if size <= 0:
+        raise ValueError(f"{value!r}: a size must be positive")
+    return size
+
+
+def parse_positive_int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected a positive integer, got {describe_value(value)}")
+    if value <= 0:
+        raise ValueError(f"{value}: must be a positive integer")
+    return value
+
+
+def parse_uint16(value: object) -> int:
+    """An MQTT two-byte integer setting: 0 to 65535."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected an integer from 0 to 65535, got {describe_value(value)}")
+    if not 0 <= value <= 65535:
+        raise ValueError(f"{value}: must be from 0 to 65535 (an MQTT two-byte integer)")
+    return value
+
+
+def parse_positive_uint16(value: object) -> int:
+    """An MQTT two-byte integer setting that 0 would make meaningless (Receive Maximum): 1 to 65535."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected an integer from 1 to 65535, got {describe_value(value)}")
+    if not 1 <= value <= 65535:
+        raise ValueError(f"{value}: must be from 1 to 65535 (an MQTT two-byte integer; 0 is a protocol error)")
+    return value
+
+
+def parse_port(value: object) -> int:
+    port = parse_positive_int(value)
+    if port > 65535:
+        raise ValueError(f"{port}: a port goes from 1 to 65535")
+    return port
+
+
+def parse_port_or_zero(value: object) -> int:
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    return parse_port(value)
+
+
+def parse_optional_port(value: object) -> int | None:
+    return None if value is None else parse_port_or_zero(value)
+
+
+def parse_optional_string(value: object) -> str | None:
+    return None if value is None else parse_string(value)
+
+
+def parse_string_list(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"expected a list of strings, got {describe_value(value)}")
+    return tuple(value)
+
+
+def parse_positive_number(value: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"expected a positive number, got {describe_value(value)}")
+    if not value > 0:
+        raise ValueError(f"{value}: must be a positive number")
+    return float(value)
+
+
+def parse_string(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string (in quotes), got {describe_value(value)}")
+    return value
+
+
+def parse_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"expected true or false, got {describe_value(value)}")
+
+
+def parse_flush_mode(value: object) -> FlushMode:
+    allowed = " or ".join(mode.value for mode in FlushMode)
+    if not isinstance(value, str):
+        raise ValueError(f"expected {allowed}, got {describe_value(value)}")
+    try:
+        return FlushMode(value.strip().upper())
+    except ValueError:
+        raise ValueError(f"{value!r} is not a flush mode; expected {allowed}") from None
+
+
+def parse_log_level(value: object) -> str:
+    allowed = ", ".join(LOG_LEVELS)
+    if not isinstance(value, str) or value.strip().upper() not in LOG_LEVELS:
+        raise ValueError(f"expected one of {allowed}, got {describe_value(value)}")
+    return value.strip().upper()
+
+
+def format_size(size: int) -> str:
+    for unit, factor in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size}B"
