@@ -49,9 +49,7 @@ time.monotonic) so that tests move time instead of sleeping; long polling itself
 from __future__ import annotations
 
 import asyncio
-import collections
 import enum
-import heapq
 import itertools
 import logging
 import secrets
@@ -65,6 +63,7 @@ from core.compression import decode_for_consumer
 from core.errors import NoPermissionError
 from core.filter import MessageFilter
 from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
+from core.pop_queue_state import MAX_UNACKED_PER_QUEUE, PopEntry, PopQueueState
 from core.receipt_handle import ReceiptHandle
 from core.store.errors import CorruptRecordError
 from core.store.message import PROPERTY_MESSAGE_GROUP, StoredMessage
@@ -79,11 +78,6 @@ MAX_POP_BATCH = 32
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 # The proxy's grpcClientConsumerMaxLongPollingTimeoutMillis: a receive waits at most 20 s for a message.
 MAX_POP_LONG_POLL_MS = 20_000
-# RocketMQ's popCkOffsetMaxQueueSize: past this many unacked messages in one queue, the queue gives no more until
-# some are acked. It bounds the memory of one group that never acks (about 100 bytes a message, no bodies).
-MAX_UNACKED_PER_QUEUE = 20_000
-# The expiry heap drops stale items lazily; past this many beyond twice the live ones it is rebuilt.
-_HEAP_SLACK = 1024
 
 
 class PopInitMode(enum.Enum):
@@ -102,127 +96,10 @@ class PoppedMessage:
 
 
 @dataclass(slots=True)
-class _Entry:
-    """A message read from its queue and not acked. `attempts == 0` means held back: never delivered yet."""
-
-    offset: int
-    commit_log_offset: int
-    message_group: str | None
-    attempts: int = 0
-    delivery_id: int = 0
-    invisible_until: float = 0.0
-
-
-class _QueueState:
-    """What one group knows about one queue. Pure bookkeeping: reads and offset commits are the service's."""
-
-    __slots__ = ("busy", "committed", "cursor", "entries", "expiry", "held", "queue_id", "ready")
-
-    def __init__(self, queue_id: int, offset: int) -> None:
-        self.queue_id = queue_id
-        self.cursor = offset
-        self.committed = offset
-        # OrderedDict, not dict: entries are added in offset order and removed from anywhere, and the first key
-        # (the lowest unacked offset) must stay O(1) to find after many removals at the front.
-        self.entries: collections.OrderedDict[int, _Entry] = collections.OrderedDict()
-        # (invisible_until, offset, delivery_id); items of acked or changed deliveries are dropped when met.
-        self.expiry: list[tuple[float, int, int]] = []
-        # FIFO: message group -> offset of its delivered, unacked message; the offsets held back behind it; and
-        # the groups whose first held message may go out now (a dict used as an ordered set).
-        self.busy: dict[str, int] = {}
-        self.held: dict[str, collections.deque[int]] = {}
-        self.ready: dict[str, None] = {}
-
-    @property
-    def low_water(self) -> int:
-        """The lowest offset not done: what the group's committed offset must be."""
-        for offset in self.entries:
-            return offset
-        return self.cursor
-
-    @property
-    def full(self) -> bool:
-        return len(self.entries) >= MAX_UNACKED_PER_QUEUE
-
-    def next_deadline(self) -> float | None:
-        """The earliest invisible-until of a message in flight, or None."""
-        expiry = self.expiry
-        while expiry:
-            until, offset, delivery_id = expiry[0]
-            entry = self.entries.get(offset)
-            if entry is not None and entry.delivery_id == delivery_id:
-                return until
-            heapq.heappop(expiry)
-        return None
-
-    def take_expired(self, now: float, limit: int) -> list[_Entry]:
-        """Up to `limit` messages whose invisible time has passed, to deliver again."""
-        found: list[_Entry] = []
-        while len(found) < limit:
-            until = self.next_deadline()
-            if until is None or until > now:
-                break
-            _, offset, _ = heapq.heappop(self.expiry)
-            found.append(self.entries[offset])
-        return found
-
-    def take_ready(self, limit: int) -> list[_Entry]:
-        """Up to `limit` held messages whose message group has nothing in flight any more (FIFO)."""
-        found: list[_Entry] = []
-        while self.ready and len(found) < limit:
-            group = next(iter(self.ready))
-            del self.ready[group]
-            waiting = self.held[group]
-            offset = waiting.popleft()
-            if not waiting:
-                del self.held[group]
-            self.busy[group] = offset
-            found.append(self.entries[offset])
-        return found
-
-    def add(self, offset: int, commit_log_offset: int, message_group: str | None) -> _Entry | None:
-        """Record a message just read; returns it if it may be delivered now, None if it is held back."""
-        entry = _Entry(offset, commit_log_offset, message_group)
-        self.entries[offset] = entry
-        if message_group is not None:
-            if message_group in self.busy or message_group in self.held:
-                self.held.setdefault(message_group, collections.deque()).append(offset)
-                return None
-            self.busy[message_group] = offset
-        return entry
-
-    def deliver(self, entry: _Entry, until: float, delivery_id: int, *, again: bool = True) -> None:
-        """Make `entry` invisible until `until` under a new delivery id; `again=False` for a change of invisible
-        time, which is not a new delivery attempt."""
-        if again:
-            entry.attempts += 1
-        entry.delivery_id = delivery_id
-        entry.invisible_until = until
-        heapq.heappush(self.expiry, (until, entry.offset, delivery_id))
-        if len(self.expiry) > 2 * len(self.entries) + _HEAP_SLACK:
-            self.expiry = [
-                (e.invisible_until, e.offset, e.delivery_id) for e in self.entries.values() if e.attempts > 0
-            ]
-            heapq.heapify(self.expiry)
-
-    def remove(self, offset: int) -> bool:
-        """The message is done (acked, or gone from the store). True when that frees a held message (FIFO)."""
-        entry = self.entries.pop(offset)
-        group = entry.message_group
-        if group is None or self.busy.get(group) != offset:
-            return False
-        del self.busy[group]
-        if group in self.held:
-            self.ready[group] = None
-            return True
-        return False
-
-
-@dataclass(slots=True)
 class _TopicState:
     """One group's state in one topic."""
 
-    queues: dict[int, _QueueState] = field(default_factory=dict)
+    queues: dict[int, PopQueueState] = field(default_factory=dict)
     rotation: int = 0  # the queue the next pop starts at, so that every queue gets its turn first
     changed: asyncio.Event | None = None  # set, then replaced, when an ack or change frees a message
 
@@ -396,7 +273,7 @@ class PopService:
         self,
         group: str,
         topic: str,
-        state: _QueueState,
+        state: PopQueueState,
         fifo: bool,
         message_filter: MessageFilter | None,
         max_nums: int,
@@ -442,8 +319,8 @@ class PopService:
         self,
         group: str,
         topic: str,
-        state: _QueueState,
-        entries: list[_Entry],
+        state: PopQueueState,
+        entries: list[PopEntry],
         until: float,
         popped: list[PoppedMessage],
     ) -> bool:
@@ -457,7 +334,7 @@ class PopService:
                 popped.append(self._hand_out(group, topic, state, entry, stored, until))
         return dropped
 
-    def _reread(self, topic: str, group: str, state: _QueueState, entry: _Entry) -> StoredMessage | None:
+    def _reread(self, topic: str, group: str, state: PopQueueState, entry: PopEntry) -> StoredMessage | None:
         """A message to hand out again, read back from the store; None (and the message counted as done) when
         retention removed it or it no longer reads back intact."""
         try:
@@ -475,7 +352,7 @@ class PopService:
             return None
 
     def _hand_out(
-        self, group: str, topic: str, state: _QueueState, entry: _Entry, stored: StoredMessage, until: float
+        self, group: str, topic: str, state: PopQueueState, entry: PopEntry, stored: StoredMessage, until: float
     ) -> PoppedMessage:
         delivery_id = next(self._delivery_ids)
         state.deliver(entry, until, delivery_id)
@@ -519,7 +396,7 @@ class PopService:
 
     def _in_flight(
         self, group: str, receipt_handle: str
-    ) -> tuple[ReceiptHandle, _TopicState, _QueueState, _Entry | None]:
+    ) -> tuple[ReceiptHandle, _TopicState, PopQueueState, PopEntry | None]:
         """Check a handle against the state: the entry of its delivery, or None when the message is done."""
         handle = ReceiptHandle.decode(receipt_handle)
         if handle.run != self.run_id:
@@ -575,13 +452,13 @@ class PopService:
             topic_state = self._topics[key] = _TopicState()
         return topic_state
 
-    def _queue_state(self, group: str, topic: str, queue_id: int, topic_state: _TopicState) -> _QueueState:
+    def _queue_state(self, group: str, topic: str, queue_id: int, topic_state: _TopicState) -> PopQueueState:
         state = topic_state.queues.get(queue_id)
         if state is not None:
             return self._current(group, topic, queue_id, state)
         return self._start(group, topic, queue_id, topic_state)
 
-    def _current(self, group: str, topic: str, queue_id: int, state: _QueueState) -> _QueueState:
+    def _current(self, group: str, topic: str, queue_id: int, state: PopQueueState) -> PopQueueState:
         """`state`, unless the committed offset was moved by someone else (an admin reset, a deleted group):
         then the queue starts over from there and what was in flight is forgotten."""
         committed = self.broker.query_offset(group, topic, queue_id)
@@ -599,7 +476,7 @@ class PopService:
         )
         return self._start(group, topic, queue_id, self._topic(group, topic))
 
-    def _start(self, group: str, topic: str, queue_id: int, topic_state: _TopicState) -> _QueueState:
+    def _start(self, group: str, topic: str, queue_id: int, topic_state: _TopicState) -> PopQueueState:
         broker = self.broker
         committed = broker.query_offset(group, topic, queue_id)
         low, high = broker.min_offset(topic, queue_id), broker.max_offset(topic, queue_id)
@@ -609,13 +486,13 @@ class PopService:
             offset = low
         else:
             offset = max(high - 1, low)
-        state = topic_state.queues[queue_id] = _QueueState(queue_id, offset)
+        state = topic_state.queues[queue_id] = PopQueueState(queue_id, offset)
         # Committed at once, as RocketMQ's getInitOffset does, so that the start does not drift with the
         # queue's end until the first ack.
         broker.commit_offset(group, topic, queue_id, offset)
         return state
 
-    def _commit(self, group: str, topic: str, state: _QueueState) -> None:
+    def _commit(self, group: str, topic: str, state: PopQueueState) -> None:
         low = state.low_water
         if low != state.committed:
             self.broker.commit_offset(group, topic, state.queue_id, low)

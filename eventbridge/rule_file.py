@@ -31,23 +31,20 @@ rule_directory.
 
 from __future__ import annotations
 
-import difflib
-import enum
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from core import TopicConfigError, validate_topic
 from eventbridge.errors import RuleFileError, TransformConfigError
 from eventbridge.event_schema import check_schema
 from eventbridge.json_path import JsonPath, JsonPathSyntaxError
+from eventbridge.node_reader import NodeReader
 from eventbridge.retry_policy import (
     BackoffRetry,
     ExponentialDecayRetry,
@@ -70,16 +67,12 @@ from eventbridge.rule_model import (
     Rule,
     RuleKey,
     RulePattern,
-    SourcePosition,
     TargetMode,
 )
 from eventbridge.transform import TemplateOutput, Transform, TransformKind, TransformSpec, compile_transform
 
 # The MQTT topic-filter grammar, pure (no I/O, no gateway): one definition for the gateway and event sources.
 from mqtt_bridge.topic import TopicError, validate_topic_filter
-
-_E = TypeVar("_E", bound=enum.Enum)
-
 
 # AWS EventBridge: rule names and target ids are 1 to 64 of [.-_A-Za-z0-9].
 _RULE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -92,14 +85,8 @@ _RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transf
 
 # Rule files are configuration: a megabyte is far more than any hand-written set of rules.
 MAX_RULE_FILE_CHARS = 1024 * 1024
-# YAML aliases let a few lines expand into billions of values ("billion laughs"); a pattern or constant has at
-# most this many values once aliases are expanded. AWS caps a whole pattern at 2,048 characters.
-MAX_JSON_VALUE_NODES = 10_000
 # PyYAML's composer recurses per nesting level; deeper documents are refused before Python's recursion limit.
 MAX_NESTING = 64
-
-
-_JSON_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null"))
 
 
 # HOOK(pattern compiler): the pattern compiler (eventbridge/pattern*.py) is called here, at load, so that a bad
@@ -109,117 +96,6 @@ _JSON_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "i
 # node inside the pattern, else at the pattern itself. The loader keeps only the parsed JSON: the
 # matcher is built from the RuleSet by its owner.
 PatternCompileHook = Callable[[Mapping[str, Any]], object]
-
-
-class _Reader:
-    """Reads one rule file's node tree, raising RuleFileError at the offending node."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def position(self, node: Node) -> SourcePosition:
-        return SourcePosition(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
-
-    def error(self, node: Node, reason: str, *, line_offset: int = 0) -> RuleFileError:
-        pos = self.position(node)
-        return RuleFileError(self.path, pos.line + line_offset, pos.column, reason)
-
-    def mapping(
-        self, node: Node, what: str, allowed: Sequence[str], required: Sequence[str] = ()
-    ) -> dict[str, tuple[Node, Node]]:
-        if not isinstance(node, MappingNode):
-            raise self.error(node, f"{what} must be a mapping")
-        seen: dict[str, tuple[Node, Node]] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
-                raise self.error(key_node, f"{what}: keys must be strings")
-            key = key_node.value
-            if key in seen:
-                raise self.error(key_node, f"{what}: {key!r} given twice")
-            if key not in allowed:
-                close = difflib.get_close_matches(key, allowed, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
-                raise self.error(key_node, f"{what}: unknown key {key!r}{hint}")
-            seen[key] = (key_node, value_node)
-        for key in required:
-            if key not in seen:
-                raise self.error(node, f"{what}: {key!r} is missing")
-        return seen
-
-    def sequence(self, node: Node, what: str) -> list[Node]:
-        if not isinstance(node, SequenceNode):
-            raise self.error(node, f"{what} must be a list")
-        return list(node.value)
-
-    def scalar(self, node: Node, what: str, tag: str, kind: str) -> Any:
-        if not isinstance(node, ScalarNode) or node.tag != f"tag:yaml.org,2002:{tag}":
-            raise self.error(node, f"{what} must be {kind}")
-        return SafeConstructor().construct_object(node)
-
-    def string(self, node: Node, what: str, pattern: re.Pattern[str] | None = None, rule: str = "") -> str:
-        value: str = self.scalar(node, what, "str", "a string")
-        if pattern is not None and pattern.fullmatch(value) is None:
-            raise self.error(node, f"{what} {value!r}: {rule}")
-        if not value:
-            raise self.error(node, f"{what} is empty")
-        return value
-
-    def integer(self, node: Node, what: str, low: int, high: int) -> int:
-        value: int = self.scalar(node, what, "int", "an integer")
-        if not low <= value <= high:
-            raise self.error(node, f"{what} is {value}; give an integer from {low} to {high}")
-        return value
-
-    def number(self, node: Node, what: str) -> float:
-        if isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:int":
-            return float(self.integer(node, what, 0, 10**12))
-        value: float = self.scalar(node, what, "float", "a number")
-        if not math.isfinite(value) or value < 0:
-            raise self.error(node, f"{what} is {value}; give a finite number, 0 or more")
-        return value
-
-    def boolean(self, node: Node, what: str) -> bool:
-        value: bool = self.scalar(node, what, "bool", "true or false")
-        return value
-
-    def enum_value(self, node: Node, what: str, enum_type: type[_E]) -> _E:
-        text = self.scalar(node, what, "str", "a string")
-        for member in enum_type:
-            if member.value == text:
-                return member
-        choices = ", ".join(str(m.value) for m in enum_type)
-        raise self.error(node, f"{what} {text!r} is not one of {choices}")
-
-    def json_value(self, node: Node, what: str) -> Any:
-        """A JSON-compatible value: refuses YAML-only types (timestamps, binary, sets) at their node, and values
-        that aliases expand beyond MAX_JSON_VALUE_NODES."""
-        budget = [MAX_JSON_VALUE_NODES]
-        return self._json_value(node, what, budget)
-
-    def _json_value(self, node: Node, what: str, budget: list[int]) -> Any:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise self.error(node, f"{what}: more than {MAX_JSON_VALUE_NODES} values (aliases included)")
-        if isinstance(node, MappingNode):
-            out: dict[str, Any] = {}
-            for key_node, value_node in node.value:
-                if not isinstance(key_node, ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
-                    raise self.error(key_node, f"{what}: keys must be strings (quote {key_node.value!r}?)")
-                if key_node.value in out:
-                    raise self.error(key_node, f"{what}: {key_node.value!r} given twice")
-                out[key_node.value] = self._json_value(value_node, what, budget)
-            return out
-        if isinstance(node, SequenceNode):
-            return [self._json_value(item, what, budget) for item in node.value]
-        if not isinstance(node, ScalarNode) or node.tag not in _JSON_SCALAR_TAGS:
-            raise self.error(node, f"{what}: {node.tag} is not a JSON value; quote it to make it a string")
-        try:
-            value = SafeConstructor().construct_object(node)
-        except ConstructorError as exc:
-            raise self.error(node, f"{what}: {exc.problem}") from None
-        if isinstance(value, float) and not math.isfinite(value):
-            raise self.error(node, f"{what}: {node.value!r} is not a JSON number")
-        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +112,7 @@ def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook
 
 def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompileHook | None = None) -> RuleDocument:
     """Parse and validate one rule file's text: its rules and its event sources."""
-    reader = _Reader(path)
+    reader = NodeReader(path)
     if len(text) > MAX_RULE_FILE_CHARS:
         raise RuleFileError(path, 1, 1, f"file longer than {MAX_RULE_FILE_CHARS} characters; split it")
     nesting = _max_flow_or_block_nesting(text)
@@ -273,7 +149,7 @@ def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompile
     return RuleDocument(tuple(rules), sources, schemas)
 
 
-def _read_schemas(reader: _Reader, node: Node) -> tuple[EventSchema, ...]:
+def _read_schemas(reader: NodeReader, node: Node) -> tuple[EventSchema, ...]:
     nodes = reader.sequence(node, "schemas")
     if not nodes:
         raise reader.error(node, "schemas is empty; give at least one schema, or leave the key out")
@@ -296,7 +172,7 @@ def _read_schemas(reader: _Reader, node: Node) -> tuple[EventSchema, ...]:
     return tuple(schemas)
 
 
-def _read_sources(reader: _Reader, node: Node) -> tuple[EventSource, ...]:
+def _read_sources(reader: NodeReader, node: Node) -> tuple[EventSource, ...]:
     nodes = reader.sequence(node, "sources")
     if not nodes:
         raise reader.error(node, "sources is empty; give at least one source, or leave the key out")
@@ -309,7 +185,7 @@ def _read_sources(reader: _Reader, node: Node) -> tuple[EventSource, ...]:
     return tuple(sources)
 
 
-def _read_source(reader: _Reader, node: Node) -> EventSource:
+def _read_source(reader: NodeReader, node: Node) -> EventSource:
     fields = reader.mapping(node, "source", _SOURCE_KEYS, ["name"])
     name = reader.string(fields["name"][1], "source name", _RULE_NAME, "use 1 to 64 of letters, digits, '.', '_', '-'")
     where = f"source {name!r}"
@@ -344,7 +220,7 @@ def _read_source(reader: _Reader, node: Node) -> EventSource:
     return EventSource(name, bus, event_type, mqtt, topic, enabled, reader.position(node))
 
 
-def _check_topic(reader: _Reader, node: Node, where: str, topic: str) -> None:
+def _check_topic(reader: NodeReader, node: Node, where: str, topic: str) -> None:
     try:
         validate_topic(topic)
     except TopicConfigError as exc:
@@ -377,7 +253,7 @@ _TARGET_KEYS = (
 )  # fmt: skip
 
 
-def _read_rule(reader: _Reader, node: Node, compile_pattern: PatternCompileHook | None) -> Rule:
+def _read_rule(reader: NodeReader, node: Node, compile_pattern: PatternCompileHook | None) -> Rule:
     fields = reader.mapping(node, "rule", _RULE_KEYS, ["name", "pattern", "targets"])
     name = reader.string(fields["name"][1], "rule name", _RULE_NAME, "use 1 to 64 of letters, digits, '.', '_', '-'")
     where = f"rule {name!r}"
@@ -411,7 +287,7 @@ def _read_rule(reader: _Reader, node: Node, compile_pattern: PatternCompileHook 
 
 
 def _check_pattern(
-    reader: _Reader, where: str, node: Node, pattern: RulePattern, compile_pattern: PatternCompileHook
+    reader: NodeReader, where: str, node: Node, pattern: RulePattern, compile_pattern: PatternCompileHook
 ) -> None:
     try:
         compile_pattern(pattern.value)
@@ -446,7 +322,7 @@ def _node_at(node: Node, path: object) -> Node:
     return node
 
 
-def _read_target(reader: _Reader, rule_where: str, node: Node) -> HttpTarget:
+def _read_target(reader: NodeReader, rule_where: str, node: Node) -> HttpTarget:
     fields = reader.mapping(node, f"{rule_where}: target", _TARGET_KEYS, ["id", "type", "url"])
     target_id = reader.string(fields["id"][1], f"{rule_where}: target id", _RULE_NAME, "use 1 to 64 of [A-Za-z0-9._-]")
     where = f"{rule_where}, target {target_id!r}"
@@ -499,7 +375,7 @@ def _read_target(reader: _Reader, rule_where: str, node: Node) -> HttpTarget:
 
 
 def _read_headers(
-    reader: _Reader, where: str, node: Node, auth: BasicAuth | ApiKeyAuth | None
+    reader: NodeReader, where: str, node: Node, auth: BasicAuth | ApiKeyAuth | None
 ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, JsonPath], ...]]:
     if not isinstance(node, MappingNode):
         raise reader.error(node, f"{where}: headers must be a mapping of header name to value or {{path: ...}}")
@@ -534,7 +410,7 @@ def _read_headers(
     return tuple(static), tuple(derived)
 
 
-def _read_auth(reader: _Reader, where: str, node: Node) -> BasicAuth | ApiKeyAuth:
+def _read_auth(reader: NodeReader, where: str, node: Node) -> BasicAuth | ApiKeyAuth:
     if not isinstance(node, MappingNode):
         raise reader.error(node, f"{where}: auth must be a mapping with 'type: basic' or 'type: api-key'")
     kind_fields = {key.value: value for key, value in node.value if isinstance(key, ScalarNode)}
@@ -564,7 +440,7 @@ _TRANSFORM_KEYS = {
 }
 
 
-def _read_transform(reader: _Reader, where: str, node: Node) -> Transform:
+def _read_transform(reader: NodeReader, where: str, node: Node) -> Transform:
     if not isinstance(node, MappingNode):
         raise reader.error(node, f"{where}: transform must be a mapping with 'kind'")
     kind_node = next((value for key, value in node.value if isinstance(key, ScalarNode) and key.value == "kind"), None)
@@ -621,7 +497,7 @@ _RETRY_KEYS = {
 }
 
 
-def _read_retry_policy(reader: _Reader, where: str, node: Node) -> RetryPolicy:
+def _read_retry_policy(reader: NodeReader, where: str, node: Node) -> RetryPolicy:
     what = f"{where}: retry_policy"
     if isinstance(node, ScalarNode):
         strategy = reader.enum_value(node, what, RetryStrategy)
