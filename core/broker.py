@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.clock import Clock, SystemClock
 from core.consumer_offsets import ConsumerOffsetManager
 from core.consumer_registry import DEFAULT_EXPIRE_AFTER_S, ConsumerRegistry
 from core.errors import (
@@ -34,8 +35,10 @@ from core.errors import (
 from core.filter import MessageFilter
 from core.long_poll import LongPollWaiters
 from core.message_queue import MessageQueue
+from core.parking import Parking
 from core.queue_locks import DEFAULT_LOCK_EXPIRE_S, QueueLocks
 from core.results import PullResult, PullStatus, Route, SendResult, SendStatus
+from core.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_delay_levels
 from core.store.errors import StoreError
 from core.store.message import (
     MULTI_DISPATCH_SEPARATOR,
@@ -48,7 +51,15 @@ from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import GetStatus, MessageStore, RecoveryReport
 from core.store.service_thread import PeriodicService
 from core.subscription_group import SubscriptionGroupManager
+from core.system_topics import (
+    PARKING_PROPERTIES,
+    PROPERTY_DELAY_LEVEL,
+    PROPERTY_TRANSACTION_PREPARED,
+    TIMER_PROPERTIES,
+)
+from core.timer import TimerService
 from core.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager
+from core.transaction import TransactionService
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +89,28 @@ class BrokerConfig:
     # Committed offsets reach consumerOffset.json this often (RocketMQ's flushConsumerOffsetInterval: 5 s) and
     # at close. A crash forgets at most this much of consumers' progress: those messages are delivered again.
     offset_persist_interval_s: float = OFFSET_PERSIST_INTERVAL_S
+    # Delay levels, level 1 first (RocketMQ's messageDelayLevel): a number and a unit (s, m, h, d) each.
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    # The furthest ahead a timer message may be due (RocketMQ caps it at 3 days: timerMaxDelaySec).
+    timer_max_delay_s: int = 30 * 24 * 3600
+    # A timer message due further ahead than this is stored again (rolled) when this much of its wait is over, so
+    # that no parked record must outlive the store's file_reserved_hours (RocketMQ's timerRollWindowSlot: 2 days).
+    timer_roll_window_s: int = 24 * 3600
+    # Transactions (RocketMQ's transactionTimeOut, transactionCheckInterval, transactionCheckMax): a half message
+    # undecided this long is checked back with its producer group, again every interval, at most this many times.
+    transaction_timeout_ms: int = 6_000
+    transaction_check_interval_ms: int = 30_000
+    transaction_check_max: int = 15
+
+    def __post_init__(self) -> None:
+        parse_delay_levels(self.message_delay_level)
+        if self.timer_max_delay_s < 1:
+            raise ValueError(f"timer_max_delay_s must be at least 1, not {self.timer_max_delay_s}")
+        if self.timer_roll_window_s < 60:
+            raise ValueError(f"timer_roll_window_s must be at least 60, not {self.timer_roll_window_s}")
+        for name in ("transaction_timeout_ms", "transaction_check_interval_ms", "transaction_check_max"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
 
 
 # A send hook returns the light queues a message must also be dispatched to (Broker.add_send_hook); a stored
@@ -135,9 +168,18 @@ def open_store(store: MessageStore) -> RecoveryReport:
 
 
 class Broker:
-    def __init__(self, store: MessageStore, config_dir: Path, config: BrokerConfig | None = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        config_dir: Path,
+        config: BrokerConfig | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.store = store
         self.config = config or BrokerConfig()
+        self.config_dir = config_dir
+        # The clock of scheduled work (delay levels, timers, transaction checks); tests pass a ManualClock.
+        self.clock: Clock = clock or SystemClock()
         self.topics = TopicConfigManager(config_dir, self.config.auto_create_topic, self.config.default_queue_nums)
         self.groups = SubscriptionGroupManager(config_dir, self.config.auto_create_group)
         self.offsets = ConsumerOffsetManager(config_dir)
@@ -157,6 +199,9 @@ class Broker:
         self._unheard: collections.deque[_Unheard] = collections.deque()
         self._sync = store.sync_flush
         self._arrival_listeners: list[Callable[[set[tuple[str, int]]], None]] = []
+        self.schedule = ScheduleService(self)
+        self.timers = TimerService(self)
+        self.transactions = TransactionService(self)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -171,8 +216,15 @@ class Broker:
         self.store.add_dispatch_listener(arrived)
         self._offset_persister.start()
         self._scanner = asyncio.get_running_loop().create_task(self._scan_consumers())
+        # Parked messages: everything appended before this start must be in its queues and the index first, so the
+        # services rebuild their state from it and find the copies a crash left in doubt.
+        await self.wait_visible(timeout_s=60.0)
+        for service in (self.schedule, self.timers, self.transactions):
+            await service.start()
 
     async def close(self) -> None:
+        for service in (self.transactions, self.timers, self.schedule):
+            await service.close()
         if self._scanner is not None:
             self._scanner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -316,7 +368,80 @@ class Broker:
         return route
 
     async def send(self, message: Message) -> SendResult:
-        """Store one message; under SYNC_FLUSH this returns once it is on disk (or its wait timed out)."""
+        """Store one message; under SYNC_FLUSH this returns once it is on disk (or its wait timed out).
+
+        A message with a delay level, a timer or the transactional flag is parked in the broker's own topics
+        (core.system_topics) and reaches its topic later (or never, for a transaction rolled back); its result
+        names its real queue. Send hooks and stored listeners see it when it reaches its topic."""
+        properties = message.properties
+        if properties and not PARKING_PROPERTIES.isdisjoint(properties):
+            return await self._send_parked(message)
+        return await self._send_one(message)
+
+    async def store_moved(self, message: Message) -> SendResult:
+        """Store a message a broker service moves to its real topic (a delayed message that is due, a committed
+        transaction): as `send`, without parking it again."""
+        return await self._send_one(message)
+
+    async def store_moved_batch(self, messages: Sequence[Message]) -> list[SendResult]:
+        """`store_moved` for several messages of one topic and queue."""
+        return await self._send_batch(messages)
+
+    def _parking_for(self, message: Message) -> Parking | None:
+        """The service that parks `message`, having rewritten it into its own topic; None when the properties ask
+        for nothing (DELAY=0, TRAN_MSG=false). Raises IllegalMessageError for what RocketMQ refuses."""
+        properties = message.properties
+        delayed = PROPERTY_DELAY_LEVEL in properties
+        timed = any(name in properties for name in TIMER_PROPERTIES)
+        if PROPERTY_TRANSACTION_PREPARED in properties:
+            if delayed or timed:
+                raise IllegalMessageError(
+                    f"topic {message.topic!r}: a transactional message cannot be delayed (it has"
+                    f" {', '.join(sorted(PARKING_PROPERTIES & properties.keys()))}); send it without a delay"
+                )
+            if self.transactions.park(message):
+                return self.transactions
+        if delayed and timed:
+            raise IllegalMessageError(
+                f"topic {message.topic!r}: a message has a delay level or a timer, not both (it has"
+                f" {', '.join(sorted(PARKING_PROPERTIES & properties.keys()))})"
+            )
+        if delayed and self.schedule.park(message):
+            return self.schedule
+        if timed and self.timers.park(message):
+            return self.timers
+        return None
+
+    async def _send_parked(self, message: Message) -> SendResult:
+        route = self._check_route(message.topic, message.queue_id)
+        queue = route.write_queues[message.queue_id]
+        if message.light_queues or PROPERTY_MULTI_DISPATCH in message.properties:
+            raise IllegalMessageError(
+                f"topic {message.topic!r}: a delayed or transactional message cannot name light queues"
+            )
+        parking = self._parking_for(message)
+        if parking is None:
+            return await self._send_one(message)
+        if PROPERTY_UNIQ_KEY not in message.properties:
+            message.properties[PROPERTY_UNIQ_KEY] = self.ids.next_id()
+        try:
+            put = self.store.append(message)
+        except StoreError as exc:
+            raise from_store_error(exc) from exc
+        parking.parked(message, put)
+        result = SendResult(
+            SendStatus.SEND_OK,
+            message.properties[PROPERTY_UNIQ_KEY],
+            queue,
+            put.queue_offset,
+            put.commit_log_offset,
+            put.store_host,
+        )
+        if not await self.store.wait_durable(put.end_offset):
+            result.status = SendStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+    async def _send_one(self, message: Message) -> SendResult:
         route = self._prepare(message)
         try:
             put = self.store.append(message)
@@ -337,7 +462,18 @@ class Broker:
         return result
 
     async def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
-        """Store several messages of one topic and queue together (RocketMQ's batch: no delay, 4 MiB in all)."""
+        """Store several messages of one topic and queue together (RocketMQ's batch: no delay, no timer, no
+        transaction, 4 MiB in all)."""
+        for message in messages:
+            properties = message.properties
+            if properties and not PARKING_PROPERTIES.isdisjoint(properties):
+                raise IllegalMessageError(
+                    "a batch cannot hold delayed, timer or transactional messages (a message has"
+                    f" {', '.join(sorted(PARKING_PROPERTIES & properties.keys()))}); send them one by one"
+                )
+        return await self._send_batch(messages)
+
+    async def _send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
         if not messages:
             return []
         first = messages[0]
@@ -347,8 +483,6 @@ class Broker:
         for message in messages:
             if message.topic != topic or message.queue_id != queue_id:
                 raise IllegalMessageError("a batch holds messages of one topic and one queue")
-            if "DELAY" in message.properties or "TIMER_DELIVER_MS" in message.properties:
-                raise IllegalMessageError("a batch cannot hold delayed messages; send them one by one")
             total += len(message.body)
         if total > MAX_BATCH_BYTES:
             raise PayloadTooLargeError(f"batch of {total} bytes is over the {MAX_BATCH_BYTES}-byte limit")

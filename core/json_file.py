@@ -49,13 +49,14 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_synced(path: Path, data: bytes) -> None:
+def _write_synced(path: Path, data: bytes, durable: bool = True) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -69,8 +70,11 @@ def _keep_backup(path: Path, backup: Path) -> None:
         shutil.copyfile(path, backup)
 
 
-def write_json(path: Path, data: object) -> None:
+def write_json(path: Path, data: object, durable: bool = True) -> None:
     """Replace `path` with `data` as JSON, atomically; the previous version stays in `path.bak`.
+
+    `durable=False` skips the fsyncs: the file survives a killed process (the page cache stays) but maybe not a
+    power cut, as a commit log under ASYNC_FLUSH; for progress written every second that a crash may repeat.
 
     Callers serialize writes to one path (the managers hold a lock); two concurrent writers would share `.tmp`.
     A file that cannot be written (disk full, a directory missing or read-only) raises ConfigFileError, with the
@@ -82,14 +86,15 @@ def write_json(path: Path, data: object) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = _sibling(path, ".tmp")
         try:
-            _write_synced(tmp, text.encode("utf-8"))
+            _write_synced(tmp, text.encode("utf-8"), durable)
             if path.exists():
                 _keep_backup(path, backup_path(path))
             os.replace(tmp, path)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        _fsync_directory(path.parent)
+        if durable:
+            _fsync_directory(path.parent)
     except OSError as exc:
         raise ConfigFileError(
             path, f"cannot be written ({exc})", hint="free space on its disk or check its directory"

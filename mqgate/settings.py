@@ -113,6 +113,12 @@ BROKER_KEY_HELP = {
     "consumer_scan_interval_s": "how often silent consumers are looked for",
     "queue_lock_expire_s": "an orderly consumer's queue lock expires this long after its last renewal",
     "offset_persist_interval_s": "how often committed offsets are written to consumerOffset.json",
+    "message_delay_level": "the delay levels, level 1 first: a number and a unit (s, m, h, d) each (messageDelayLevel)",
+    "timer_max_delay_s": "the furthest ahead a timer message may be due (RocketMQ: 3 days)",
+    "timer_roll_window_s": "a timer due further ahead is stored again after this long (at most half of retention)",
+    "transaction_timeout_ms": "an undecided half message is checked back with its producer after this long",
+    "transaction_check_interval_ms": "how often undecided half messages are checked back",
+    "transaction_check_max": "checks of one half message before it is given up (TRANS_CHECK_MAX_TIME_TOPIC)",
 }
 
 

@@ -21,7 +21,15 @@ from zlib import crc32
 
 from core.store.errors import CorruptRecordError, StoreNotWritableError
 from core.store.mapped_file import MappedFile, MappedFileQueue, file_name
-from core.store.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, Message, StoredMessage, encode_host
+from core.store.message import (
+    PROPERTY_KEYS,
+    PROPERTY_TAG_CODE,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    Message,
+    StoredMessage,
+    encode_host,
+)
 from core.store.record_codec import (
     BLANK_MAGIC,
     BLANK_MIN_SIZE,
@@ -92,6 +100,8 @@ class CommitLog:
         if properties:
             tags = properties.get(PROPERTY_TAGS)
             code = crc32(tags.encode()) if tags else 0
+            if PROPERTY_TAG_CODE in properties:
+                code = int(properties[PROPERTY_TAG_CODE])
             keys = properties.get(PROPERTY_KEYS)
             unique_id = properties.get(PROPERTY_UNIQ_KEY)
         else:
@@ -175,6 +185,8 @@ class CommitLog:
                 if properties:
                     tags = properties.get(PROPERTY_TAGS)
                     code = crc32(tags.encode()) if tags else 0
+                    if PROPERTY_TAG_CODE in properties:
+                        code = int(properties[PROPERTY_TAG_CODE])
                     keys = properties.get(PROPERTY_KEYS)
                     unique_id = properties.get(PROPERTY_UNIQ_KEY)
                 else:

@@ -27,9 +27,13 @@ KEY_SEPARATOR = " "
 PROPERTY_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
 MULTI_DISPATCH_SEPARATOR = ","
 LIGHT_QUEUE_PREFIX = "%LMQ%"
+# A record carrying this property (a decimal integer) gets that number, not its tag hash, in its consume-queue
+# entry: the broker's schedulers keep there the time they must look at a parked message (RocketMQ keeps deliver
+# timestamps in SCHEDULE_TOPIC's tag codes), so they can rebuild their state from the queue without reading records.
+PROPERTY_TAG_CODE = "__TAG_CODE"
 # Properties the core writes for its own bookkeeping. A copy of a message sent again must not carry them: a
 # dead-letter copy would be dispatched into the light queues of the original.
-INTERNAL_PROPERTIES = frozenset({PROPERTY_MULTI_DISPATCH})
+INTERNAL_PROPERTIES = frozenset({PROPERTY_MULTI_DISPATCH, PROPERTY_TAG_CODE})
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -139,6 +143,14 @@ def split_keys(keys: str | None) -> list[str]:
 def tags_code(tags: str | None) -> int:
     """The tag hash kept in consume-queue entries: stable across processes (Python's hash() is not)."""
     return zlib.crc32(tags.encode()) if tags else 0
+
+
+def entry_code(properties: dict[str, str]) -> int:
+    """What a record's consume-queue entry carries: PROPERTY_TAG_CODE if the record has it, else the tag hash."""
+    given = properties.get(PROPERTY_TAG_CODE)
+    if given is not None:
+        return int(given)
+    return tags_code(properties.get(PROPERTY_TAGS))
 
 
 _join_name_value = NAME_VALUE_SEPARATOR.join

@@ -27,6 +27,7 @@ import enum
 import fcntl
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -53,12 +54,13 @@ from core.store.message import (
     MULTI_DISPATCH_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_MULTI_DISPATCH,
+    PROPERTY_TAG_CODE,
     PROPERTY_UNIQ_KEY,
     Message,
     StoredMessage,
     encode_properties,
+    entry_code,
     is_light_queue,
-    tags_code,
 )
 from core.store.message_id import decode_offset_msg_id, encode_offset_msg_id
 from core.store.record_codec import HEADER_SIZE, encode_tail, encode_topic
@@ -76,6 +78,8 @@ MAX_FILTERED_ENTRIES = 16_000
 END_OF_TIME_MS = 2**62
 # Checked light-queue lists remembered, at most (then forgotten all at once: re-checking one is cheap).
 MAX_LIGHT_LISTS = 4096
+# A consume-queue entry's tag code is a signed 64-bit integer.
+_INT64 = re.compile(r"-?[0-9]{1,18}")
 
 
 class PutStatus(enum.Enum):
@@ -275,7 +279,7 @@ class MessageStore:
         self.commit_log.queue_offsets = light_offsets
         for message in self.commit_log.scan(start, result):
             properties = message.properties
-            code = tags_code(message.tags)
+            code = entry_code(properties)
             batch.append(
                 (
                     message.topic,
@@ -424,7 +428,15 @@ class MessageStore:
                 f"topic {topic!r}: message of {len(body) + len(tail)} bytes (body and properties) is over"
                 f" max_message_size {self.config.max_message_size}"
             )
-        light = properties.get(PROPERTY_MULTI_DISPATCH) if properties else None
+        if properties:
+            code = properties.get(PROPERTY_TAG_CODE)
+            if code is not None and not _INT64.fullmatch(code):
+                raise InvalidMessageError(
+                    f"topic {topic!r}: property {PROPERTY_TAG_CODE} must be a decimal integer, not {code[:40]!r}"
+                )
+            light = properties.get(PROPERTY_MULTI_DISPATCH)
+        else:
+            light = None
         return message, body, tail, self._light_queues(light) if light else ()
 
     def append_batch(self, messages: Iterable[Message]) -> list[PutResult]:
@@ -686,6 +698,11 @@ class MessageStore:
             for key in [key for key in self.commit_log.queue_offsets if key[0] == topic]:
                 del self.commit_log.queue_offsets[key]
         return count
+
+    @property
+    def end_offset(self) -> int:
+        """The commit-log offset the next record will be written at."""
+        return self.commit_log.write_pos
 
     @property
     def writable(self) -> bool:
