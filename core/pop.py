@@ -3,10 +3,17 @@ ChangeInvisibleTimeProcessor, ConsumerOrderInfoManager), in process.
 
 A pop hands out up to `max_nums` messages of a topic to a consumer group and makes each invisible to the group's
 other pops for `invisible_ms`. The consumer acks each message with its receipt handle (core.receipt_handle), or
-changes its invisible time; a message not acked in time is delivered again, with its delivery attempt counted
-(attempt 1 first, `reconsume_times = attempt - 1`). Consumers of one group share one PopService per broker
-(`PopService.of(broker)`), so a message goes to one of them at a time, whichever queue it is in: pop consumers do
-not divide queues among themselves as pull and push consumers do.
+changes its invisible time. Consumers of one group share one PopService per broker (`PopService.of(broker)`), so a
+message goes to one of them at a time, whichever queue it is in: pop consumers do not divide queues among
+themselves as pull and push consumers do.
+
+A message not acked in time goes back (core.retry), as RocketMQ's revive does: to the group's retry topic
+`%RETRY%<group>`, at once (its invisible time was the wait), where every pop of the group looks too (one pop in
+five looks there first); after max_reconsume_times + 1 deliveries (the group's retry_max_times, 16) to the
+group's dead-letter topic `%DLQ%<group>`. Either way it is done in its queue, so it no longer holds the committed
+offset back. The delivery attempt counts across retries (attempt 1 first, `reconsume_times = attempt - 1`). FIFO
+messages are not sent to the retry topic, which would lose their order: they are delivered again in place until
+the limit, then dead-lettered. A message goes back when a pop of its group next looks at its queue.
 
 State, per (group, topic, queue), in memory:
 - `cursor`: the next consume-queue offset to read;
@@ -16,7 +23,7 @@ State, per (group, topic, queue), in memory:
   unacked message, else the cursor). Messages skipped by the pop's filter count as done.
 
 Where RocketMQ differs: it advances the consume offset at pop time and persists each pop as a checkpoint in a
-revive topic, from which unacked messages go to the group's %RETRY% topic. We keep invisibility in memory and
+revive topic, from which unacked messages go to a retry topic. We keep invisibility in memory and
 persist only the committed offset, which never passes an unacked message. After a restart (or a new PopService)
 everything from the committed offset is delivered again: at least once, never lost; messages acked above the
 lowest unacked one of their queue are delivered again too, and receipt handles of the previous run are refused.
@@ -38,9 +45,9 @@ up to MAX_UNACKED_PER_QUEUE unacked messages per queue; at that bound the queue 
 
 Acks are idempotent: acking a message that is already done does nothing, whichever of its handles is used. A
 handle of an earlier delivery of a message still in flight is refused (ReceiptHandleError, SUPERSEDED); a
-handle whose invisible time has passed, while the message was not yet delivered again, is still honoured, as
-in RocketMQ where an ack can beat the revive. Not yet: a maximum of delivery attempts and a dead-letter topic
-(messages are delivered again without limit).
+handle whose invisible time has passed, while the message was not yet sent back or delivered again, is still
+honoured, as in RocketMQ where an ack can beat the revive; once the message was sent back, an ack of the old
+handle does nothing (the retried copy is delivered, at least once).
 
 Everything here runs on the broker's event loop and is not thread-safe. The clock is injectable (seconds, as
 time.monotonic) so that tests move time instead of sleeping; long polling itself waits in real time.
@@ -49,6 +56,7 @@ time.monotonic) so that tests move time instead of sleeping; long polling itself
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import itertools
 import logging
@@ -60,14 +68,16 @@ from dataclasses import dataclass, field, replace
 
 from core.broker import Broker
 from core.compression import decode_for_consumer
-from core.errors import NoPermissionError
+from core.errors import CoreError, NoPermissionError
 from core.filter import MessageFilter
 from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
 from core.pop_queue_state import MAX_UNACKED_PER_QUEUE, PopEntry, PopQueueState
 from core.receipt_handle import ReceiptHandle
+from core.retry import as_consumed, send_back
 from core.store.errors import CorruptRecordError
 from core.store.message import PROPERTY_MESSAGE_GROUP, StoredMessage
 from core.store.message_store import GetStatus
+from core.system_topics import retry_topic
 from core.topic_config import MessageType, Perm
 
 log = logging.getLogger(__name__)
@@ -76,6 +86,10 @@ log = logging.getLogger(__name__)
 MAX_POP_BATCH = 32
 # The proxy's maxInvisibleTimeMills: a message stays invisible at most 12 hours per pop or change.
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
+# Messages sent back remembered, to refuse acks of their old handles (about 150 bytes each).
+MAX_SENT_BACK_REMEMBERED = 100_000
+# One pop in this many looks at the group's retry topic first (RocketMQ's PopMessageProcessor: one in five).
+RETRY_FIRST_EVERY = 5
 # The proxy's grpcClientConsumerMaxLongPollingTimeoutMillis: a receive waits at most 20 s for a message.
 MAX_POP_LONG_POLL_MS = 20_000
 
@@ -128,6 +142,10 @@ class PopService:
         self.init_mode = init_mode
         self.run_id = secrets.token_hex(4)
         self._delivery_ids = itertools.count(1)
+        self._pops = itertools.count()
+        # (group, topic, queue id, offset) -> attempts, of messages sent back: an ack with a handle of theirs is
+        # refused as out of date, not taken as done (their copy will be delivered). The oldest are forgotten.
+        self._sent_back: collections.OrderedDict[tuple[str, str, int, int], int] = collections.OrderedDict()
         self._topics: dict[tuple[str, str], _TopicState] = {}
 
     @classmethod
@@ -167,8 +185,25 @@ class PopService:
         _check_invisible(invisible_ms)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(max(long_poll_ms, 0), MAX_POP_LONG_POLL_MS) / 1000
+        retry = retry_topic(group)
         while True:
-            popped, progressed = self._take(group, topic, max_nums, invisible_ms, message_filter)
+            # The retry topic is made by the first message sent back, maybe just now.
+            await self._send_back_expired(group, topic)
+            topics = [topic, retry] if topic != retry and self.broker.has_topic(retry) else [topic]
+            # Now and then the retry topic first, so that retried messages are not starved by a busy topic.
+            order = topics[::-1] if next(self._pops) % RETRY_FIRST_EVERY == 0 else topics
+            popped: list[PoppedMessage] = []
+            progressed = False
+            for name in order:
+                if name != topic:
+                    await self._send_back_expired(group, name)
+                got, moved = self._take(
+                    group, name, max_nums - len(popped), invisible_ms, message_filter if name == topic else None
+                )
+                popped += got
+                progressed |= moved
+                if len(popped) >= max_nums:
+                    break
             if popped:
                 return popped
             if progressed:
@@ -178,7 +213,7 @@ class PopService:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []
-            await self.wait(group, (topic,), remaining)
+            await self.wait(group, topics, remaining)
 
     async def wait(self, group: str, topics: Sequence[str], timeout_s: float) -> bool:
         """Wait until a pop of `group` in one of `topics` may find something: a message arrives past a queue's
@@ -217,6 +252,71 @@ class PopService:
         if any(not task.cancelled() and task.exception() is None and task.result() for task in done):
             return True
         return bound < timeout_s  # woken by a deadline: a message is visible again
+
+    async def _send_back_expired(self, group: str, topic: str) -> None:
+        """Messages whose invisible time passed without an ack go back (core.retry): to the group's retry topic,
+        where the group pops them at once (the invisible time was their wait), or to its dead-letter topic once
+        delivered max_reconsume_times + 1 times. FIFO messages are delivered again in place, keeping their
+        order, until they reach that limit. A message sent back is done in its queue: the offset moves on."""
+        topic_state = self._topics.get((group, topic))
+        if topic_state is None or not topic_state.queues:
+            return
+        broker = self.broker
+        fifo = self._fifo(group, topic)
+        limit = broker.groups.get_or_auto_create(group).retry_max_times
+        now = self.clock()
+        sent = False
+        for queue_id, state in list(topic_state.queues.items()):
+            state = self._current(group, topic, queue_id, state)
+            expired = state.take_expired(now, MAX_UNACKED_PER_QUEUE)
+            if not expired:
+                continue
+            going: list[tuple[PopEntry, StoredMessage]] = []
+            for entry in expired:
+                stored = self._reread(topic, group, state, entry)
+                if stored is None:
+                    continue
+                times = stored.reconsume_times + entry.attempts - 1  # consumed again before this failure
+                if fifo and times < limit:
+                    state.deliver(entry, entry.invisible_until, entry.delivery_id, again=False)  # in place
+                    continue
+                going.append((entry, replace(stored, reconsume_times=times)))
+            for entry, message in going:
+                delivery_id = entry.delivery_id
+                try:
+                    await send_back(
+                        broker,
+                        message,
+                        group,
+                        immediately=True,
+                        delay_level=-1 if fifo else 0,
+                        reason=f"not acked within its invisible time after {message.reconsume_times + 1} deliveries",
+                    )
+                except CoreError as exc:
+                    log.warning("group %r: message %s not sent back (%s); delivered again here", group, topic, exc)
+                    state.deliver(entry, now, delivery_id, again=False)
+                    continue
+                sent = True
+                still_ours = state.entries.get(entry.offset) is entry and entry.delivery_id == delivery_id
+                if still_ours:
+                    self._remember_sent_back((group, topic, state.queue_id, entry.offset), entry.attempts)
+                    if state.remove(entry.offset):
+                        _notify(topic_state)
+            self._commit(group, topic, state)
+        if sent:
+            await broker.wait_visible()  # this pop may hand the copies out already
+
+    def _remember_sent_back(self, key: tuple[str, str, int, int], attempts: int) -> None:
+        self._sent_back[key] = attempts
+        if len(self._sent_back) > MAX_SENT_BACK_REMEMBERED:
+            self._sent_back.popitem(last=False)
+
+    def _fifo(self, group: str, topic: str) -> bool:
+        broker = self.broker
+        return (
+            broker.topic_config(topic).message_type is MessageType.FIFO
+            or broker.groups.get_or_auto_create(group).consume_message_orderly
+        )
 
     def _take(
         self,
@@ -359,8 +459,9 @@ class PopService:
         handle = ReceiptHandle(
             self.run_id, delivery_id, entry.attempts, state.queue_id, entry.offset, topic, group
         ).encode()
-        message = decode_for_consumer(replace(stored, reconsume_times=entry.attempts - 1))
-        return PoppedMessage(message, handle, entry.attempts, until)
+        attempt = stored.reconsume_times + entry.attempts
+        message = as_consumed(decode_for_consumer(replace(stored, reconsume_times=attempt - 1)))
+        return PoppedMessage(message, handle, attempt, until)
 
     # --- ack and change of invisible time -----------------------------------------------------------------
 
@@ -423,6 +524,14 @@ class PopService:
         state = self._current(group, handle.topic, handle.queue_id, state)
         entry = state.entries.get(handle.queue_offset)
         if entry is None and handle.queue_offset < state.cursor:
+            attempts = self._sent_back.get((group, handle.topic, handle.queue_id, handle.queue_offset))
+            if attempts is not None:
+                raise ReceiptHandleError(
+                    ReceiptHandleProblem.SUPERSEDED,
+                    f"receipt handle of {handle.describe()} is out of date: its invisible time passed after"
+                    f" {attempts} deliveries and it was sent back (to the group's retry or dead-letter topic), from"
+                    " where it is delivered again; ack that delivery",
+                )
             return handle, topic_state, state, None
         if entry is None or entry.attempts == 0:
             raise ReceiptHandleError(

@@ -8,9 +8,18 @@ offset order, and only while this consumer holds the queue's lock in the broker;
 retries the same messages after `suspend_time_ms`.
 
 Offsets: after each consumed batch the lowest offset still in flight is committed (to the broker for clustering,
-here for broadcasting), so a crash redelivers rather than loses. A concurrent listener that returns
-RECONSUME_LATER or raises gets the message again after `retry_delay_s`, in this group, with reconsume_times
-counted; until the %RETRY% and %DLQ% topics land (a later issue) redelivery continues without a limit.
+here for broadcasting), so a crash redelivers rather than loses.
+
+Failures (RocketMQ's rules). Clustering: a concurrent listener that returns RECONSUME_LATER or raises has its
+messages sent back (core.retry): to the group's retry topic `%RETRY%<group>`, which every member subscribes to
+automatically, after delay level 3 + reconsume_times (10 s, 30 s, 1 m ... 2 h), or once consumed again
+`max_reconsume_times` times (the group's retry_max_times, 16, unless the option says otherwise) to `%DLQ%<group>`.
+A message sent back counts as consumed here, so it no longer holds the offset back; one that could not be sent
+back is consumed again here after `retry_delay_s`. `context.delay_level_when_next_consume` chooses the level (a
+negative one: the dead-letter topic at once). An orderly listener that answers SUSPEND_CURRENT_QUEUE_A_MOMENT
+gets the same messages again after `suspend_time_ms`, in order, until a message has been consumed again
+`max_reconsume_times` times: it goes to `%DLQ%<group>` and the queue moves on. Broadcasting: a failed message
+is logged and dropped, as RocketMQ does (there is no retry topic per member).
 
 Membership: the consumer heartbeats to the broker; when its group's members change, or every
 `rebalance_interval_s`, it divides the topic's queues among the live members (core.allocate) and starts or stops
@@ -36,9 +45,10 @@ from core.client.offset_store import OffsetStore
 from core.client.process_queue import ProcessQueue
 from core.compression import decode_for_consumer
 from core.consumer_registry import Subscription
-from core.errors import IllegalArgumentError
+from core.errors import CoreError, IllegalArgumentError
 from core.filter import MessageFilter, build_filter
 from core.message_queue import MessageQueue
+from core.retry import as_consumed, ensure_retry_topic, send_back
 from core.store.message import StoredMessage
 
 log = logging.getLogger(__name__)
@@ -46,8 +56,6 @@ log = logging.getLogger(__name__)
 # RocketMQ's PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL (50 ms) and ..._WHEN_EXCEPTION (3 s).
 FLOW_CONTROL_PAUSE_S = 0.05
 PULL_ERROR_PAUSE_S = 3.0
-# Cap on the retry delay of a message that keeps failing.
-MAX_RETRY_DELAY_S = 60.0
 _instances = itertools.count()
 
 
@@ -61,9 +69,14 @@ class ConsumeOrderlyStatus(enum.Enum):
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ConsumeContext:
+    """What a listener is told about its messages, and may change: `delay_level_when_next_consume` is the delay
+    level of a concurrent listener's messages sent back after RECONSUME_LATER (0: the broker chooses; negative:
+    the dead-letter topic at once), as RocketMQ's ConsumeConcurrentlyContext."""
+
     message_queue: MessageQueue
+    delay_level_when_next_consume: int = 0
 
 
 ConcurrentListener = Callable[[list[StoredMessage], ConsumeContext], Awaitable[ConsumeStatus]]
@@ -89,8 +102,11 @@ class PushConsumerOptions:
     heartbeat_interval_s: float = 30.0
     rebalance_interval_s: float = 20.0
     lock_renew_interval_s: float = 20.0
-    retry_delay_s: float = 1.0
+    # A failed message that could not be sent back is consumed again here after this long (RocketMQ: 5 s).
+    retry_delay_s: float = 5.0
     suspend_time_ms: int = 1000
+    # Times a message is consumed again before it goes to the dead-letter topic; -1: the group's retry_max_times.
+    max_reconsume_times: int = -1
     # How long shutdown waits for listener calls under way (RocketMQ's awaitTerminationMillisWhenShutdown).
     await_termination_s: float = 10.0
 
@@ -139,6 +155,11 @@ class PushConsumer:
         if not self.subscriptions:
             raise IllegalArgumentError(f"consumer group {self.group!r}: subscribe to a topic before start()")
         self.broker.groups.get_or_auto_create(self.group)
+        if self.options.message_model is MessageModel.CLUSTERING:
+            # Members consume their group's retry topic too (RocketMQ's copySubscription).
+            retry = ensure_retry_topic(self.broker, self.group)
+            self.subscriptions[retry] = Subscription(retry, "TAG", "*")
+            self._filters[retry] = None
         self._running = True
         self._heartbeat()
         loop = asyncio.get_running_loop()
@@ -297,7 +318,7 @@ class PushConsumer:
             if pq.dropped:
                 return
             if result.status is PullStatus.FOUND:
-                messages = [decode_for_consumer(message) for message in result.messages]
+                messages = [as_consumed(decode_for_consumer(message)) for message in result.messages]
                 pq.put(messages)
                 if not self.orderly:
                     self._work.put_nowait((queue, pq, messages))
@@ -341,7 +362,7 @@ class PushConsumer:
                 if status is ConsumeStatus.CONSUME_SUCCESS:
                     pq.remove(batch)
                 else:
-                    self._redeliver_later(queue, pq, batch)
+                    await self._consumed_with_failure(queue, pq, batch, context)
             if not pq.dropped:
                 self._commit(queue, pq.commit_offset())
 
@@ -368,14 +389,75 @@ class PushConsumer:
             self._in_listener -= 1
             self._listeners_idle.set()
 
+    async def _consumed_with_failure(
+        self, queue: MessageQueue, pq: ProcessQueue, batch: list[StoredMessage], context: ConsumeContext
+    ) -> None:
+        """RECONSUME_LATER (or an exception) for `batch`: send each message back; those sent back are done here."""
+        if self.options.message_model is MessageModel.BROADCASTING:
+            log.warning(
+                "consumer %s (%s): broadcasting consumption of %d messages of %s failed; dropped, as RocketMQ does",
+                self.client_id,
+                self.group,
+                len(batch),
+                queue,
+            )
+            pq.remove(batch)
+            return
+        kept = []
+        for message in batch:
+            try:
+                await send_back(
+                    self.broker,
+                    message,
+                    self.group,
+                    delay_level=context.delay_level_when_next_consume,
+                    max_reconsume_times=self.options.max_reconsume_times,
+                )
+            except CoreError as exc:
+                log.warning(
+                    "consumer %s: message %s could not be sent back (%s)", self.client_id, message.unique_id, exc
+                )
+                kept.append(message)
+        pq.remove([message for message in batch if message not in kept])
+        if kept:
+            self._redeliver_later(queue, pq, kept)
+
     def _redeliver_later(self, queue: MessageQueue, pq: ProcessQueue, batch: list[StoredMessage]) -> None:
         again = [replace(message, reconsume_times=message.reconsume_times + 1) for message in batch]
         for message in again:
             if message.queue_offset in pq.messages:
                 pq.messages[message.queue_offset] = message
-        attempts = again[0].reconsume_times
-        delay = min(self.options.retry_delay_s * attempts, MAX_RETRY_DELAY_S)
-        asyncio.get_running_loop().call_later(delay, self._work.put_nowait, (queue, pq, again))
+        asyncio.get_running_loop().call_later(self.options.retry_delay_s, self._work.put_nowait, (queue, pq, again))
+
+    def _max_reconsume_times(self) -> int:
+        given = self.options.max_reconsume_times
+        return given if given >= 0 else self.broker.groups.get_or_auto_create(self.group).retry_max_times
+
+    async def _dead_letter_exhausted(self, batch: list[StoredMessage]) -> list[StoredMessage]:
+        """Orderly: send the messages of `batch` consumed again max_reconsume_times times to the dead-letter topic;
+        return those left to consume again (the others, and any that could not be sent)."""
+        limit = self._max_reconsume_times()
+        left = []
+        for message in batch:
+            if message.reconsume_times < limit:
+                left.append(message)
+                continue
+            try:
+                await send_back(self.broker, message, self.group, delay_level=-1, max_reconsume_times=limit)
+            except CoreError as exc:
+                log.warning(
+                    "consumer %s: message %s could not be dead-lettered (%s)", self.client_id, message.unique_id, exc
+                )
+                left.append(message)
+            else:
+                log.warning(
+                    "consumer %s (%s): message %s was suspended %d times; sent to the dead-letter topic",
+                    self.client_id,
+                    self.group,
+                    message.unique_id,
+                    message.reconsume_times,
+                )
+        return left
 
     async def _consume_orderly(self, queue: MessageQueue, pq: ProcessQueue) -> None:
         listener: OrderlyListener = self.listener  # type: ignore[assignment]
@@ -395,5 +477,11 @@ class PushConsumer:
                 if status is ConsumeOrderlyStatus.SUCCESS:
                     self._commit(queue, pq.remove(batch))
                     break
+                left = await self._dead_letter_exhausted(batch)
+                if len(left) < len(batch):
+                    left_ids = {id(message) for message in left}
+                    self._commit(queue, pq.remove([message for message in batch if id(message) not in left_ids]))
+                if not left:
+                    break
                 await asyncio.sleep(self.options.suspend_time_ms / 1000)
-                batch = [replace(message, reconsume_times=message.reconsume_times + 1) for message in batch]
+                batch = [replace(message, reconsume_times=message.reconsume_times + 1) for message in left]
