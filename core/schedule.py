@@ -91,14 +91,11 @@ class ScheduleService:
     def park(self, message: Message) -> bool:
         properties = message.properties
         value = properties[PROPERTY_DELAY_LEVEL]
-        try:
-            level = int(value)
-        except ValueError:
-            level = -1
+        level = int(value) if value.isascii() and value.isdigit() else -1
         if level == 0:  # RocketMQ: a level of 0 or less means no delay
             del properties[PROPERTY_DELAY_LEVEL]
             return False
-        if not 0 < level <= self.max_level or not value.strip().isdigit():
+        if not 0 < level <= self.max_level:
             raise IllegalMessageError(
                 f"topic {message.topic!r}: delay level {value!r} does not exist; levels go from 1 to"
                 f" {self.max_level} ({self._broker.config.message_delay_level}), 0 for none"
