@@ -7,6 +7,9 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
   a topic). Send hooks (SendHook) name light queues; stored listeners (StoredListener) hear of stored messages.
 - Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
 - The client API with RocketMQ's names: Producer, PushConsumer, PullConsumer, SimpleConsumer and their options.
+- Scheduled work: the broker's Clock (SystemClock; ManualClock for tests), the system topics and properties of
+  delay levels, timers, retries and dead letters (core/system_topics.py), and send_back (a failed message to its
+  group's retry or dead-letter topic).
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
 - For the wiring only: MessageStore, StoreConfig, FlushMode, RecoveryReport and open_store, to open the store the
   broker runs on.
@@ -42,6 +45,7 @@ from core.client import (
     SimpleConsumer,
     build_message,
 )
+from core.clock import Clock, ManualClock, SystemClock
 from core.errors import (
     BrokerError,
     ConfigFileError,
@@ -61,22 +65,46 @@ from core.errors import (
 from core.filter import ExpressionType, FilterExpressionError, UnsupportedExpressionTypeError
 from core.message_queue import MessageQueue
 from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
+from core.retry import send_back
 from core.state_table import StateTable
 from core.store.config import FlushMode, StoreConfig
 from core.store.message import INTERNAL_PROPERTIES, LIGHT_QUEUE_PREFIX, MAX_PROPERTIES_LENGTH, Message, StoredMessage
 from core.store.message_store import MessageStore, RecoveryReport
 from core.store.topic_name import MAX_TOPIC_LENGTH
+from core.system_topics import (
+    DLQ_PREFIX,
+    PROPERTY_DELAY_LEVEL,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    dlq_topic,
+    retry_topic,
+)
 from core.topic_config import MessageType, Perm, TopicConfig, validate_topic
 
 __all__ = [
+    "DLQ_PREFIX",
     "INTERNAL_PROPERTIES",
     "LIGHT_QUEUE_PREFIX",
     "MAX_BATCH_BYTES",
     "MAX_PROPERTIES_LENGTH",
     "MAX_TOPIC_LENGTH",
+    "PROPERTY_DELAY_LEVEL",
+    "PROPERTY_RETRY_TOPIC",
+    "PROPERTY_TIMER_DELAY_MS",
+    "PROPERTY_TIMER_DELAY_SEC",
+    "PROPERTY_TIMER_DELIVER_MS",
+    "RETRY_PREFIX",
+    "SCHEDULE_TOPIC",
+    "TIMER_TOPIC",
     "Broker",
     "BrokerConfig",
     "BrokerError",
+    "Clock",
     "ConfigFileError",
     "ConsumeContext",
     "ConsumeFromWhere",
@@ -91,6 +119,7 @@ __all__ = [
     "IllegalArgumentError",
     "IllegalMessageError",
     "InvalidOffsetError",
+    "ManualClock",
     "Message",
     "MessageModel",
     "MessageQueue",
@@ -122,11 +151,15 @@ __all__ = [
     "StoreConfig",
     "StoredListener",
     "StoredMessage",
+    "SystemClock",
     "TopicConfig",
     "TopicConfigError",
     "TopicNotFoundError",
     "UnsupportedExpressionTypeError",
     "build_message",
+    "dlq_topic",
     "open_store",
+    "retry_topic",
+    "send_back",
     "validate_topic",
 ]

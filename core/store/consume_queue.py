@@ -5,7 +5,9 @@ Entry layout (big-endian), RocketMQ's:
     offset  size  field
     0       8     commit_log_offset   where the record starts in the commit log
     8       4     size                the record's total size (never 0: an all-zero entry is an unused slot)
-    12      8     tags_code           core.store.message.tags_code(tags), for filtering without reading the log
+    12      8     tags_code           core.store.message.entry_code: the tag hash, for filtering without reading
+                                      the log; or, for a parked message, the due time the broker wrote in its
+                                      __TAG_CODE property (as RocketMQ's SCHEDULE_TOPIC entries hold deliver times)
 
 Entry n of the queue lives at byte n * 20 of the queue's byte space, which is cut into files of
 `entries_per_file` entries named by the byte offset of their first entry, in `consumequeue/<topic>/<queue id>/`.
