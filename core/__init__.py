@@ -7,6 +7,8 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
   a topic). Send hooks (SendHook) name light queues; stored listeners (StoredListener) hear of stored messages.
 - Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
 - The client API with RocketMQ's names: Producer, PushConsumer, PullConsumer, SimpleConsumer and their options.
+- Admin look-ups: `Broker.queries` (MessageQueries: by offset message id, unique id, key and time range; a message's
+  consumption state per group, MessageTrack/ConsumeState).
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
 - For the wiring only: MessageStore, StoreConfig, FlushMode, RecoveryReport and open_store, to open the store the
   broker runs on.
@@ -42,6 +44,7 @@ from core.client import (
     SimpleConsumer,
     build_message,
 )
+from core.consume_state import ConsumeState, MessageTrack
 from core.errors import (
     BrokerError,
     ConfigFileError,
@@ -51,6 +54,7 @@ from core.errors import (
     IllegalArgumentError,
     IllegalMessageError,
     InvalidOffsetError,
+    MessageNotFoundError,
     NoPermissionError,
     PayloadTooLargeError,
     ServiceNotAvailableError,
@@ -59,6 +63,7 @@ from core.errors import (
     TopicNotFoundError,
 )
 from core.filter import ExpressionType, FilterExpressionError, UnsupportedExpressionTypeError
+from core.message_queries import DEFAULT_QUERY_COUNT, MAX_QUERY_COUNT, MessageQueries, parse_offset_msg_id
 from core.message_queue import MessageQueue
 from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
 from core.state_table import StateTable
@@ -69,10 +74,12 @@ from core.store.topic_name import MAX_TOPIC_LENGTH
 from core.topic_config import MessageType, Perm, TopicConfig, validate_topic
 
 __all__ = [
+    "DEFAULT_QUERY_COUNT",
     "INTERNAL_PROPERTIES",
     "LIGHT_QUEUE_PREFIX",
     "MAX_BATCH_BYTES",
     "MAX_PROPERTIES_LENGTH",
+    "MAX_QUERY_COUNT",
     "MAX_TOPIC_LENGTH",
     "Broker",
     "BrokerConfig",
@@ -81,6 +88,7 @@ __all__ = [
     "ConsumeContext",
     "ConsumeFromWhere",
     "ConsumeOrderlyStatus",
+    "ConsumeState",
     "ConsumeStatus",
     "CoreError",
     "ExpressionType",
@@ -93,8 +101,11 @@ __all__ = [
     "InvalidOffsetError",
     "Message",
     "MessageModel",
+    "MessageNotFoundError",
+    "MessageQueries",
     "MessageQueue",
     "MessageStore",
+    "MessageTrack",
     "MessageType",
     "MessageView",
     "NoPermissionError",
@@ -128,5 +139,6 @@ __all__ = [
     "UnsupportedExpressionTypeError",
     "build_message",
     "open_store",
+    "parse_offset_msg_id",
     "validate_topic",
 ]

@@ -34,6 +34,7 @@ from core.errors import (
 )
 from core.filter import MessageFilter
 from core.long_poll import LongPollWaiters
+from core.message_queries import MessageQueries
 from core.message_queue import MessageQueue
 from core.parking import Parking
 from core.queue_locks import DEFAULT_LOCK_EXPIRE_S, QueueLocks
@@ -202,6 +203,8 @@ class Broker:
         self.schedule = ScheduleService(self)
         self.timers = TimerService(self)
         self.transactions = TransactionService(self)
+        # Admin look-ups (core.message_queries): no state of their own to start.
+        self.queries = MessageQueries(self)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
