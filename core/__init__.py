@@ -8,7 +8,8 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
 - Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
 - The client API with RocketMQ's names: Producer, PushConsumer, PullConsumer, SimpleConsumer and their options.
 - Admin look-ups: `Broker.queries` (MessageQueries: by offset message id, unique id, key and time range; a message's
-  consumption state per group, MessageTrack/ConsumeState).
+  consumption state per group, MessageTrack/ConsumeState) and `Broker.dead_letters` (DeadLetters: a group's dead
+  letters listed a page at a time, DeadLetterPage/DeadLetter, and resent, ResendSummary/ResendOutcome/ResendStatus).
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
 - For the wiring only: MessageStore, StoreConfig, FlushMode, RecoveryReport and open_store, to open the store the
   broker runs on.
@@ -45,6 +46,14 @@ from core.client import (
     build_message,
 )
 from core.consume_state import ConsumeState, MessageTrack
+from core.dead_letters import (
+    DeadLetter,
+    DeadLetterPage,
+    DeadLetters,
+    ResendOutcome,
+    ResendStatus,
+    ResendSummary,
+)
 from core.errors import (
     BrokerError,
     ConfigFileError,
@@ -91,6 +100,9 @@ __all__ = [
     "ConsumeState",
     "ConsumeStatus",
     "CoreError",
+    "DeadLetter",
+    "DeadLetterPage",
+    "DeadLetters",
     "ExpressionType",
     "FilterExpressionError",
     "FlushMode",
@@ -122,6 +134,9 @@ __all__ = [
     "ReceiptHandleError",
     "ReceiptHandleProblem",
     "RecoveryReport",
+    "ResendOutcome",
+    "ResendStatus",
+    "ResendSummary",
     "Route",
     "SendHook",
     "SendResult",

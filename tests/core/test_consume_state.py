@@ -63,7 +63,7 @@ async def test_a_retry_waiting_its_delay_is_in_retry(orders):
     assert track.state is ConsumeState.IN_RETRY and track.record.topic == SCHEDULE_TOPIC
 
 
-async def test_a_dead_letter_is_in_the_dlq(orders):
+async def test_a_dead_letter_is_in_the_dlq_until_resent_and_consumed(orders):
     broker, sent = orders
     retried = await send_retry(broker, "g", record_of(broker, sent[0]))
     broker.commit_offset("g", retry_topic("g"), 0, 1)
@@ -71,6 +71,13 @@ async def test_a_dead_letter_is_in_the_dlq(orders):
     await broker.wait_visible()
     track = broker.queries.track("g", "orders", sent[0].msg_id)
     assert track.state is ConsumeState.IN_DLQ and track.record.topic == dlq_topic("g")
+    summary = await broker.dead_letters.resend_by_unique_id("g", sent[0].msg_id)
+    assert len(summary.resent) == 1
+    await broker.wait_visible()
+    track = broker.queries.track("g", "orders", sent[0].msg_id)
+    assert track.state is ConsumeState.NOT_CONSUMED_YET and track.record.queue_offset == 4
+    broker.commit_offset("g", "orders", 0, 5)
+    assert state(broker, "g", sent[0]) is ConsumeState.CONSUMED
 
 
 async def test_a_broadcasting_group_cannot_be_told(orders):
