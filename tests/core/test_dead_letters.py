@@ -266,3 +266,9 @@ async def test_a_resend_killed_midway_and_repeated_resends_each_dead_letter_once
     )
     assert sorted(m.body for m in copies) == sorted(b"m%d" % n for n in range(CRASH_LETTERS))
     assert len((await broker.dead_letters.resend_all("g")).already_resent) == CRASH_LETTERS
+    # The index the child built, recovered: each message's story found by its unique id, its copy resent once.
+    for letter in letters[:: CRASH_LETTERS // 4]:
+        story = broker.queries.by_unique_id("orders", letter.unique_id, group="g")
+        assert [m.topic for m in story] == ["orders", dlq_topic("g"), "orders"]
+        assert story[1].offset_msg_id == letter.offset_msg_id
+        assert story[2].properties[PROPERTY_MOVED_FROM] == str(letter.message.commit_log_offset)
