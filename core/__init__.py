@@ -10,6 +10,9 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
 - Scheduled work: the broker's Clock (SystemClock; ManualClock for tests), the system topics and properties of
   delay levels, timers, retries and dead letters (core/system_topics.py), and send_back (a failed message to its
   group's retry or dead-letter topic).
+- Admin look-ups: `Broker.queries` (MessageQueries: by offset message id, unique id, key and time range; a message's
+  consumption state per group, MessageTrack/ConsumeState) and `Broker.dead_letters` (DeadLetters: a group's dead
+  letters listed a page at a time, DeadLetterPage/DeadLetter, and resent, ResendSummary/ResendOutcome/ResendStatus).
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
 - For the wiring only: MessageStore, StoreConfig, FlushMode, RecoveryReport and open_store, to open the store the
   broker runs on.
@@ -46,6 +49,15 @@ from core.client import (
     build_message,
 )
 from core.clock import Clock, ManualClock, SystemClock
+from core.consume_state import ConsumeState, MessageTrack
+from core.dead_letters import (
+    DeadLetter,
+    DeadLetterPage,
+    DeadLetters,
+    ResendOutcome,
+    ResendStatus,
+    ResendSummary,
+)
 from core.errors import (
     BrokerError,
     ConfigFileError,
@@ -55,6 +67,7 @@ from core.errors import (
     IllegalArgumentError,
     IllegalMessageError,
     InvalidOffsetError,
+    MessageNotFoundError,
     NoPermissionError,
     PayloadTooLargeError,
     ServiceNotAvailableError,
@@ -63,6 +76,7 @@ from core.errors import (
     TopicNotFoundError,
 )
 from core.filter import ExpressionType, FilterExpressionError, UnsupportedExpressionTypeError
+from core.message_queries import DEFAULT_QUERY_COUNT, MAX_QUERY_COUNT, MessageQueries, parse_offset_msg_id
 from core.message_queue import MessageQueue
 from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
 from core.retry import send_back
@@ -87,11 +101,13 @@ from core.system_topics import (
 from core.topic_config import MessageType, Perm, TopicConfig, validate_topic
 
 __all__ = [
+    "DEFAULT_QUERY_COUNT",
     "DLQ_PREFIX",
     "INTERNAL_PROPERTIES",
     "LIGHT_QUEUE_PREFIX",
     "MAX_BATCH_BYTES",
     "MAX_PROPERTIES_LENGTH",
+    "MAX_QUERY_COUNT",
     "MAX_TOPIC_LENGTH",
     "PROPERTY_DELAY_LEVEL",
     "PROPERTY_RETRY_TOPIC",
@@ -109,8 +125,12 @@ __all__ = [
     "ConsumeContext",
     "ConsumeFromWhere",
     "ConsumeOrderlyStatus",
+    "ConsumeState",
     "ConsumeStatus",
     "CoreError",
+    "DeadLetter",
+    "DeadLetterPage",
+    "DeadLetters",
     "ExpressionType",
     "FilterExpressionError",
     "FlushMode",
@@ -122,8 +142,11 @@ __all__ = [
     "ManualClock",
     "Message",
     "MessageModel",
+    "MessageNotFoundError",
+    "MessageQueries",
     "MessageQueue",
     "MessageStore",
+    "MessageTrack",
     "MessageType",
     "MessageView",
     "NoPermissionError",
@@ -140,6 +163,9 @@ __all__ = [
     "ReceiptHandleError",
     "ReceiptHandleProblem",
     "RecoveryReport",
+    "ResendOutcome",
+    "ResendStatus",
+    "ResendSummary",
     "Route",
     "SendHook",
     "SendResult",
@@ -159,6 +185,7 @@ __all__ = [
     "build_message",
     "dlq_topic",
     "open_store",
+    "parse_offset_msg_id",
     "retry_topic",
     "send_back",
     "validate_topic",

@@ -24,6 +24,7 @@ from pathlib import Path
 from core.clock import Clock, SystemClock
 from core.consumer_offsets import ConsumerOffsetManager
 from core.consumer_registry import DEFAULT_EXPIRE_AFTER_S, ConsumerRegistry
+from core.dead_letters import DeadLetters
 from core.errors import (
     IllegalArgumentError,
     IllegalMessageError,
@@ -34,6 +35,7 @@ from core.errors import (
 )
 from core.filter import MessageFilter
 from core.long_poll import LongPollWaiters
+from core.message_queries import MessageQueries
 from core.message_queue import MessageQueue
 from core.parking import Parking
 from core.queue_locks import DEFAULT_LOCK_EXPIRE_S, QueueLocks
@@ -202,6 +204,9 @@ class Broker:
         self.schedule = ScheduleService(self)
         self.timers = TimerService(self)
         self.transactions = TransactionService(self)
+        # Admin look-ups and dead letters (core.message_queries, core.dead_letters): no state of their own to start.
+        self.queries = MessageQueries(self)
+        self.dead_letters = DeadLetters(self)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -15,6 +15,8 @@
     ├── StorageError                             any other failure of the message store (locked by another process,
     │                                            a corrupt file); the message names the file
     ├── IllegalArgumentError       ValueError    a client API call with an argument out of range or inconsistent
+    ├── MessageNotFoundError       LookupError   no stored message has the id asked for (removed by retention, or
+    │                                            never there); queries by key answer an empty list instead
     ├── ConfigFileError                          a JSON config file cannot be used (path, line, column)
     ├── FilterExpressionError      ValueError    core.filter: a TAG or SQL92 expression that does not parse
     ├── UnsupportedExpressionTypeError ValueError core.filter: neither TAG nor SQL92
@@ -101,6 +103,11 @@ class StorageError(CoreError):
 
 class IllegalArgumentError(CoreError, ValueError):
     """A call of the client API with an argument out of range or inconsistent with the others."""
+
+
+class MessageNotFoundError(CoreError, LookupError):
+    """No stored message answers to the id asked for: an offset message id naming no record here (another broker's,
+    or a record retention removed), or a unique id the index does not know in the topics searched."""
 
 
 class ConfigFileError(CoreError):

@@ -36,10 +36,12 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TypeVar
 
 from core.allocate import AllocateStrategy, allocate
 from core.broker import Broker, PullStatus
+from core.client.local_offset_file import DEFAULT_INSTANCE_NAME
 from core.client.message_codec import ConsumeFromWhere, MessageModel, local_host
 from core.client.offset_store import OffsetStore
 from core.client.process_queue import ProcessQueue
@@ -109,6 +111,12 @@ class PushConsumerOptions:
     max_reconsume_times: int = -1
     # How long shutdown waits for listener calls under way (RocketMQ's awaitTerminationMillisWhenShutdown).
     await_termination_s: float = 10.0
+    # Broadcasting: offsets kept in local_offset_dir (default: the broker's config_dir/localOffsets)
+    # /<instance_name>/<group>/offsets.json, one consumer per instance name and group (core.client.local_offset_file),
+    # written every persist_offset_interval_s (RocketMQ's persistConsumerOffsetInterval) and at shutdown.
+    instance_name: str = DEFAULT_INSTANCE_NAME
+    local_offset_dir: Path | None = None
+    persist_offset_interval_s: float = 5.0
 
 
 class PushConsumer:
@@ -131,7 +139,13 @@ class PushConsumer:
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         options = self.options
         self.offsets = OffsetStore(
-            broker, group, options.message_model, options.consume_from, options.consume_timestamp_ms
+            broker,
+            group,
+            options.message_model,
+            options.consume_from,
+            options.consume_timestamp_ms,
+            options.instance_name,
+            options.local_offset_dir,
         )
         self._queue_tasks: dict[MessageQueue, list[asyncio.Task[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -160,11 +174,13 @@ class PushConsumer:
             retry = ensure_retry_topic(self.broker, self.group)
             self.subscriptions[retry] = Subscription(retry, "TAG", "*")
             self._filters[retry] = None
+        self.offsets.load()
         self._running = True
         self._heartbeat()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._heartbeat_loop()))
         self._tasks.append(loop.create_task(self._rebalance_loop()))
+        self._tasks.append(loop.create_task(self.offsets.persist_periodically(self.options.persist_offset_interval_s)))
         if not self.orderly:
             if not 1 <= self.options.consume_thread_min <= self.options.consume_thread_max:
                 raise IllegalArgumentError("consume_thread_min must be at least 1 and at most consume_thread_max")
@@ -195,6 +211,7 @@ class PushConsumer:
                     await self._listeners_idle.wait()
         for queue in list(self.process_queues):
             await self._drop(queue)
+        await self.offsets.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,5 +1,6 @@
 import asyncio
 import collections
+from dataclasses import replace
 
 import pytest
 
@@ -77,7 +78,11 @@ async def test_broadcasting_delivers_every_message_to_every_member(make_broker):
         rebalance_interval_s=0.1,
         long_poll_ms=200,
     )
-    consumers = [PushConsumer(broker, "bg", recorder(seen, k), options=broadcast) for k in range(3)]
+    # One process, three members: each its own instance name, so each its own offsets file.
+    consumers = [
+        PushConsumer(broker, "bg", recorder(seen, k), options=replace(broadcast, instance_name=f"member-{k}"))
+        for k in range(3)
+    ]
     for consumer in consumers:
         consumer.subscribe("b")
         await consumer.start()
