@@ -6,7 +6,8 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
   MessageQueue, topics (TopicConfig, MessageType, Perm, validate_topic) and StateTable (a compacted table kept in
   a topic). Send hooks (SendHook) name light queues; stored listeners (StoredListener) hear of stored messages.
 - Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
-- The client API with RocketMQ's names: Producer, PushConsumer, PullConsumer, SimpleConsumer and their options.
+- The client API with RocketMQ's names: Producer (send timeouts and retries), PushConsumer, PullConsumer,
+  SimpleConsumer and their options.
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
 - For the wiring only: MessageStore, StoreConfig, FlushMode, RecoveryReport and open_store, to open the store the
   broker runs on.
@@ -53,6 +54,7 @@ from core.errors import (
     InvalidOffsetError,
     NoPermissionError,
     PayloadTooLargeError,
+    RequestTimeoutError,
     ServiceNotAvailableError,
     StorageError,
     TopicConfigError,
@@ -111,6 +113,7 @@ __all__ = [
     "ReceiptHandleError",
     "ReceiptHandleProblem",
     "RecoveryReport",
+    "RequestTimeoutError",
     "Route",
     "SendHook",
     "SendResult",
