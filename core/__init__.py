@@ -6,8 +6,11 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
   MessageQueue, topics (TopicConfig, MessageType, Perm, validate_topic) and StateTable (a compacted table kept in
   a topic). Send hooks (SendHook) name light queues; stored listeners (StoredListener) hear of stored messages.
 - Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
-- The client API with RocketMQ's names: Producer (send timeouts and retries), PushConsumer, PullConsumer,
-  SimpleConsumer and their options.
+- The client API with RocketMQ's names: Producer (send timeouts and retries), TransactionProducer, PushConsumer,
+  PullConsumer, SimpleConsumer and their options.
+- Transactions for front doors that end them or answer check-backs themselves (the gRPC endpoint to come):
+  LocalTransactionState, TransactionCheck and TransactionChecker, used through `broker.transactions`
+  (core.transaction: `end`, `register_checker`).
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
 - For the wiring only: MessageStore, StoreConfig, FlushMode, RecoveryReport and open_store, to open the store the
   broker runs on.
@@ -34,6 +37,7 @@ from core.client import (
     ConsumeFromWhere,
     ConsumeOrderlyStatus,
     ConsumeStatus,
+    LocalTransactionState,
     MessageModel,
     MessageView,
     Producer,
@@ -41,6 +45,8 @@ from core.client import (
     PushConsumer,
     PushConsumerOptions,
     SimpleConsumer,
+    TransactionProducer,
+    TransactionSendResult,
     build_message,
 )
 from core.errors import (
@@ -69,6 +75,7 @@ from core.store.message import INTERNAL_PROPERTIES, LIGHT_QUEUE_PREFIX, MAX_PROP
 from core.store.message_store import MessageStore, RecoveryReport
 from core.store.topic_name import MAX_TOPIC_LENGTH
 from core.topic_config import MessageType, Perm, TopicConfig, validate_topic
+from core.transaction_checkers import TransactionCheck, TransactionChecker
 
 __all__ = [
     "INTERNAL_PROPERTIES",
@@ -93,6 +100,7 @@ __all__ = [
     "IllegalArgumentError",
     "IllegalMessageError",
     "InvalidOffsetError",
+    "LocalTransactionState",
     "Message",
     "MessageModel",
     "MessageQueue",
@@ -128,6 +136,10 @@ __all__ = [
     "TopicConfig",
     "TopicConfigError",
     "TopicNotFoundError",
+    "TransactionCheck",
+    "TransactionChecker",
+    "TransactionProducer",
+    "TransactionSendResult",
     "UnsupportedExpressionTypeError",
     "build_message",
     "open_store",

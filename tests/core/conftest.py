@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from core import Broker, BrokerConfig, MessageStore, StoreConfig
+from core.clock import Clock
 
 SMALL_STORE = {
     "segment_size": 4 * 1024 * 1024,
@@ -25,10 +26,15 @@ async def make_broker(tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
     """Start brokers on real stores in tmp_path; all are closed at the end of the test."""
     started: list[tuple[Broker, MessageStore]] = []
 
-    async def _make(directory: Path | None = None, config: BrokerConfig | None = None, **store_overrides: object):
+    async def _make(
+        directory: Path | None = None,
+        config: BrokerConfig | None = None,
+        clock: Clock | None = None,
+        **store_overrides: object,
+    ):
         directory = directory or tmp_path
         store = open_broker_store(directory, **store_overrides)
-        broker = Broker(store, directory / "config", config)
+        broker = Broker(store, directory / "config", config, clock=clock)
         await broker.start()
         started.append((broker, store))
         return broker

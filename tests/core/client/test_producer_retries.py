@@ -15,12 +15,15 @@ from core import (
     Broker,
     BrokerConfig,
     IllegalMessageError,
+    LocalTransactionState,
     Producer,
     PullStatus,
     RequestTimeoutError,
     SendStatus,
     ServiceNotAvailableError,
+    TransactionProducer,
 )
+from core.system_topics import PROPERTY_REAL_TOPIC, TRANS_HALF_TOPIC
 
 from ..conftest import open_broker_store
 
@@ -145,6 +148,29 @@ async def test_bad_input_is_not_retried(refusing, caplog):
     ):
         await producer.send("r", b"bad", properties={"DELAY": "99"})
     assert not [r for r in caplog.records if r.name == "core.client.send_retry"]
+
+
+async def test_a_refused_half_message_is_retried_as_sent_and_parked_once(refusing):
+    # The broker rewrites a half message in place when it parks it: a retry must send the message as it was.
+    broker, disk = refusing
+    broker.create_topic("orders", queue_nums=1)
+    producer = TransactionProducer(
+        broker, "pg", lambda message: LocalTransactionState.COMMIT_MESSAGE, retry_times_when_send_failed=50
+    )
+    await producer.start()
+    await disk.fill(broker.store)
+    sending = asyncio.ensure_future(
+        producer.send_message_in_transaction("orders", b"t", lambda m, a: LocalTransactionState.COMMIT_MESSAGE)
+    )
+    await asyncio.sleep(0.1)
+    await disk.empty(broker.store)
+    result = await sending
+    assert result.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
+    [half] = await stored_in(broker, TRANS_HALF_TOPIC)
+    assert half.properties[PROPERTY_REAL_TOPIC] == "orders"
+    [message] = await stored_in(broker, "orders")
+    assert message.body == b"t" and message.unique_id == result.msg_id
+    await producer.shutdown()
 
 
 async def test_async_sends_retry_and_oneway_sends_do_not(refusing, caplog):
