@@ -21,6 +21,7 @@ from core import (
     TransactionProducer,
 )
 from core.clock import ManualClock
+from core.errors import ServiceNotAvailableError
 from core.store.message import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK
 from core.system_topics import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -33,6 +34,8 @@ from core.system_topics import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
+
+from .refusing_store import FILLER_MB, refusing_broker
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
@@ -394,3 +397,44 @@ async def test_bad_input_is_refused_with_what_to_do(transactions, make_broker):
     ordinary = await Producer(broker).send("orders", b"o", properties={"TRAN_MSG": "false"})
     assert ordinary.status is SendStatus.SEND_OK
     assert [m.body for m in await everything_in(broker, "orders")] == [b"plain", b"o"]
+
+
+async def test_a_commit_the_store_refuses_leaves_the_half_undecided_until_it_is_ended_again(tmp_path):
+    async with refusing_broker(tmp_path, clock=ManualClock()) as (broker, disk):
+        producer = TransactionProducer(broker, "pg", lambda message: COMMIT)
+        await producer.start()
+        result = await producer.send_message_in_transaction("orders", b"later", answers(UNKNOW))
+        await disk.fill()
+        with pytest.raises(ServiceNotAvailableError, match="disk_refuse_ratio"):
+            await broker.transactions.end("pg", result.commit_log_offset, COMMIT)
+        assert [half.queue_offset for half in broker.transactions.ledger.undecided()] == [result.queue_offset]
+        await disk.empty()
+        assert await broker.transactions.end("pg", result.commit_log_offset, COMMIT) is True
+        assert [m.body for m in await everything_in(broker, "orders")] == [b"later"]
+        await producer.shutdown()
+
+
+async def test_an_op_record_the_store_refuses_is_written_once_it_takes_writes_again(tmp_path):
+    async with refusing_broker(tmp_path, clock=ManualClock()) as (broker, disk):
+
+        def fill_when_copied(message, result):
+            # Between the commit copy and its op record: the disk fills up (written here, on the loop).
+            if message.topic == "orders":
+                with disk.filler.open("wb") as out:
+                    out.write(b"\0" * (FILLER_MB * 1024 * 1024))
+                broker.store.retention.check_disk()
+
+        broker.add_stored_listener(fill_when_copied)
+        producer = TransactionProducer(broker, "pg", lambda message: COMMIT)
+        await producer.start()
+        result = await producer.send_message_in_transaction("orders", b"copied", answers(COMMIT))
+        assert result.local_transaction_state is COMMIT
+        assert not broker.store.writable
+        assert broker.transactions.ledger.is_deciding(result.queue_offset)  # decided, its op record owed
+        assert await broker.transactions.end("pg", result.commit_log_offset, COMMIT) is False
+        await disk.empty()
+        await until(lambda: broker.transactions.ledger.undecided_count() == 0, "the owed op record")
+        [op] = await everything_in(broker, TRANS_OP_HALF_TOPIC)
+        assert op.body == str(result.queue_offset).encode()
+        assert [m.body for m in await everything_in(broker, "orders")] == [b"copied"]
+        await producer.shutdown()

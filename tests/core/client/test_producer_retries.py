@@ -1,19 +1,13 @@
-"""Producer send timeouts and retries against a store that really refuses writes: the broker's store sits on a small
-tmpfs that a filler file pushes over disk_refuse_ratio and back (the tests run as root, as CI does; skipped where
-mount is refused). What was refused is retried and stored once; bad input is never retried; a send that runs out
-of time says so."""
+"""Producer send timeouts and retries against a store that really refuses writes, then takes them again
+(tests/core/refusing_store.py). What was refused is retried and stored once; bad input is never retried; a send
+that runs out of time says so."""
 
 import asyncio
 import logging
-import subprocess
-import uuid
-from pathlib import Path
 
 import pytest
 
 from core import (
-    Broker,
-    BrokerConfig,
     IllegalMessageError,
     LocalTransactionState,
     Producer,
@@ -25,65 +19,13 @@ from core import (
 )
 from core.system_topics import PROPERTY_REAL_TOPIC, TRANS_HALF_TOPIC
 
-from ..conftest import open_broker_store
-
-FS_MB = 64
-FILLER_MB = 40  # 62% of the file system: over the refuse ratio of 50%
-RATIOS = {"disk_clean_ratio": 0.45, "disk_warn_ratio": 0.48, "disk_refuse_ratio": 0.5}
+from ..refusing_store import refusing_broker
 
 
 @pytest.fixture
-def small_fs(tmp_path):
-    mount_point = tmp_path / f"fs-{uuid.uuid4().hex[:6]}"
-    mount_point.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={FS_MB}m", "tmpfs", str(mount_point)], capture_output=True
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.decode().strip()}")
-    yield mount_point
-    subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-class Disk:
-    """The broker's disk, filled over the refuse ratio and emptied again; retention looks every 20 ms."""
-
-    def __init__(self, directory: Path) -> None:
-        self.filler = directory / "filler"
-
-    async def fill(self, store) -> None:
-        with self.filler.open("wb") as out:
-            for _ in range(FILLER_MB):
-                out.write(b"\0" * (1024 * 1024))
-        await self._until(lambda: not store.writable, "the store to refuse writes")
-
-    async def empty(self, store) -> None:
-        self.filler.unlink()
-        await self._until(lambda: store.writable, "the store to take writes again")
-
-    @staticmethod
-    async def _until(condition, what: str) -> None:
-        for _ in range(500):
-            if condition():
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-async def refusing(small_fs):
-    store = open_broker_store(
-        small_fs,
-        segment_size=1024 * 1024,
-        max_message_size=64 * 1024,
-        retention_check_interval_s=0.02,
-        **RATIOS,
-    )
-    broker = Broker(store, small_fs / "config", BrokerConfig())
-    await broker.start()
-    yield broker, Disk(small_fs)
-    await broker.close()
-    store.close()
+async def refusing(tmp_path):
+    async with refusing_broker(tmp_path) as (broker, disk):
+        yield broker, disk
 
 
 async def stored_in(broker, topic):
@@ -107,13 +49,13 @@ async def until_logged(caplog, text: str) -> None:
 async def test_a_refused_send_is_retried_until_the_store_takes_it_and_is_stored_once(refusing, caplog):
     broker, disk = refusing
     broker.create_topic("r", queue_nums=1)
-    await disk.fill(broker.store)
+    await disk.fill()
     producer = Producer(broker, retry_times_when_send_failed=50, send_msg_timeout_ms=20_000)
     with caplog.at_level(logging.WARNING, logger="core.client.send_retry"):
         sending = asyncio.ensure_future(producer.send("r", b"once", keys="k-1"))
         await until_logged(caplog, "attempt 2 of 51 refused")
         assert not sending.done()
-        await disk.empty(broker.store)
+        await disk.empty()
         result = await sending
     assert result.status is SendStatus.SEND_OK
     [message] = await stored_in(broker, "r")
@@ -125,7 +67,7 @@ async def test_a_refused_send_is_retried_until_the_store_takes_it_and_is_stored_
 async def test_a_send_the_store_never_takes_runs_out_of_time(refusing):
     broker, disk = refusing
     broker.create_topic("r", queue_nums=1)
-    await disk.fill(broker.store)
+    await disk.fill()
     producer = Producer(broker, retry_times_when_send_failed=1000, send_msg_timeout_ms=300)
     loop = asyncio.get_running_loop()
     began = loop.time()
@@ -135,7 +77,7 @@ async def test_a_send_the_store_never_takes_runs_out_of_time(refusing):
     # With RocketMQ's 2 retries the refusals run out first: the store's error, after 3 attempts.
     with pytest.raises(ServiceNotAvailableError, match=r"refused 3 times, the last time: .*disk_refuse_ratio"):
         await Producer(broker).send("r", b"never either")
-    await disk.empty(broker.store)
+    await disk.empty()
     assert await stored_in(broker, "r") == []
 
 
@@ -158,12 +100,12 @@ async def test_a_refused_half_message_is_retried_as_sent_and_parked_once(refusin
         broker, "pg", lambda message: LocalTransactionState.COMMIT_MESSAGE, retry_times_when_send_failed=50
     )
     await producer.start()
-    await disk.fill(broker.store)
+    await disk.fill()
     sending = asyncio.ensure_future(
         producer.send_message_in_transaction("orders", b"t", lambda m, a: LocalTransactionState.COMMIT_MESSAGE)
     )
     await asyncio.sleep(0.1)
-    await disk.empty(broker.store)
+    await disk.empty()
     result = await sending
     assert result.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
     [half] = await stored_in(broker, TRANS_HALF_TOPIC)
@@ -176,7 +118,7 @@ async def test_a_refused_half_message_is_retried_as_sent_and_parked_once(refusin
 async def test_async_sends_retry_and_oneway_sends_do_not(refusing, caplog):
     broker, disk = refusing
     broker.create_topic("r", queue_nums=1)
-    await disk.fill(broker.store)
+    await disk.fill()
     heard = []
     producer = Producer(broker, retry_times_when_send_failed=0, retry_times_when_send_async_failed=3)
     with caplog.at_level(logging.WARNING):
