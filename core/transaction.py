@@ -256,9 +256,11 @@ class TransactionService:
             self.ledger.restore(half)
             raise
 
-    async def _settle_doubt(self, half: Half, record: StoredMessage) -> bool:
-        """For a half taken while in doubt: True (and the op record written) if a crash left its copy stored."""
-        await self._broker.wait_visible(timeout_s=60.0)  # already_moved asks the index
+    async def _settle_doubt(self, half: Half, record: StoredMessage, dispatched: bool = False) -> bool:
+        """For a half taken while in doubt: True (and the op record written) if a crash left its copy stored.
+        `dispatched`: the caller has just waited for the store to dispatch everything (already_moved asks the index)."""
+        if not dispatched:
+            await self._broker.wait_visible(timeout_s=60.0)
         store = self._broker.store
         for topic, outcome in (
             (record.properties.get(PROPERTY_REAL_TOPIC, ""), "committed"),
@@ -381,6 +383,8 @@ class TransactionService:
         }
         to_discard: list[tuple[Half, StoredMessage]] = []
         to_check: list[tuple[Half, StoredMessage]] = []
+        if any(half.in_doubt for half in due):
+            await self._broker.wait_visible(timeout_s=60.0)  # once for all: already_moved asks the index
         for half in due:
             record = records.get(half.commit_log_offset)
             if self.ledger.get(half.queue_offset) is not half:
@@ -393,7 +397,7 @@ class TransactionService:
                 taken = self.ledger.take(half.queue_offset)
                 if taken is None:
                     continue
-                if await self._settle_doubt(taken, record):
+                if await self._settle_doubt(taken, record, dispatched=True):
                     continue
                 self.ledger.restore(taken)
                 if self.ledger.get(half.queue_offset) is not half:
@@ -433,9 +437,17 @@ class TransactionService:
             )
             return  # undecided again and due at once: the next round tries again
         except CoreError as exc:
-            log.error("transaction: half message %s could not be moved and is dropped: %s", record.unique_id, exc)
-            if self.ledger.take(half.queue_offset) is None:
-                return
+            log.error(
+                "transaction: half message %s was checked %d times without a decision and could not be moved to %s;"
+                " it is dropped: %s",
+                record.unique_id,
+                half.checks,
+                TRANS_CHECK_MAX_TIME_TOPIC,
+                exc,
+            )
+            if self.ledger.take(half.queue_offset) is not None:
+                await self._write_op(half)
+            return
         log.warning(
             "transaction: half message %s (topic %r, producer group %r, transaction %s) was checked %d times without"
             " a decision; moved to %s",
