@@ -4,6 +4,7 @@ that runs out of time says so."""
 
 import asyncio
 import logging
+import time
 
 import pytest
 
@@ -17,6 +18,7 @@ from core import (
     ServiceNotAvailableError,
     TransactionProducer,
 )
+from core.store.config import FlushMode
 from core.system_topics import PROPERTY_REAL_TOPIC, TRANS_HALF_TOPIC
 
 from ..refusing_store import refusing_broker
@@ -141,3 +143,15 @@ def test_retry_settings_out_of_range_are_refused():
         Producer(None, send_msg_timeout_ms=0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="retry times must be"):
         Producer(None, retry_times_when_send_async_failed=-1)  # type: ignore[arg-type]
+
+
+async def test_an_attempt_cut_off_by_the_timeout_may_have_stored_the_message(make_broker):
+    # A send hook that takes longer than the whole timeout stands for a slow broker: the attempt is cut off while
+    # it waits for the disk, after its record was appended, so the error cannot say "not stored".
+    broker = await make_broker(flush_mode=FlushMode.SYNC_FLUSH)
+    broker.create_topic("slow", queue_nums=1)
+    broker.add_send_hook(lambda message: time.sleep(0.2) if message.topic == "slow" else None)
+    producer = Producer(broker, send_msg_timeout_ms=100)
+    with pytest.raises(RequestTimeoutError, match=r"attempt 1 of 3 was cut off .* may or may not have been stored"):
+        await producer.send("slow", b"maybe")
+    assert [m.body for m in await stored_in(broker, "slow")] == [b"maybe"]
