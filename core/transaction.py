@@ -236,7 +236,7 @@ class TransactionService:
             log.debug("transaction: half message %s is decided already; %s ignored", record.unique_id, state.value)
             return False
         if half.in_doubt and await self._settle_doubt(half, record):
-            return False
+            return False  # the crash had decided it
         if state is LocalTransactionState.COMMIT_MESSAGE:
             copy = moved_copy(record, drop=(PROPERTY_TRANSACTION_PREPARED,))
             copy.sys_flag = (copy.sys_flag & ~SYSFLAG_TRANSACTION_MASK) | SYSFLAG_TRANSACTION_COMMIT
@@ -260,7 +260,11 @@ class TransactionService:
         """For a half taken while in doubt: True (and the op record written) if a crash left its copy stored.
         `dispatched`: the caller has just waited for the store to dispatch everything (already_moved asks the index)."""
         if not dispatched:
-            await self._broker.wait_visible(timeout_s=60.0)
+            try:
+                await self._broker.wait_visible(timeout_s=60.0)
+            except BaseException:
+                self.ledger.restore(half)  # cancelled (a close): still undecided, still in doubt
+                raise
         store = self._broker.store
         for topic, outcome in (
             (record.properties.get(PROPERTY_REAL_TOPIC, ""), "committed"),
@@ -268,7 +272,8 @@ class TransactionService:
         ):
             if already_moved(store, record, topic):
                 log.info(
-                    "transaction: half message %s was %s before a restart without its op record; writing it",
+                    "transaction: half message %s was %s before (a crash or a cancelled write) without its op record;"
+                    " writing it",
                     record.unique_id,
                     outcome,
                 )
