@@ -13,6 +13,11 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
 - Admin look-ups: `Broker.queries` (MessageQueries: by offset message id, unique id, key and time range; a message's
   consumption state per group, MessageTrack/ConsumeState) and `Broker.dead_letters` (DeadLetters: a group's dead
   letters listed a page at a time, DeadLetterPage/DeadLetter, and resent, ResendSummary/ResendOutcome/ResendStatus).
+- The client API with RocketMQ's names: Producer (send timeouts and retries), TransactionProducer, PushConsumer,
+  PullConsumer, SimpleConsumer and their options.
+- Transactions for front doors that end them or answer check-backs themselves (the gRPC endpoint to come):
+  LocalTransactionState, TransactionCheck and TransactionChecker, used through `broker.transactions`
+  (core.transaction: `end`, `register_checker`).
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
 - For the wiring only: MessageStore, StoreConfig, FlushMode, RecoveryReport and open_store, to open the store the
   broker runs on.
@@ -39,6 +44,7 @@ from core.client import (
     ConsumeFromWhere,
     ConsumeOrderlyStatus,
     ConsumeStatus,
+    LocalTransactionState,
     MessageModel,
     MessageView,
     Producer,
@@ -46,6 +52,8 @@ from core.client import (
     PushConsumer,
     PushConsumerOptions,
     SimpleConsumer,
+    TransactionProducer,
+    TransactionSendResult,
     build_message,
 )
 from core.clock import Clock, ManualClock, SystemClock
@@ -70,6 +78,7 @@ from core.errors import (
     MessageNotFoundError,
     NoPermissionError,
     PayloadTooLargeError,
+    RequestTimeoutError,
     ServiceNotAvailableError,
     StorageError,
     TopicConfigError,
@@ -99,6 +108,7 @@ from core.system_topics import (
     retry_topic,
 )
 from core.topic_config import MessageType, Perm, TopicConfig, validate_topic
+from core.transaction_checkers import TransactionCheck, TransactionChecker
 
 __all__ = [
     "DEFAULT_QUERY_COUNT",
@@ -139,6 +149,7 @@ __all__ = [
     "IllegalArgumentError",
     "IllegalMessageError",
     "InvalidOffsetError",
+    "LocalTransactionState",
     "ManualClock",
     "Message",
     "MessageModel",
@@ -163,6 +174,7 @@ __all__ = [
     "ReceiptHandleError",
     "ReceiptHandleProblem",
     "RecoveryReport",
+    "RequestTimeoutError",
     "ResendOutcome",
     "ResendStatus",
     "ResendSummary",
@@ -181,6 +193,10 @@ __all__ = [
     "TopicConfig",
     "TopicConfigError",
     "TopicNotFoundError",
+    "TransactionCheck",
+    "TransactionChecker",
+    "TransactionProducer",
+    "TransactionSendResult",
     "UnsupportedExpressionTypeError",
     "build_message",
     "dlq_topic",

@@ -14,6 +14,9 @@
     │                                            (SERVICE_NOT_AVAILABLE); reads keep working, retry later
     ├── StorageError                             any other failure of the message store (locked by another process,
     │                                            a corrupt file); the message names the file
+    ├── RequestTimeoutError        TimeoutError  a send, retries included, not answered within send_msg_timeout_ms
+    │                                            (ACCESS_BROKER_TIMEOUT, "sendDefaultImpl call timeout"): the
+    │                                            message may or may not be stored; look it up by its UNIQ_KEY
     ├── IllegalArgumentError       ValueError    a client API call with an argument out of range or inconsistent
     ├── MessageNotFoundError       LookupError   no stored message has the id asked for (removed by retention, or
     │                                            never there); queries by key answer an empty list instead
@@ -99,6 +102,13 @@ class ServiceNotAvailableError(CoreError):
 
 class StorageError(CoreError):
     """The message store failed otherwise: it is locked by another process, or a file of it cannot be used."""
+
+
+class RequestTimeoutError(CoreError, TimeoutError):
+    """A producer's send, retries included, took longer than its send_msg_timeout_ms (RocketMQ's client gives up with
+    "sendDefaultImpl call timeout"; its code for a broker not answering in time is ACCESS_BROKER_TIMEOUT, which the
+    gRPC endpoint answers as PROXY_TIMEOUT). The message may or may not have been stored: the message says which
+    attempt was cut off and names the message's UNIQ_KEY, by which it can be looked up before it is sent again."""
 
 
 class IllegalArgumentError(CoreError, ValueError):

@@ -116,9 +116,9 @@ BROKER_KEY_HELP = {
     "message_delay_level": "the delay levels, level 1 first: a number and a unit (s, m, h, d) each (messageDelayLevel)",
     "timer_max_delay_s": "the furthest ahead a timer message may be due (RocketMQ: 3 days)",
     "timer_roll_window_s": "a timer due further ahead is stored again after this long (at most half of retention)",
-    "transaction_timeout_ms": "an undecided half message is checked back with its producer after this long",
-    "transaction_check_interval_ms": "how often undecided half messages are checked back",
-    "transaction_check_max": "checks of one half message before it is given up (TRANS_CHECK_MAX_TIME_TOPIC)",
+    "transaction_timeout_ms": "an undecided half message is first checked back with its producer group after this long",
+    "transaction_check_interval_ms": "then checked back again this often (as RocketMQ 5; RocketMQ 4 had 60 s)",
+    "transaction_check_max": "checks of one half message before it is moved to TRANS_CHECK_MAX_TIME_TOPIC",
 }
 
 

@@ -1,4 +1,4 @@
-"""The in-process client API with the names a RocketMQ user knows: Producer, PullConsumer,
+"""The in-process client API with the names a RocketMQ user knows: Producer, TransactionProducer, PullConsumer,
 PushConsumer and SimpleConsumer. Front doors and tests use these; nothing here does I/O of its own."""
 
 from core.client.message_codec import ConsumeFromWhere, MessageModel, build_message
@@ -12,12 +12,15 @@ from core.client.push_consumer import (
     PushConsumerOptions,
 )
 from core.client.simple_consumer import MessageView, SimpleConsumer
+from core.client.transaction_producer import TransactionProducer, TransactionSendResult
+from core.transaction_checkers import LocalTransactionState
 
 __all__ = [
     "ConsumeContext",
     "ConsumeFromWhere",
     "ConsumeOrderlyStatus",
     "ConsumeStatus",
+    "LocalTransactionState",
     "MessageModel",
     "MessageView",
     "Producer",
@@ -25,5 +28,7 @@ __all__ = [
     "PushConsumer",
     "PushConsumerOptions",
     "SimpleConsumer",
+    "TransactionProducer",
+    "TransactionSendResult",
     "build_message",
 ]

@@ -3,23 +3,31 @@
 Queue selection: round robin over the topic's write queues by default; a sharding key keeps one key's messages
 in one queue, in order (stable CRC32 of the key, not Python's per-process hash()); or the caller's selector.
 A topic with one queue gives global order.
+
+Timeouts and retries (core.client.send_retry): a send, retries included, takes at most `send_msg_timeout_ms`
+(3000); `send` and `send_batch` try `retry_times_when_send_failed` (2) more times, `send_async`
+`retry_times_when_send_async_failed` (2), `send_oneway` never (RocketMQ). The message gets its UNIQ_KEY before
+the first attempt and keeps it in every retry; each attempt sends a fresh copy, because the broker rewrites a
+delayed or transactional message in place when it parks it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
-from core.broker import Broker, SendResult
+from core.broker import Broker, SendResult, SendStatus
 from core.client.message_codec import build_message, local_host
+from core.client.send_retry import DEFAULT_RETRY_TIMES, DEFAULT_SEND_TIMEOUT_MS, SendRetryPolicy, send_with_retries
 from core.compression import COMPRESS_OVER
 from core.errors import IllegalArgumentError
 from core.message_queue import MessageQueue
-from core.store.message import Message
+from core.store.message import PROPERTY_UNIQ_KEY, Message
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +37,26 @@ SendCallback = Callable[[SendResult | None, BaseException | None], None]
 
 
 class Producer:
-    def __init__(self, broker: Broker, group: str = "DEFAULT_PRODUCER", compress_over: int = COMPRESS_OVER) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        group: str = "DEFAULT_PRODUCER",
+        compress_over: int = COMPRESS_OVER,
+        *,
+        send_msg_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS,
+        retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
+        retry_times_when_send_async_failed: int = DEFAULT_RETRY_TIMES,
+        retry_another_broker_when_not_store_ok: bool = False,
+    ) -> None:
         self.broker = broker
         self.group = group
         self.compress_over = compress_over
+        self.send_policy = SendRetryPolicy(
+            send_msg_timeout_ms, retry_times_when_send_failed, retry_another_broker_when_not_store_ok
+        )
+        self.send_async_policy = SendRetryPolicy(
+            send_msg_timeout_ms, retry_times_when_send_async_failed, retry_another_broker_when_not_store_ok
+        )
         self.host = local_host()
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._background: set[asyncio.Task[SendResult]] = set()
@@ -74,15 +98,34 @@ class Producer:
         return message
 
     async def send(self, topic: str, body: bytes, **options: Any) -> SendResult:
-        """Send and wait for the broker's answer (under SYNC_FLUSH: until the message is on disk)."""
-        return await self.broker.send(self.message(topic, body, **options))
+        """Send and wait for the broker's answer (under SYNC_FLUSH: until the message is on disk), retrying as
+        `send_policy` says. Raises RequestTimeoutError when the time runs out."""
+        return await self.send_message(self.message(topic, body, **options), self.send_policy)
+
+    async def send_message(self, message: Message, policy: SendRetryPolicy | None = None) -> SendResult:
+        """Send a message built by `message`, retrying as `policy` (by default `send_policy`) says."""
+        policy = policy or self.send_policy
+        properties = message.properties
+        unique_id = properties.get(PROPERTY_UNIQ_KEY)
+        if unique_id is None:
+            unique_id = properties[PROPERTY_UNIQ_KEY] = self.broker.ids.next_id()
+        send = self.broker.send
+        return await send_with_retries(
+            lambda: send(_fresh_copy(message)), policy, _stored_ok, f"topic {message.topic!r}: message {unique_id}"
+        )
 
     def send_async(
         self, topic: str, body: bytes, callback: SendCallback | None = None, **options: Any
     ) -> asyncio.Task[SendResult]:
-        """Send in the background. Await the task, or pass `callback(result, error)`."""
+        """Send in the background, retrying as `send_async_policy` says. Await the task, or pass
+        `callback(result, error)`."""
         message = self.message(topic, body, **options)
-        task = asyncio.get_running_loop().create_task(self.broker.send(message))
+        return self._background_task(self.send_message(message, self.send_async_policy), callback)
+
+    def _background_task(
+        self, sending: Coroutine[Any, Any, SendResult], callback: SendCallback | None
+    ) -> asyncio.Task[SendResult]:
+        task = asyncio.get_running_loop().create_task(sending)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         if callback is not None:
@@ -90,22 +133,41 @@ class Producer:
         return task
 
     def send_oneway(self, topic: str, body: bytes, **options: Any) -> None:
-        """Send without waiting for, or hearing about, the result (errors are logged)."""
-        task = self.send_async(topic, body, **options)
+        """Send once, without waiting for or hearing about the result (errors are logged; never retried, as
+        RocketMQ's oneway sends)."""
+        task = self._background_task(self.broker.send(self.message(topic, body, **options)), None)
         task.add_done_callback(_log_failure)
 
     async def send_batch(self, topic: str, bodies: Sequence[bytes], **options: Any) -> list[SendResult]:
-        """Send several messages to one queue in one call (RocketMQ's batch: 4 MiB at most, no delay)."""
+        """Send several messages to one queue in one call (RocketMQ's batch: 4 MiB at most, no delay), retrying the
+        batch as `send` does."""
         messages = [self.message(topic, body, **options) for body in bodies]
         queue_id = messages[0].queue_id if messages else 0
-        for message in messages:
+        ids = self.broker.ids.next_ids(len(messages))
+        for message, unique_id in zip(messages, ids, strict=True):
             message.queue_id = queue_id
-        return await self.broker.send_batch(messages)
+            message.properties.setdefault(PROPERTY_UNIQ_KEY, unique_id)
+        # The broker adds nothing to a batch's messages that a retry would add twice: no copies needed.
+        send_batch = self.broker.send_batch
+        return await send_with_retries(
+            lambda: send_batch(messages),
+            self.send_policy,
+            lambda results: all(result.status is SendStatus.SEND_OK for result in results),
+            f"topic {topic!r}: batch of {len(messages)} from message {ids[0] if ids else None}",
+        )
 
     async def shutdown(self) -> None:
         """Wait for background sends to finish."""
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+
+
+def _fresh_copy(message: Message) -> Message:
+    return dataclasses.replace(message, properties=dict(message.properties))
+
+
+def _stored_ok(result: SendResult) -> bool:
+    return result.status is SendStatus.SEND_OK
 
 
 def _outcome(task: asyncio.Task[SendResult]) -> tuple[SendResult | None, BaseException | None]:

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from core import Broker, BrokerConfig, MessageStore, StoreConfig
+from core.clock import Clock
 
 SMALL_STORE = {
     "segment_size": 4 * 1024 * 1024,
@@ -26,7 +27,10 @@ async def make_broker(tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
     started: list[tuple[Broker, MessageStore]] = []
 
     async def _make(
-        directory: Path | None = None, config: BrokerConfig | None = None, clock=None, **store_overrides: object
+        directory: Path | None = None,
+        config: BrokerConfig | None = None,
+        clock: Clock | None = None,
+        **store_overrides: object,
     ):
         directory = directory or tmp_path
         store = open_broker_store(directory, **store_overrides)
