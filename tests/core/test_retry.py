@@ -54,15 +54,15 @@ async def stored(broker, topic, queue_id=0):
         offset = got.next_begin_offset
 
 
-async def test_a_failing_message_is_retried_after_growing_delays_then_dead_lettered(make_broker):
+async def test_a_failing_message_is_retried_after_growing_delays_then_dead_lettered_then_resent(make_broker):
     clock = ManualClock()
     broker = await make_broker(clock=clock)
     broker.create_topic("orders", queue_nums=1)
     deliveries = []
 
-    async def always_fails(messages, context):
+    async def always_fails(messages, context):  # until it comes back from the dead-letter topic
         deliveries.extend((m.topic, m.reconsume_times, m.body) for m in messages)
-        return ConsumeStatus.RECONSUME_LATER
+        return ConsumeStatus.RECONSUME_LATER if len(deliveries) <= 17 else ConsumeStatus.CONSUME_SUCCESS
 
     consumer = PushConsumer(broker, "billing", always_fails, options=FAST)
     consumer.subscribe("orders")
@@ -78,8 +78,16 @@ async def test_a_failing_message_is_retried_after_growing_delays_then_dead_lette
     await eventually(lambda: broker.max_offset("%DLQ%billing", 0) == 1)
     clock.advance(3 * 3600)
     await asyncio.sleep(0.1)
-    await consumer.shutdown()
     assert deliveries == [("orders", n, b"poison") for n in range(17)]  # 1 + maxReconsumeTimes (16)
+    # Resent from the dead-letter topic: the group gets it once more, under its topic, counted afresh.
+    summary = await broker.dead_letters.resend_all("billing")
+    assert [outcome.unique_id for outcome in summary.resent] == [sent.msg_id]
+    await eventually(lambda: len(deliveries) == 18)
+    assert deliveries[17] == ("orders", 0, b"poison")
+    assert (await broker.dead_letters.resend_all("billing")).resent == []
+    await asyncio.sleep(0.1)
+    await consumer.shutdown()
+    assert len(deliveries) == 18
     [dead] = await stored(broker, "%DLQ%billing")
     assert (dead.body, dead.tags, dead.keys, dead.properties["p"]) == (b"poison", "T", ["k"], "1")
     assert dead.unique_id == sent.msg_id and dead.reconsume_times == 17
@@ -253,3 +261,54 @@ async def test_sigkill_while_retries_wait_loses_nothing_and_repeats_nothing(make
     await consumer.shutdown()
     assert bodies == {("t", b"m%d" % n) for n in range(total)}
     assert send_back  # the helper the child used is the public one
+
+
+async def test_sigkill_after_an_orderly_dead_letter_keeps_order_and_does_not_repeat_it(make_broker, tmp_path):
+    run_killed_child(
+        tmp_path,
+        """
+        from core import ConsumeOrderlyStatus, ConsumeFromWhere, PushConsumer, PushConsumerOptions
+        from core.subscription_group import SubscriptionGroupConfig
+        broker = await open_broker(directory, BrokerConfig(offset_persist_interval_s=0.02))
+        broker.create_topic("o", queue_nums=1)
+        broker.groups.create_or_update(SubscriptionGroupConfig("og", retry_max_times=3))
+        offsets = directory / "config" / "consumerOffset.json"
+
+        def dead_lettered_and_persisted():
+            try:
+                committed = json.loads(offsets.read_text())["offsetTable"].get("o@og", {}).get("0", 0)
+            except (OSError, ValueError):
+                return False
+            return broker.store.max_offset("%DLQ%og", 0) == 1 and committed >= 2
+
+        async def listener(messages, context):
+            if messages[0].body == b"poison":
+                return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+            await asyncio.sleep(0.2)  # slow: the kill comes while later messages are being consumed
+            return ConsumeOrderlyStatus.SUCCESS
+
+        options = PushConsumerOptions(consume_from=ConsumeFromWhere.FIRST_OFFSET, suspend_time_ms=10, long_poll_ms=200)
+        consumer = PushConsumer(broker, "og", listener, orderly=True, options=options)
+        consumer.subscribe("o")
+        producer = Producer(broker)
+        for body in (b"a", b"poison", b"b", b"c", b"d"):
+            await producer.send("o", body, sharding_key="one")
+        kill_when(dead_lettered_and_persisted)
+        await consumer.start()
+        """,
+    )
+    broker = await make_broker(tmp_path)
+    delivered = []
+
+    async def listener(messages, context):
+        delivered.extend(m.body for m in messages)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer(broker, "og", listener, orderly=True, options=FAST)
+    consumer.subscribe("o")
+    await consumer.start()
+    await eventually(lambda: delivered[-1:] == [b"d"])
+    await consumer.shutdown()
+    assert b"poison" not in delivered and b"a" not in delivered  # both settled before the crash
+    assert delivered == [b"b", b"c", b"d"][-len(delivered) :]  # the rest in order, from the committed offset
+    assert [m.body for m in await stored(broker, "%DLQ%og")] == [b"poison"]
