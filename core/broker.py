@@ -223,7 +223,8 @@ class Broker:
         self._scanner = asyncio.get_running_loop().create_task(self._scan_consumers())
         # Parked messages: everything appended before this start must be in its queues and the index first, so the
         # services rebuild their state from it and find the copies a crash left in doubt.
-        await self.wait_visible(timeout_s=60.0)
+        while not await self.wait_visible(timeout_s=60.0):
+            log.warning("broker start: the store is still dispatching what recovery found; parked messages wait")
         for service in (self.schedule, self.timers, self.transactions):
             await service.start()
 

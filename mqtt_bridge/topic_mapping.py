@@ -38,7 +38,15 @@ ESCAPED_PREFIX = "%MQTT%"
 # Core names a device must never write into by naming them as its first level: the gateway's own topics, the
 # connector runtime's (configs and positions: a device could otherwise inject a connector), RocketMQ's system
 # topics. Such a first level is escaped like any other, so it still works as an MQTT topic.
-RESERVED_PREFIXES = ("MQTT_", "connect-", "RMQ_SYS_", "rmq_sys_", "SCHEDULE_TOPIC_", "TBW102")
+RESERVED_PREFIXES = (
+    "MQTT_",
+    "connect-",
+    "RMQ_SYS_",
+    "rmq_sys_",
+    "SCHEDULE_TOPIC_",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "TBW102",
+)
 # An escaped name that would be too long: its head, then '|' and the hash (104 + 6 + 1 + 16 = 127).
 _HASH_HEX_DIGITS = 16
 _HEAD_LENGTH = MAX_CORE_TOPIC_LENGTH - len(ESCAPED_PREFIX) - 1 - _HASH_HEX_DIGITS

@@ -47,6 +47,9 @@ def reference_escape(level: str) -> str:
         ("MQTT_SESSIONS/x", "%MQTT%MQTT_5FSESSIONS"),
         ("connect-configs/x", "%MQTT%connect-configs"),
         ("%DLQ%group/x", "%MQTT%_25DLQ_25group"),
+        ("SCHEDULE_TOPIC_XXXX/x", "%MQTT%SCHEDULE_5FTOPIC_5FXXXX"),
+        ("TRANS_CHECK_MAX_TIME_TOPIC", "%MQTT%TRANS_5FCHECK_5FMAX_5FTIME_5FTOPIC"),
+        ("rmq_sys_wheel_timer/x", "%MQTT%rmq_5Fsys_5Fwheel_5Ftimer"),
     ],
 )
 def test_examples(topic: str, core: str) -> None:
