@@ -12,21 +12,13 @@ from core.schedule import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from core.system_topics import SCHEDULE_TOPIC
 
 from .child_broker import run_killed_child
+from .reading import eventually, everything_in
 
 LEVEL_S = [1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200]
 
 
-async def eventually(condition, timeout=20.0):
-    """Wait for the system under test (the bound only stops a hung test; it is not a speed check)."""
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
-async def bodies_in(broker, topic, queue_id=0):
-    await broker.wait_visible()
-    got = await broker.pull("audit", topic, queue_id, 0, 10_000)
-    return [message.body for message in got.messages]
+async def bodies_in(broker, topic):
+    return [message.body for message in await everything_in(broker, topic)]
 
 
 def test_default_levels_are_rocketmqs_eighteen():

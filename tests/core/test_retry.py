@@ -23,6 +23,7 @@ from core.subscription_group import SubscriptionGroupConfig
 from core.topic_config import MessageType
 
 from .child_broker import run_killed_child
+from .reading import eventually, everything_in
 
 FAST = PushConsumerOptions(
     consume_from=ConsumeFromWhere.FIRST_OFFSET,
@@ -34,24 +35,6 @@ FAST = PushConsumerOptions(
 )
 # Delay levels 3 to 18, the waits of retries 1 to 16 (RocketMQ's defaults).
 RETRY_WAITS_S = [10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200]
-
-
-async def eventually(condition, timeout=20.0):
-    """Wait for the system under test (the bound only stops a hung test; it is not a speed check)."""
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
-async def stored(broker, topic, queue_id=0):
-    await broker.wait_visible()
-    messages, offset = [], 0
-    while True:
-        got = await broker.pull("audit", topic, queue_id, offset, 1000)
-        if not got.messages:
-            return messages
-        messages += got.messages
-        offset = got.next_begin_offset
 
 
 async def test_a_failing_message_is_retried_after_growing_delays_then_dead_lettered_then_resent(make_broker):
@@ -88,7 +71,7 @@ async def test_a_failing_message_is_retried_after_growing_delays_then_dead_lette
     await asyncio.sleep(0.1)
     await consumer.shutdown()
     assert len(deliveries) == 18
-    [dead] = await stored(broker, "%DLQ%billing")
+    [dead] = await everything_in(broker, "%DLQ%billing")
     assert (dead.body, dead.tags, dead.keys, dead.properties["p"]) == (b"poison", "T", ["k"], "1")
     assert dead.unique_id == sent.msg_id and dead.reconsume_times == 17
     assert dead.properties["RETRY_TOPIC"] == "orders"
@@ -121,7 +104,7 @@ async def test_the_listener_chooses_the_level_or_the_dead_letter_topic(make_brok
     clock.advance(1)  # level 1
     await eventually(lambda: seen[b"soon"] == 2)
     await consumer.shutdown()
-    assert [m.body for m in await stored(broker, "%DLQ%g")] == [b"dead"]
+    assert [m.body for m in await everything_in(broker, "%DLQ%g")] == [b"dead"]
     assert seen[b"dead"] == 1
 
 
@@ -147,7 +130,7 @@ async def test_orderly_consumption_retries_in_place_then_dead_letters_and_moves_
     await eventually(lambda: [b for b, _ in delivered][-2:] == [b"b", b"c"])
     await consumer.shutdown()
     assert delivered == [(b"a", 0)] + [(b"poison", n) for n in range(4)] + [(b"b", 0), (b"c", 0)]
-    [dead] = await stored(broker, "%DLQ%og")
+    [dead] = await everything_in(broker, "%DLQ%og")
     assert dead.body == b"poison" and dead.properties["RETRY_TOPIC"] == "o"
     assert broker.query_offset("og", "o", 0) == 4
 
@@ -169,7 +152,7 @@ async def test_a_popped_message_not_acked_comes_back_from_the_retry_topic_then_i
         now[0] += 10
     assert attempts == [("p", 1, 0), ("p", 2, 1), ("p", 3, 2)]
     assert await consumer.receive(1, 10) == []  # the third delivery was the last: dead-lettered
-    [dead] = await stored(broker, "%DLQ%pg")
+    [dead] = await everything_in(broker, "%DLQ%pg")
     assert (dead.body, dead.keys, dead.properties["RETRY_TOPIC"]) == (b"x", ["k"], "p")
     assert broker.query_offset("pg", "p", 0) + broker.query_offset("pg", "p", 1) == 1
 
@@ -193,7 +176,7 @@ async def test_a_fifo_popped_message_comes_back_in_place_then_is_dead_lettered(m
     now[0] += 10
     [after] = await consumer.receive(2, 10)  # "first" went to the dead-letter topic; the group goes on in order
     assert after.body == b"second"
-    assert [m.body for m in await stored(broker, "%DLQ%fg")] == [b"first"]
+    assert [m.body for m in await everything_in(broker, "%DLQ%fg")] == [b"first"]
     assert broker.max_offset("%RETRY%fg", 0) == 0  # FIFO messages never wait in the retry topic
 
 
@@ -244,7 +227,7 @@ async def test_sigkill_while_retries_wait_loses_nothing_and_repeats_nothing(make
     broker = await make_broker(tmp_path, config=BrokerConfig(message_delay_level=levels))
     await eventually(lambda: broker.max_offset("%RETRY%g", 0) >= total, timeout=60)
     await asyncio.sleep(1.5)
-    retried = await stored(broker, "%RETRY%g")
+    retried = await everything_in(broker, "%RETRY%g")
     assert sorted(m.body for m in retried) == sorted(b"m%d" % n for n in range(total))
     assert {m.reconsume_times for m in retried} == {1}
     # And the group's members consume them under their own topic.
@@ -311,4 +294,4 @@ async def test_sigkill_after_an_orderly_dead_letter_keeps_order_and_does_not_rep
     await consumer.shutdown()
     assert b"poison" not in delivered and b"a" not in delivered  # both settled before the crash
     assert delivered == [b"b", b"c", b"d"][-len(delivered) :]  # the rest in order, from the committed offset
-    assert [m.body for m in await stored(broker, "%DLQ%og")] == [b"poison"]
+    assert [m.body for m in await everything_in(broker, "%DLQ%og")] == [b"poison"]

@@ -12,21 +12,9 @@ from core.clock import ManualClock
 from core.system_topics import TIMER_TOPIC
 
 from .child_broker import run_killed_child
+from .reading import eventually, everything_in
 
 DAY_S = 24 * 3600
-
-
-async def eventually(condition, timeout=20.0):
-    """Wait for the system under test (the bound only stops a hung test; it is not a speed check)."""
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
-async def arrived(broker, topic):
-    await broker.wait_visible()
-    got = await broker.pull("audit", topic, 0, 0, 10_000)
-    return got.messages
 
 
 async def step_to(clock, broker, due_ms, topic, count_before):
@@ -62,7 +50,7 @@ async def test_timers_one_second_ten_seconds_hours_and_ten_days_ahead_arrive_on_
         await eventually(lambda: len(broker.timers.wheel) == 1 and broker.timers.wheel.firing is None)
         await asyncio.sleep(0.02)
     await step_to(clock, broker, plan[3][2], "t", 3)
-    messages = await arrived(broker, "t")
+    messages = await everything_in(broker, "t")
     assert [m.body for m in messages] == [b"%s=%s" % (n.encode(), v.encode()) for n, v, _ in plan]
     for message, (_, _, due) in zip(messages, plan, strict=True):
         assert int(message.properties["TIMER_DELIVER_MS"]) == due
@@ -82,7 +70,7 @@ async def test_real_time_timer_is_never_early(make_broker):
     sent_at = broker.clock.now_ms()
     await Producer(broker).send("rt", b"x", properties={"TIMER_DELAY_MS": "1200"})
     await eventually(lambda: broker.max_offset("rt", 0) == 1)
-    [message] = await arrived(broker, "rt")
+    [message] = await everything_in(broker, "rt")
     assert message.store_timestamp - sent_at >= 1200
     assert int(message.properties["TIMER_OUT_MS"]) >= int(message.properties["TIMER_DELIVER_MS"])
 
@@ -144,7 +132,7 @@ async def test_a_clean_restart_rebuilds_the_wheel_from_the_queue(make_broker, tm
     later.advance(30 * 3600)
     await eventually(lambda: again.max_offset("t", 0) == 30)
     await asyncio.sleep(0.1)
-    bodies = [m.body for m in await arrived(again, "t")]
+    bodies = [m.body for m in await everything_in(again, "t")]
     assert bodies == [b"m%d" % n for n in range(30)]
 
 
@@ -166,5 +154,5 @@ async def test_sigkill_while_a_second_fires_loses_nothing_and_moves_nothing_twic
     assert broker.store.recovery.clean is False
     await eventually(lambda: broker.max_offset("t", 0) >= total, timeout=60)
     await asyncio.sleep(1.5)  # anything moved twice would show up now
-    bodies = [m.body for m in await arrived(broker, "t")]
+    bodies = [m.body for m in await everything_in(broker, "t")]
     assert len(bodies) == total and set(bodies) == {b"m%d" % n for n in range(total)}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core import BrokerConfig, LocalTransactionState, PullStatus, TransactionProducer
+from core import BrokerConfig, LocalTransactionState, TransactionProducer
 from core.clock import ManualClock
 from core.system_topics import (
     PROPERTY_TRANSACTION_CHECK_TIMES,
@@ -25,25 +25,12 @@ from core.system_topics import (
 )
 
 from .conftest import SMALL_STORE
+from .reading import everything_in
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
 UNKNOW = LocalTransactionState.UNKNOW
-
-
-async def everything_in(broker, topic):
-    await broker.wait_visible()
-    found = []
-    for queue in range(broker.topic_config(topic).read_queue_nums):
-        offset = 0
-        while True:
-            got = await broker.pull("audit", topic, queue, offset, max_count=256)
-            if got.status is not PullStatus.FOUND:
-                break
-            found += got.messages
-            offset = got.next_begin_offset
-    return found
 
 
 async def until(condition, what: str, timeout_s: float = 20.0) -> None:

@@ -15,7 +15,6 @@ from core import (
     IllegalMessageError,
     LocalTransactionState,
     Producer,
-    PullStatus,
     SendStatus,
     TransactionCheck,
     TransactionProducer,
@@ -35,6 +34,7 @@ from core.system_topics import (
     TRANS_OP_HALF_TOPIC,
 )
 
+from .reading import everything_in
 from .refusing_store import FILLER_MB, refusing_broker
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
@@ -44,21 +44,6 @@ UNKNOW = LocalTransactionState.UNKNOW
 
 def answers(state):
     return lambda message, arg: state
-
-
-async def everything_in(broker, topic):
-    """Every message stored in `topic`, all queues, once the dispatcher has caught up."""
-    await broker.wait_visible()
-    found = []
-    for queue in range(broker.topic_config(topic).read_queue_nums):
-        offset = 0
-        while True:
-            got = await broker.pull("audit", topic, queue, offset, max_count=256)
-            if got.status is not PullStatus.FOUND:
-                break
-            found += got.messages
-            offset = got.next_begin_offset
-    return found
 
 
 async def until(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
