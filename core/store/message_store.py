@@ -30,7 +30,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from core.store.checkpoint import Checkpoint, CheckpointFile
 from core.store.commit_log import CommitLog
@@ -59,6 +59,7 @@ from core.store.message import (
     is_light_queue,
 )
 from core.store.message_id import decode_offset_msg_id, encode_offset_msg_id
+from core.store.queue_reader import GetResult, GetStatus, QueueReader
 from core.store.record_codec import HEADER_SIZE, encode_tail, encode_topic
 from core.store.recovery import RecoveryReport, StoreRecovery
 from core.store.retention import RetentionService
@@ -67,9 +68,6 @@ from core.store.topic_name import validate_topic
 
 log = logging.getLogger(__name__)
 
-# A pull stops after looking at this many consume-queue entries that its filter rejects
-# (RocketMQ's maxFilterMessageCount is 16,000), so a selective filter cannot make one pull scan forever.
-MAX_FILTERED_ENTRIES = 16_000
 END_OF_TIME_MS = 2**62
 # Checked light-queue lists remembered, at most (then forgotten all at once: re-checking one is cheap).
 MAX_LIGHT_LISTS = 4096
@@ -80,16 +78,6 @@ _INT64 = re.compile(r"-?[0-9]{1,18}")
 class PutStatus(enum.Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-
-
-class GetStatus(enum.Enum):
-    FOUND = "FOUND"
-    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
-    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
-    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
-    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
-    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
 
 
 @dataclass(slots=True)
@@ -124,17 +112,6 @@ class PutResult:  # not frozen: one is built per append, and frozen dataclasses 
         )
 
 
-@dataclass(slots=True, frozen=True)
-class GetResult:
-    status: GetStatus
-    messages: list[StoredMessage]
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    # Records that failed their checks: (queue offset, error). They are skipped, never returned.
-    corrupt: list[tuple[int, CorruptRecordError]] = field(default_factory=list)
-
-
 class MessageStore:
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
@@ -148,6 +125,7 @@ class MessageStore:
             config.consume_queue_dir, config.cq_entries_per_file, config.light_cq_entries_per_file
         )
         self.index = IndexService(config.index_dir, config.index_slots, config.index_entries)
+        self.reader = QueueReader(self.commit_log, self.queues, config.commit_log_dir)
         self.dispatcher = Dispatcher(self.commit_log, self.queues, self.index)
         self.waiters = FlushWaiters(config.sync_flush_timeout_ms / 1000)
         self.flush_service = FlushService(
@@ -420,76 +398,13 @@ class MessageStore:
         message_filter: Callable[[StoredMessage], bool] | None = None,
         max_bytes: int = 4 * 1024 * 1024,
     ) -> GetResult:
-        """Read up to `max_count` messages of a queue from `offset` (RocketMQ's getMessage).
+        """Read up to `max_count` messages of a queue from `offset`, about `max_bytes` at most (RocketMQ's
+        getMessage; core.store.queue_reader).
 
         `tag_filter` sees each entry's tag code before the log is read; `message_filter` sees the message.
         Messages read from a light queue carry their offset in that queue as `queue_offset`.
         """
-        queue = self.queues.get(topic, queue_id)
-        if queue is None:
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, [], 0, 0, 0)
-        low, high = queue.min_offset, queue.max_offset
-        if high == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, [], 0, low, high)
-        if offset < low:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, [], low, low, high)
-        if offset == high:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, [], offset, low, high)
-        if offset > high:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, [], high, low, high)
-        light = is_light_queue(topic)
-        messages: list[StoredMessage] = []
-        corrupt: list[tuple[int, CorruptRecordError]] = []
-        scanned = 0
-        total_bytes = 0
-        next_offset = offset
-        while next_offset < high and len(messages) < max_count and scanned < MAX_FILTERED_ENTRIES:
-            entries = queue.entries(next_offset, min(max_count * 4, high - next_offset))
-            if not entries:
-                break
-            for commit_log_offset, size, code in entries:
-                if len(messages) >= max_count or (total_bytes + size > max_bytes and messages):
-                    break
-                queue_offset = next_offset
-                next_offset += 1
-                scanned += 1
-                if size == 0:
-                    continue  # a hole: the record was lost or skipped as corrupt before it was dispatched
-                if tag_filter is not None and not tag_filter(code):
-                    continue
-                try:
-                    message = self.commit_log.read_message(commit_log_offset)
-                except CorruptRecordError as exc:
-                    log.error("queue %s/%d offset %d: %s", topic, queue_id, queue_offset, exc)
-                    corrupt.append((queue_offset, exc))
-                    continue
-                except LookupError:
-                    continue  # removed by retention since the entry was read
-                if (message.queue_offset, message.queue_id, message.topic) != (queue_offset, queue_id, topic) and not (
-                    light and topic in message.light_queues
-                ):
-                    # The entry and the record disagree: never hand a consumer another queue's message.
-                    mismatch = CorruptRecordError(
-                        str(self.config.commit_log_dir),
-                        commit_log_offset,
-                        commit_log_offset,
-                        f"consume queue {topic}/{queue_id} offset {queue_offset} points at a record of"
-                        f" {message.topic}/{message.queue_id} offset {message.queue_offset}",
-                    )
-                    log.error("%s", mismatch)
-                    corrupt.append((queue_offset, mismatch))
-                    continue
-                if message_filter is not None and not message_filter(message):
-                    continue
-                if light:
-                    message.queue_offset = queue_offset  # its position in the light queue read, not its own queue
-                messages.append(message)
-                total_bytes += size
-            else:
-                continue
-            break
-        status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
-        return GetResult(status, messages, next_offset, low, high, corrupt)
+        return self.reader.get_messages(topic, queue_id, offset, max_count, tag_filter, message_filter, max_bytes)
 
     def queue_entries(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[tuple[int, int, int]]:
         """The consume-queue entries (commit-log offset, size, tag code) of a queue from `offset`, without
