@@ -7,13 +7,13 @@ lives in `config_dir` as RocketMQ's JSON files (topics.json, subscriptionGroup.j
 Every refusal is a core.errors.CoreError: the store's own errors are translated where the broker calls the
 store (core.errors.from_store_error), keeping the store error as `__cause__` and its message. Front doors take
 part in sending through two callbacks: send hooks name the light queues a message is also dispatched to, stored
-listeners hear of every message appended, in store order.
+listeners (core.stored_listeners) hear of every message appended, in store order. Which broker service parks a
+delayed, timer or transactional message is core.parking's choice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import logging
@@ -37,7 +37,7 @@ from core.filter import MessageFilter
 from core.long_poll import LongPollWaiters
 from core.message_queries import MessageQueries
 from core.message_queue import MessageQueue
-from core.parking import Parking
+from core.parking import parking_for
 from core.queue_locks import DEFAULT_LOCK_EXPIRE_S, QueueLocks
 from core.results import PullResult, PullStatus, Route, SendResult, SendStatus
 from core.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_delay_levels
@@ -52,13 +52,9 @@ from core.store.message import (
 from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import GetStatus, MessageStore, RecoveryReport
 from core.store.service_thread import PeriodicService
+from core.stored_listeners import StoredListener, StoredListeners
 from core.subscription_group import SubscriptionGroupManager
-from core.system_topics import (
-    PARKING_PROPERTIES,
-    PROPERTY_DELAY_LEVEL,
-    PROPERTY_TRANSACTION_PREPARED,
-    TIMER_PROPERTIES,
-)
+from core.system_topics import PARKING_PROPERTIES
 from core.timer import TimerService
 from core.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager
 from core.transaction import TransactionService
@@ -116,26 +112,8 @@ class BrokerConfig:
 
 
 # A send hook returns the light queues a message must also be dispatched to (Broker.add_send_hook); a stored
-# listener hears of every message appended (Broker.add_stored_listener).
+# listener (core.stored_listeners) hears of every message appended (Broker.add_stored_listener).
 SendHook = Callable[[Message], Iterable[str] | None]
-StoredListener = Callable[[Message, SendResult], None]
-
-
-class _Unheard:
-    """The messages of one SYNC_FLUSH send, appended, that the stored listeners have not heard of yet. Settled once
-    their results are final: on disk (SEND_OK, as built) or not confirmed in time (FLUSH_DISK_TIMEOUT)."""
-
-    __slots__ = ("messages", "results", "settled")
-
-    def __init__(self, messages: Sequence[Message], results: Sequence[SendResult]) -> None:
-        self.messages = messages
-        self.results = results
-        self.settled = False
-
-    def settle_not_durable(self) -> None:
-        for result in self.results:
-            result.status = SendStatus.FLUSH_DISK_TIMEOUT
-        self.settled = True
 
 
 def _name_light_queues(message: Message, hooks: Sequence[SendHook]) -> None:
@@ -196,9 +174,9 @@ class Broker:
         self._routes: dict[str, Route] = {}
         self._routes_version: object = None
         self._send_hooks: list[SendHook] = []
-        self._stored_listeners: list[StoredListener] = []
-        # SYNC_FLUSH sends appended whose messages the stored listeners have not heard of yet, in store order.
-        self._unheard: collections.deque[_Unheard] = collections.deque()
+        self._stored = StoredListeners(store)
+        # The list of `_stored`, which the send path tests for emptiness, itself: no call per send.
+        self._stored_listeners = self._stored.listeners
         self._sync = store.sync_flush
         self._arrival_listeners: list[Callable[[set[tuple[str, int]]], None]] = []
         self.schedule = ScheduleService(self)
@@ -351,7 +329,7 @@ class Broker:
         Under SYNC_FLUSH a message is heard when its wait for the disk is over. A sender cancelled during that wait
         leaves its messages in the log: they are heard all the same, as FLUSH_DISK_TIMEOUT (not confirmed on disk),
         once every message stored before them has been heard. A listener that raises is logged; the send stands."""
-        self._stored_listeners.append(listener)
+        self._stored.add(listener)
 
     def _prepare(self, message: Message) -> Route:
         route = self._check_route(message.topic, message.queue_id)
@@ -393,31 +371,6 @@ class Broker:
         """`store_moved` for several messages of one topic and queue."""
         return await self._send_batch(messages)
 
-    def _parking_for(self, message: Message) -> Parking | None:
-        """The service that parks `message`, having rewritten it into its own topic; None when the properties ask
-        for nothing (DELAY=0, TRAN_MSG=false). Raises IllegalMessageError for what RocketMQ refuses."""
-        properties = message.properties
-        delayed = PROPERTY_DELAY_LEVEL in properties
-        timed = any(name in properties for name in TIMER_PROPERTIES)
-        if PROPERTY_TRANSACTION_PREPARED in properties:
-            if delayed or timed:
-                raise IllegalMessageError(
-                    f"topic {message.topic!r}: a transactional message cannot be delayed (it has"
-                    f" {', '.join(sorted(PARKING_PROPERTIES & properties.keys()))}); send it without a delay"
-                )
-            if self.transactions.park(message):
-                return self.transactions
-        if delayed and timed:
-            raise IllegalMessageError(
-                f"topic {message.topic!r}: a message has a delay level or a timer, not both (it has"
-                f" {', '.join(sorted(PARKING_PROPERTIES & properties.keys()))})"
-            )
-        if delayed and self.schedule.park(message):
-            return self.schedule
-        if timed and self.timers.park(message):
-            return self.timers
-        return None
-
     async def _send_parked(self, message: Message) -> SendResult:
         route = self._check_route(message.topic, message.queue_id)
         queue = route.write_queues[message.queue_id]
@@ -425,7 +378,7 @@ class Broker:
             raise IllegalMessageError(
                 f"topic {message.topic!r}: a delayed or transactional message cannot name light queues"
             )
-        parking = self._parking_for(message)
+        parking = parking_for(message, self.transactions, self.schedule, self.timers)
         if parking is None:
             return await self._send_one(message)
         if PROPERTY_UNIQ_KEY not in message.properties:
@@ -462,9 +415,9 @@ class Broker:
             put.store_host,
         )
         if self._sync:
-            await self._confirm((message,), (result,), put.end_offset)
+            await self._stored.confirm((message,), (result,), put.end_offset)
         elif self._stored_listeners:
-            self._tell_stored(message, result)
+            self._stored.tell(message, result)
         return result
 
     async def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
@@ -532,60 +485,12 @@ class Broker:
             for message, put in zip(messages, puts, strict=True)
         ]
         if self._sync:
-            await self._confirm(messages, results, puts[-1].end_offset)
+            await self._stored.confirm(messages, results, puts[-1].end_offset)
         elif self._stored_listeners:
-            tell = self._tell_stored
+            tell = self._stored.tell
             for message, result in zip(messages, results, strict=True):
                 tell(message, result)
         return results
-
-    async def _confirm(self, messages: Sequence[Message], results: Sequence[SendResult], end_offset: int) -> None:
-        """SYNC_FLUSH: wait until the records of `results` (stored up to `end_offset`) are on disk, mark them
-        FLUSH_DISK_TIMEOUT if they are not in time, and have the stored listeners hear of them in store order.
-
-        The flush thread releases waiters in store order, but a sender whose record was flushed before it began
-        to wait goes on at once, and a cancelled sender at any time: so appended sends queue up in `_unheard`, in
-        store order, and are heard from its head. A send that learns its records are on disk knows every earlier
-        record is too, and settles the earlier sends (SEND_OK) before it is heard itself."""
-        if not self._stored_listeners:
-            if not await self.store.wait_durable(end_offset):
-                for result in results:
-                    result.status = SendStatus.FLUSH_DISK_TIMEOUT
-            return
-        sent = _Unheard(messages, results)
-        self._unheard.append(sent)
-        try:
-            durable = await self.store.wait_durable(end_offset)
-        except BaseException:
-            # Cancelled while waiting for the disk: the records are in the log all the same.
-            if not sent.settled:
-                sent.settle_not_durable()
-                self._hear_settled()
-            raise
-        if not sent.settled:
-            if durable:
-                for earlier in self._unheard:
-                    earlier.settled = True  # their results say SEND_OK already
-                    if earlier is sent:
-                        break
-            else:
-                sent.settle_not_durable()
-        self._hear_settled()
-
-    def _hear_settled(self) -> None:
-        unheard = self._unheard
-        tell = self._tell_stored
-        while unheard and unheard[0].settled:
-            sent = unheard.popleft()
-            for message, result in zip(sent.messages, sent.results, strict=True):
-                tell(message, result)
-
-    def _tell_stored(self, message: Message, result: SendResult) -> None:
-        for listener in self._stored_listeners:
-            try:
-                listener(message, result)
-            except Exception:
-                log.exception("stored listener %r failed on a message of topic %r", listener, message.topic)
 
     # --- pulling -----------------------------------------------------------------------------------------
 

@@ -1,13 +1,15 @@
 """What the broker asks of a service that parks messages in its own topic (core.schedule, core.timer,
 core.transaction) and moves them on later: rewrite a message before it is stored, hear where it was stored, and
-start and stop with the broker."""
+start and stop with the broker. And which of the three parks a message sent (`parking_for`), by its properties."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from core.errors import IllegalMessageError
 from core.store.message import Message
 from core.store.message_store import PutResult
+from core.system_topics import PARKING_PROPERTIES, PROPERTY_DELAY_LEVEL, PROPERTY_TRANSACTION_PREPARED, TIMER_PROPERTIES
 
 
 class Parking(Protocol):
@@ -28,3 +30,31 @@ class Parking(Protocol):
     async def close(self) -> None:
         """Stop and persist progress."""
         ...
+
+
+def parking_for(message: Message, transactions: Parking, schedule: Parking, timers: Parking) -> Parking | None:
+    """The service that parks `message`, having rewritten it into its own topic: `transactions` for a transactional
+    message, `schedule` for a delay level, `timers` for a timer; None when the properties ask for nothing after all
+    (DELAY=0, TRAN_MSG=false). Raises IllegalMessageError for what RocketMQ refuses: a transactional message with a
+    delay level or a timer, a message with both."""
+    properties = message.properties
+    delayed = PROPERTY_DELAY_LEVEL in properties
+    timed = any(name in properties for name in TIMER_PROPERTIES)
+    if PROPERTY_TRANSACTION_PREPARED in properties:
+        if delayed or timed:
+            raise IllegalMessageError(
+                f"topic {message.topic!r}: a transactional message cannot be delayed (it has"
+                f" {', '.join(sorted(PARKING_PROPERTIES & properties.keys()))}); send it without a delay"
+            )
+        if transactions.park(message):
+            return transactions
+    if delayed and timed:
+        raise IllegalMessageError(
+            f"topic {message.topic!r}: a message has a delay level or a timer, not both (it has"
+            f" {', '.join(sorted(PARKING_PROPERTIES & properties.keys()))})"
+        )
+    if delayed and schedule.park(message):
+        return schedule
+    if timed and timers.park(message):
+        return timers
+    return None

@@ -2,10 +2,11 @@
 ChangeInvisibleTimeProcessor, ConsumerOrderInfoManager), in process.
 
 A pop hands out up to `max_nums` messages of a topic to a consumer group and makes each invisible to the group's
-other pops for `invisible_ms`. The consumer acks each message with its receipt handle (core.receipt_handle), or
-changes its invisible time. Consumers of one group share one PopService per broker (`PopService.of(broker)`), so a
-message goes to one of them at a time, whichever queue it is in: pop consumers do not divide queues among
-themselves as pull and push consumers do.
+other pops for `invisible_ms` (the limits of both, PopInitMode and PoppedMessage are in core.pop_request). The
+consumer acks each message with its receipt handle (core.receipt_handle), or changes its invisible time.
+Consumers of one group share one PopService per broker (`PopService.of(broker)`), so a message goes to one of
+them at a time, whichever queue it is in: pop consumers do not divide queues among themselves as pull and push
+consumers do.
 
 A message not acked in time goes back (core.retry), as RocketMQ's revive does: to the group's retry topic
 `%RETRY%<group>`, at once (its invisible time was the wait), where every pop of the group looks too (one pop in
@@ -57,7 +58,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import enum
 import itertools
 import logging
 import secrets
@@ -70,8 +70,9 @@ from core.broker import Broker
 from core.compression import decode_for_consumer
 from core.errors import CoreError, NoPermissionError
 from core.filter import MessageFilter
-from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
+from core.pop_errors import PopError, ReceiptHandleError, ReceiptHandleProblem
 from core.pop_queue_state import MAX_UNACKED_PER_QUEUE, PopEntry, PopQueueState
+from core.pop_request import MAX_POP_LONG_POLL_MS, PopInitMode, PoppedMessage, check_batch, check_invisible
 from core.receipt_handle import ReceiptHandle
 from core.retry import as_consumed, send_back
 from core.store.errors import CorruptRecordError
@@ -82,31 +83,10 @@ from core.topic_config import MessageType, Perm
 
 log = logging.getLogger(__name__)
 
-# The broker refuses pops of more than 32 messages (PopMessageProcessor: "maxMsgNums ... greater than 32").
-MAX_POP_BATCH = 32
-# The proxy's maxInvisibleTimeMills: a message stays invisible at most 12 hours per pop or change.
-MAX_INVISIBLE_MS = 12 * 3600 * 1000
 # Messages sent back remembered, to refuse acks of their old handles (about 150 bytes each).
 MAX_SENT_BACK_REMEMBERED = 100_000
 # One pop in this many looks at the group's retry topic first (RocketMQ's PopMessageProcessor: one in five).
 RETRY_FIRST_EVERY = 5
-# The proxy's grpcClientConsumerMaxLongPollingTimeoutMillis: a receive waits at most 20 s for a message.
-MAX_POP_LONG_POLL_MS = 20_000
-
-
-class PopInitMode(enum.Enum):
-    """Where a group with no committed offset starts in a queue (RocketMQ's ConsumeInitMode)."""
-
-    MIN = "MIN"  # the first message kept
-    MAX = "MAX"  # the newest message, or the first when the queue was never trimmed (RocketMQ 5's default)
-
-
-@dataclass(slots=True, frozen=True)
-class PoppedMessage:
-    message: StoredMessage  # as the producer sent it (decompressed), reconsume_times = delivery_attempt - 1
-    receipt_handle: str
-    delivery_attempt: int
-    invisible_until: float  # on the PopService's clock
 
 
 @dataclass(slots=True)
@@ -181,8 +161,8 @@ class PopService:
         unacked one to become visible again, or an ack to free a held FIFO message. `message_filter` applies to
         messages read for the first time; the group should use one subscription per topic, as in RocketMQ.
         """
-        _check_batch(max_nums)
-        _check_invisible(invisible_ms)
+        check_batch(max_nums)
+        check_invisible(invisible_ms)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(max(long_poll_ms, 0), MAX_POP_LONG_POLL_MS) / 1000
         retry = retry_topic(group)
@@ -480,7 +460,7 @@ class PopService:
     def change_invisible_duration(self, group: str, receipt_handle: str, invisible_ms: int) -> str:
         """Make the message invisible for `invisible_ms` from now (longer or shorter than before; 0 makes it
         visible at once). Returns the new receipt handle; the one given is no longer valid."""
-        _check_invisible(invisible_ms)
+        check_invisible(invisible_ms)
         handle, topic_state, state, entry = self._in_flight(group, receipt_handle)
         if entry is None:
             raise ReceiptHandleError(
@@ -612,16 +592,3 @@ def _notify(topic_state: _TopicState) -> None:
     if topic_state.changed is not None:
         topic_state.changed.set()
         topic_state.changed = None
-
-
-def _check_batch(max_nums: int) -> None:
-    if not isinstance(max_nums, int) or isinstance(max_nums, bool) or not 1 <= max_nums <= MAX_POP_BATCH:
-        raise PopRequestError(f"max_nums {max_nums!r} is out of range; pop 1 to {MAX_POP_BATCH} messages at a time")
-
-
-def _check_invisible(invisible_ms: int) -> None:
-    if not isinstance(invisible_ms, int) or isinstance(invisible_ms, bool) or not 0 <= invisible_ms <= MAX_INVISIBLE_MS:
-        raise PopRequestError(
-            f"invisible time {invisible_ms!r} ms is out of range; give whole milliseconds from 0 to "
-            f"{MAX_INVISIBLE_MS} (12 hours)"
-        )

@@ -21,8 +21,9 @@ from dataclasses import dataclass, replace
 from core.broker import Broker
 from core.errors import IllegalArgumentError
 from core.filter import ExpressionType, MessageFilter, build_filter
-from core.pop import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS, PROPERTY_MESSAGE_GROUP, PopService
+from core.pop import PROPERTY_MESSAGE_GROUP, PopService
 from core.pop_errors import PopRequestError
+from core.pop_request import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS
 from core.store.message import StoredMessage
 
 log = logging.getLogger(__name__)

@@ -13,10 +13,9 @@ Threads: the caller appends (under one lock, no syscall); `mqgate-dispatcher` bu
 `mqgate-flush` makes the log durable; `mqgate-checkpoint` flushes consume queues and index and writes the
 checkpoint; `mqgate-retention` deletes old files and watches the disk.
 
-Recovery: after a clean stop (no `abort` file) the store opens without reading the log. After a crash it scans
-the log from the oldest checkpointed position, checking every record's CRC; skips and reports corrupt records
-in the middle, cuts a torn tail, re-dispatches what the consume queues and index may lack, and drops
-consume-queue entries that point past the end of the log.
+Recovery (core.store.recovery): after a clean stop (no `abort` file) the store opens without reading the log.
+After a crash it scans the log from the oldest checkpointed position, cuts a torn tail and rebuilds what the
+consume queues and index lack.
 """
 
 from __future__ import annotations
@@ -31,10 +30,10 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from core.store.checkpoint import Checkpoint, CheckpointFile
-from core.store.commit_log import CommitLog, DispatchRequest, ScanResult
+from core.store.commit_log import CommitLog
 from core.store.config import FlushMode, StoreConfig
 from core.store.consume_queue_table import ConsumeQueueTable
 from core.store.dispatcher import Dispatcher, DispatchListener
@@ -52,29 +51,23 @@ from core.store.mapped_file import fsync_dir
 from core.store.message import (
     LIGHT_QUEUE_PREFIX,
     MULTI_DISPATCH_SEPARATOR,
-    PROPERTY_KEYS,
     PROPERTY_MULTI_DISPATCH,
     PROPERTY_TAG_CODE,
-    PROPERTY_UNIQ_KEY,
     Message,
     StoredMessage,
     encode_properties,
-    entry_code,
     is_light_queue,
 )
 from core.store.message_id import decode_offset_msg_id, encode_offset_msg_id
+from core.store.queue_reader import GetResult, GetStatus, QueueReader
 from core.store.record_codec import HEADER_SIZE, encode_tail, encode_topic
+from core.store.recovery import RecoveryReport, StoreRecovery
 from core.store.retention import RetentionService
 from core.store.service_thread import PeriodicService
 from core.store.topic_name import validate_topic
 
 log = logging.getLogger(__name__)
 
-# Records re-dispatched per batch during recovery.
-RECOVERY_BATCH = 10_000
-# A pull stops after looking at this many consume-queue entries that its filter rejects
-# (RocketMQ's maxFilterMessageCount is 16,000), so a selective filter cannot make one pull scan forever.
-MAX_FILTERED_ENTRIES = 16_000
 END_OF_TIME_MS = 2**62
 # Checked light-queue lists remembered, at most (then forgotten all at once: re-checking one is cheap).
 MAX_LIGHT_LISTS = 4096
@@ -85,16 +78,6 @@ _INT64 = re.compile(r"-?[0-9]{1,18}")
 class PutStatus(enum.Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-
-
-class GetStatus(enum.Enum):
-    FOUND = "FOUND"
-    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
-    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
-    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
-    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
-    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
 
 
 @dataclass(slots=True)
@@ -129,29 +112,6 @@ class PutResult:  # not frozen: one is built per append, and frozen dataclasses 
         )
 
 
-@dataclass(slots=True, frozen=True)
-class GetResult:
-    status: GetStatus
-    messages: list[StoredMessage]
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    # Records that failed their checks: (queue offset, error). They are skipped, never returned.
-    corrupt: list[tuple[int, CorruptRecordError]] = field(default_factory=list)
-
-
-@dataclass(slots=True, frozen=True)
-class RecoveryReport:
-    clean: bool
-    start: int
-    end: int
-    records_scanned: int
-    truncated_bytes: int
-    corrupt: list[tuple[str, int, int]]
-    consume_queue_entries_dropped: int
-    seconds: float
-
-
 class MessageStore:
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
@@ -165,6 +125,7 @@ class MessageStore:
             config.consume_queue_dir, config.cq_entries_per_file, config.light_cq_entries_per_file
         )
         self.index = IndexService(config.index_dir, config.index_slots, config.index_entries)
+        self.reader = QueueReader(self.commit_log, self.queues, config.commit_log_dir)
         self.dispatcher = Dispatcher(self.commit_log, self.queues, self.index)
         self.waiters = FlushWaiters(config.sync_flush_timeout_ms / 1000)
         self.flush_service = FlushService(
@@ -205,8 +166,10 @@ class MessageStore:
             self.commit_log.load()
             self.queues.load()
             index_from = self.index.load(not crashed, checkpoint.index_flushed)
-            clean = not crashed and self._clean_end(checkpoint)
-            report = self._recover_clean(checkpoint) if clean else self._recover_scan(checkpoint, index_from)
+            recovery = StoreRecovery(
+                config.store_dir, self.commit_log, self.queues, self.index, self.dispatcher, self._save_checkpoint
+            )
+            report = recovery.run(checkpoint, crashed, index_from)
             self.recovery = dataclasses.replace(report, seconds=time.monotonic() - started)
             abort.touch()
             fsync_dir(config.store_dir)
@@ -233,118 +196,6 @@ class MessageStore:
             raise StoreLockedError(
                 f"store {self.config.store_dir} is open in another process; stop it or use another --data-dir"
             ) from None
-
-    def _clean_end(self, checkpoint: Checkpoint) -> bool:
-        """After a clean stop the checkpoint holds the exact end; check that nothing follows it."""
-        end = checkpoint.commit_log_flushed
-        if checkpoint.dispatched != end:
-            return False
-        files = self.commit_log.files
-        if not files.files:
-            return end == 0
-        mapped = files.find(end)
-        if mapped is None:
-            return end == files.files[-1].end and end > 0
-        local = end - mapped.base
-        return mapped.mm[local : local + HEADER_SIZE].count(0) == min(HEADER_SIZE, mapped.size - local)
-
-    def _recover_clean(self, checkpoint: Checkpoint) -> RecoveryReport:
-        end = checkpoint.commit_log_flushed
-        self.commit_log.set_end(end)
-        self.commit_log.flushed_pos = end
-        self._finish_recovery(end)
-        return RecoveryReport(
-            clean=True,
-            start=end,
-            end=end,
-            records_scanned=0,
-            truncated_bytes=0,
-            corrupt=[],
-            consume_queue_entries_dropped=0,
-            seconds=0.0,
-        )
-
-    def _recover_scan(self, checkpoint: Checkpoint, index_from: int) -> RecoveryReport:
-        start = min(checkpoint.commit_log_flushed, checkpoint.dispatched, index_from)
-        result = ScanResult(end=start, records=0, corrupt=[], truncated=0)
-        batch: list[DispatchRequest] = []
-        self.dispatcher.dispatched_offset = start
-        # Light-queue offsets are not in the records: drop the entries of records from `start` on and let the
-        # replay below assign them again, in the same log order as the appends did.
-        light_offsets = {}
-        for queue in self.queues.all():
-            if is_light_queue(queue.topic):
-                queue.truncate_from_physical(start)
-                light_offsets[(queue.topic, queue.queue_id)] = queue.max_offset
-        self.commit_log.queue_offsets = light_offsets
-        for message in self.commit_log.scan(start, result):
-            properties = message.properties
-            code = entry_code(properties)
-            batch.append(
-                (
-                    message.topic,
-                    message.queue_id,
-                    message.queue_offset,
-                    message.commit_log_offset,
-                    message.store_size,
-                    code,
-                    message.store_timestamp,
-                    properties.get(PROPERTY_KEYS),
-                    properties.get(PROPERTY_UNIQ_KEY),
-                )
-            )
-            light = properties.get(PROPERTY_MULTI_DISPATCH)
-            if light:
-                self.commit_log.add_light_entries(
-                    tuple(dict.fromkeys(light.split(MULTI_DISPATCH_SEPARATOR))),
-                    message.commit_log_offset,
-                    message.store_size,
-                    code,
-                    message.store_timestamp,
-                    batch,
-                )
-            if len(batch) >= RECOVERY_BATCH:
-                self.dispatcher.dispatch(batch)
-                batch = []
-        self.dispatcher.dispatch(batch)
-        end = result.end
-        self.commit_log.set_end(end)
-        self.commit_log.flushed_pos = min(checkpoint.commit_log_flushed, end)
-        dropped = sum(queue.truncate_from_physical(end) for queue in self.queues.all())
-        self._finish_recovery(end)
-        self.commit_log.flush()
-        for queue in self.queues.all():
-            queue.flush()
-        self.index.flush()
-        self._save_checkpoint()
-        if result.truncated or result.corrupt or dropped:
-            log.warning(
-                "recovered %s: end %d, torn tail %d bytes, %d corrupt regions, %d queue entries dropped",
-                self.config.store_dir,
-                end,
-                result.truncated,
-                len(result.corrupt),
-                dropped,
-            )
-        return RecoveryReport(
-            clean=False,
-            start=start,
-            end=end,
-            records_scanned=result.records,
-            truncated_bytes=result.truncated,
-            corrupt=result.corrupt,
-            consume_queue_entries_dropped=dropped,
-            seconds=0.0,
-        )
-
-    def _finish_recovery(self, end: int) -> None:
-        self.dispatcher.dispatched_offset = end
-        minimum = self.commit_log.min_offset
-        offsets = {}
-        for queue in self.queues.all():
-            queue.delete_below_physical(minimum)
-            offsets[(queue.topic, queue.queue_id)] = queue.max_offset
-        self.commit_log.queue_offsets = offsets
 
     def close(self) -> None:
         """Stop the threads, flush everything, write the checkpoint and remove the abort marker."""
@@ -547,76 +398,13 @@ class MessageStore:
         message_filter: Callable[[StoredMessage], bool] | None = None,
         max_bytes: int = 4 * 1024 * 1024,
     ) -> GetResult:
-        """Read up to `max_count` messages of a queue from `offset` (RocketMQ's getMessage).
+        """Read up to `max_count` messages of a queue from `offset`, about `max_bytes` at most (RocketMQ's
+        getMessage; core.store.queue_reader).
 
         `tag_filter` sees each entry's tag code before the log is read; `message_filter` sees the message.
         Messages read from a light queue carry their offset in that queue as `queue_offset`.
         """
-        queue = self.queues.get(topic, queue_id)
-        if queue is None:
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, [], 0, 0, 0)
-        low, high = queue.min_offset, queue.max_offset
-        if high == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, [], 0, low, high)
-        if offset < low:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, [], low, low, high)
-        if offset == high:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, [], offset, low, high)
-        if offset > high:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, [], high, low, high)
-        light = is_light_queue(topic)
-        messages: list[StoredMessage] = []
-        corrupt: list[tuple[int, CorruptRecordError]] = []
-        scanned = 0
-        total_bytes = 0
-        next_offset = offset
-        while next_offset < high and len(messages) < max_count and scanned < MAX_FILTERED_ENTRIES:
-            entries = queue.entries(next_offset, min(max_count * 4, high - next_offset))
-            if not entries:
-                break
-            for commit_log_offset, size, code in entries:
-                if len(messages) >= max_count or (total_bytes + size > max_bytes and messages):
-                    break
-                queue_offset = next_offset
-                next_offset += 1
-                scanned += 1
-                if size == 0:
-                    continue  # a hole: the record was lost or skipped as corrupt before it was dispatched
-                if tag_filter is not None and not tag_filter(code):
-                    continue
-                try:
-                    message = self.commit_log.read_message(commit_log_offset)
-                except CorruptRecordError as exc:
-                    log.error("queue %s/%d offset %d: %s", topic, queue_id, queue_offset, exc)
-                    corrupt.append((queue_offset, exc))
-                    continue
-                except LookupError:
-                    continue  # removed by retention since the entry was read
-                if (message.queue_offset, message.queue_id, message.topic) != (queue_offset, queue_id, topic) and not (
-                    light and topic in message.light_queues
-                ):
-                    # The entry and the record disagree: never hand a consumer another queue's message.
-                    mismatch = CorruptRecordError(
-                        str(self.config.commit_log_dir),
-                        commit_log_offset,
-                        commit_log_offset,
-                        f"consume queue {topic}/{queue_id} offset {queue_offset} points at a record of"
-                        f" {message.topic}/{message.queue_id} offset {message.queue_offset}",
-                    )
-                    log.error("%s", mismatch)
-                    corrupt.append((queue_offset, mismatch))
-                    continue
-                if message_filter is not None and not message_filter(message):
-                    continue
-                if light:
-                    message.queue_offset = queue_offset  # its position in the light queue read, not its own queue
-                messages.append(message)
-                total_bytes += size
-            else:
-                continue
-            break
-        status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
-        return GetResult(status, messages, next_offset, low, high, corrupt)
+        return self.reader.get_messages(topic, queue_id, offset, max_count, tag_filter, message_filter, max_bytes)
 
     def queue_entries(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[tuple[int, int, int]]:
         """The consume-queue entries (commit-log offset, size, tag code) of a queue from `offset`, without

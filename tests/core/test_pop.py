@@ -6,11 +6,11 @@ import pytest
 from core.client import Producer
 from core.filter import build_filter
 from core.pop import (
-    MAX_POP_BATCH,
     PROPERTY_MESSAGE_GROUP,
     PopService,
 )
 from core.pop_errors import PopRequestError, ReceiptHandleError, ReceiptHandleProblem
+from core.pop_request import MAX_POP_BATCH
 from core.receipt_handle import ReceiptHandle
 from core.subscription_group import SubscriptionGroupConfig
 from core.topic_config import MessageType

@@ -144,7 +144,7 @@ async def test_a_listener_that_raises_is_logged_and_the_send_stands(make_broker,
 
     broker.add_stored_listener(broken)
     broker.add_stored_listener(ear)
-    with caplog.at_level(logging.ERROR, logger="core.broker"):
+    with caplog.at_level(logging.ERROR, logger="core.stored_listeners"):
         result = await broker.send(Message(topic="t", body=b"x"))
     assert ear.results == [result] and result.status is SendStatus.SEND_OK
     assert "stored listener" in caplog.text and "listener bug" in caplog.text

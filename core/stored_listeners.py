@@ -1,0 +1,107 @@
+"""The broker's stored listeners (Broker.add_stored_listener): callbacks that hear of every message appended to the
+store, once, in store order, with the result its sender gets, before the send returns.
+
+A front door whose in-memory state derives from messages (the MQTT gateway's retained messages) keeps it here in
+step with the store. Under ASYNC_FLUSH the broker tells them as soon as a send is appended (`StoredListeners.tell`).
+Under SYNC_FLUSH a message is heard when its wait for the disk is over (`StoredListeners.confirm`), and those waits
+end out of store order: the flush thread releases waiters in store order, but a sender whose record was flushed
+before it began to wait goes on at once, and a cancelled sender at any time. So appended sends queue up here, in
+store order, and are heard from the head of the queue once their results are final.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable, Sequence
+
+from core.results import SendResult, SendStatus
+from core.store.message import Message
+from core.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+StoredListener = Callable[[Message, SendResult], None]
+
+
+class _Unheard:
+    """The messages of one SYNC_FLUSH send, appended, that the stored listeners have not heard of yet. Settled once
+    their results are final: on disk (SEND_OK, as built) or not confirmed in time (FLUSH_DISK_TIMEOUT)."""
+
+    __slots__ = ("messages", "results", "settled")
+
+    def __init__(self, messages: Sequence[Message], results: Sequence[SendResult]) -> None:
+        self.messages = messages
+        self.results = results
+        self.settled = False
+
+    def settle_not_durable(self) -> None:
+        for result in self.results:
+            result.status = SendStatus.FLUSH_DISK_TIMEOUT
+        self.settled = True
+
+
+class StoredListeners:
+    """The listeners of one broker, and its SYNC_FLUSH sends appended that they have not heard of yet.
+
+    `listeners` is the list itself, so that the broker's send path tests it for emptiness without a call."""
+
+    __slots__ = ("_store", "_unheard", "listeners")
+
+    def __init__(self, store: MessageStore) -> None:
+        # The store, not its wait_durable: that is looked up at each wait, as a test may replace it.
+        self._store = store
+        self.listeners: list[StoredListener] = []
+        # SYNC_FLUSH sends appended whose messages the listeners have not heard of yet, in store order.
+        self._unheard: collections.deque[_Unheard] = collections.deque()
+
+    def add(self, listener: StoredListener) -> None:
+        self.listeners.append(listener)
+
+    def tell(self, message: Message, result: SendResult) -> None:
+        """Have every listener hear of `message`, stored with `result`; a listener that raises is logged."""
+        for listener in self.listeners:
+            try:
+                listener(message, result)
+            except Exception:
+                log.exception("stored listener %r failed on a message of topic %r", listener, message.topic)
+
+    async def confirm(self, messages: Sequence[Message], results: Sequence[SendResult], end_offset: int) -> None:
+        """SYNC_FLUSH: wait until the records of `results` (stored up to `end_offset`) are on disk, mark them
+        FLUSH_DISK_TIMEOUT if they are not in time, and have the listeners hear of them in store order.
+
+        Appended sends queue up in `_unheard`, in store order, and are heard from its head. A send that learns its
+        records are on disk knows every earlier record is too, and settles the earlier sends (SEND_OK) before it
+        is heard itself."""
+        if not self.listeners:
+            if not await self._store.wait_durable(end_offset):
+                for result in results:
+                    result.status = SendStatus.FLUSH_DISK_TIMEOUT
+            return
+        sent = _Unheard(messages, results)
+        self._unheard.append(sent)
+        try:
+            durable = await self._store.wait_durable(end_offset)
+        except BaseException:
+            # Cancelled while waiting for the disk: the records are in the log all the same.
+            if not sent.settled:
+                sent.settle_not_durable()
+                self._hear_settled()
+            raise
+        if not sent.settled:
+            if durable:
+                for earlier in self._unheard:
+                    earlier.settled = True  # their results say SEND_OK already
+                    if earlier is sent:
+                        break
+            else:
+                sent.settle_not_durable()
+        self._hear_settled()
+
+    def _hear_settled(self) -> None:
+        unheard = self._unheard
+        tell = self.tell
+        while unheard and unheard[0].settled:
+            sent = unheard.popleft()
+            for message, result in zip(sent.messages, sent.results, strict=True):
+                tell(message, result)
