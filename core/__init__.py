@@ -6,7 +6,6 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
   MessageQueue, topics (TopicConfig, MessageType, Perm, validate_topic) and StateTable (a compacted table kept in
   a topic). Send hooks (SendHook) name light queues; stored listeners (StoredListener) hear of stored messages.
 - Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
-- The client API with RocketMQ's names: Producer, PushConsumer, PullConsumer, SimpleConsumer and their options.
 - Scheduled work: the broker's Clock (SystemClock; ManualClock for tests), the system topics and properties of
   delay levels, timers, retries and dead letters (core/system_topics.py), and send_back (a failed message to its
   group's retry or dead-letter topic).
