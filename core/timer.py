@@ -165,7 +165,10 @@ class TimerService:
 
     def _rebuild(self, scan_from: int) -> None:
         store = self._broker.store
-        offset = max(scan_from, store.min_offset(TIMER_TOPIC, 0))
+        low = store.min_offset(TIMER_TOPIC, 0)
+        if scan_from < low:
+            log.error("timer: queue offsets %d to %d were removed by retention before they fired", scan_from, low)
+        offset = max(scan_from, low)
         end = store.max_offset(TIMER_TOPIC, 0)
         fired_through = self.wheel.fired_through
         while offset < end:
