@@ -252,9 +252,9 @@ class Broker:
         """Every topic's configuration (a copy of the list: topics may be created while it is read)."""
         return list(self.topics.list())
 
-    def delete_group_offsets(self, group: str) -> None:
-        """Forget every offset a consumer group committed (the group is gone for good)."""
-        self.offsets.delete_group(group)
+    def delete_group_offsets(self, group: str, topic: str | None = None) -> None:
+        """Forget every offset a consumer group committed (the group is gone for good), or those in `topic` only."""
+        self.offsets.delete_group(group, topic)
 
     def delete_topic(self, topic: str) -> bool:
         deleted = self.topics.delete(topic)

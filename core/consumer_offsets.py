@@ -173,10 +173,15 @@ class ConsumerOffsetManager:
                 self._changes += 1
         return len(doomed)
 
-    def delete_group(self, group: str) -> int:
-        """Forget every offset of `group`; returns the number of topics it had offsets in."""
+    def delete_group(self, group: str, topic: str | None = None) -> int:
+        """Forget every offset of `group` (in `topic` only, if given); returns the number of topics it had offsets
+        in."""
         with self._lock:
-            doomed = [key for key in self._table if key.partition(SEPARATOR)[2] == group]
+            doomed = [
+                key
+                for key in self._table
+                if key.partition(SEPARATOR)[2] == group and (topic is None or key.partition(SEPARATOR)[0] == topic)
+            ]
             for key in doomed:
                 del self._table[key]
             if doomed:

@@ -9,7 +9,8 @@ CloudEvents JSON form (the dict `transform.event_as_json` gives), as the message
     properties  EB_ONLY_RULE / EB_ONLY_TARGET on a replayed or redriven copy meant for one rule (and target)
 
 Appending is durable before `put` returns under the store's flush mode, as for any core message: an event is
-acknowledged to its producer only after that. Rules read the topic as consumer groups of their own.
+acknowledged to its producer only after that. The router (router.py) gives each event, as it is appended, an entry in
+the delivery queue of every target whose rule matches it; targets read those queues, not the bus topic.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from eventbridge.errors import EventBridgeError
 from eventbridge.rule_model import DEFAULT_BUS
 
 BUS_TOPIC_PREFIX = "%EVENTBUS%"
-# RocketMQ's default queue count: rules read all of them; the count spreads a bus over consume-queue files.
+# RocketMQ's default queue count: it spreads a bus over consume-queue files.
 BUS_QUEUES = 4
 # A bus that was never given a dead-letter topic sends there: nothing is dropped without a trace.
 DEFAULT_DEAD_LETTER_PREFIX = "%EVENTBUS-DLQ%"

@@ -5,12 +5,20 @@ rule target delivering the bus's matching events.
 - Rules are read from `rules_dir` (rule_directory) at start and whenever a file there changes (polled every
   `reload_interval_s`: no inotify dependency, and an editor's save-by-rename is seen the same way). A refused file
   keeps its rules in force and its error is kept for `errors`.
+- Routing (router.py): every event put on a bus is matched once, when it is stored, against one compiled machine
+  of the bus's enabled rules, and gets an entry in the delivery queue (a core light queue) of each target it
+  matched. A reload swaps the machines whole; targets' queues and positions are untouched, so a changed pattern
+  applies to the events put from then on and nothing routed before is lost or routed again.
 - Each enabled (rule, target) runs a `SinkRunner` with a `TargetTask` on the connector runtime's machinery,
-  reading the bus as the consumer group `connect-eb|<bus>|<rule>|<target>`. A reload restarts only the targets
-  whose rule pattern or target settings changed: the others keep running, so their events are neither lost nor
-  repeated. A new target starts at the end of the bus (events from its creation on, as a new AWS rule); a
-  target that existed before a restart goes on from its committed offset. A deleted or disabled target's group
-  offsets are deleted, so when it comes back it starts at the end too (a disabled AWS rule sees nothing).
+  reading its delivery queue as the consumer group `connect-eb|<bus>|<rule>|<target>`. A reload restarts only the
+  targets whose settings changed, from their committed offset. A new target starts at the end of its queue
+  (events from its creation on, as a new AWS rule); a target that existed before a restart goes on from its
+  committed offset. A deleted or disabled target's queue and offsets are deleted, so when it comes back it starts
+  at the end too (a disabled AWS rule sees nothing).
+- Data written before routing existed: a target whose group still has offsets in the bus topic itself (it read
+  the bus as a whole) has the events it had not delivered, from those offsets to the end of the bus, matched with
+  its rule and copied into its queue first (in batches, the offsets committed after each: a crash repeats at most
+  a batch); then those offsets are deleted.
 """
 
 from __future__ import annotations
@@ -25,12 +33,14 @@ from typing import Any
 
 from connectors.sink_runner import SinkRunner, sink_group
 from connectors.task_runner import Arrivals
-from core import Broker, CoreError, MessageQueue
-from eventbridge.bus import EventBuses, bus_topic, default_dead_letter_topic
+from core import Broker, CoreError, MessageQueue, PullConsumer, PullStatus
+from eventbridge.bus import BusError, EventBuses, OnlyFor, bus_topic, decode_event, default_dead_letter_topic
 from eventbridge.clock import Clock, SystemClock
 from eventbridge.errors import RuleFileError
 from eventbridge.event_schema import SchemaRegistry
+from eventbridge.matcher import Matcher
 from eventbridge.pattern_compiler import compile_pattern
+from eventbridge.router import EventRouter, target_queue
 from eventbridge.rule_directory import load_rule_directory, rule_files
 from eventbridge.rule_model import DEFAULT_BUS, EventSource, HttpTarget, Rule, RuleSet
 from eventbridge.source_task import EventSourceTask
@@ -46,6 +56,8 @@ TARGET_BATCH_SIZE = 256
 STOP_GRACE_S = 5.0
 # How long a reload waits for appended events to become visible in the consume queues (milliseconds normally).
 VISIBLE_TIMEOUT_S = 10.0
+# Events of the bus read per step when a target's backlog from before routing is copied into its queue.
+LEGACY_BATCH = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +74,11 @@ class TargetKey:
 
     def __str__(self) -> str:
         return f"{self.bus}/{self.rule}/{self.target}"
+
+    @property
+    def queue(self) -> str:
+        """The target's delivery queue (router.target_queue)."""
+        return target_queue(self.bus, self.rule, self.target)
 
 
 @dataclass(slots=True)
@@ -97,6 +114,7 @@ class EventBridgeRuntime:
         self.rng = rng or random.Random()
         self.reload_interval_s = reload_interval_s
         self.buses = EventBuses(broker)
+        self.router = EventRouter.of(broker)
         self.rules = RuleSet()
         self.schemas = SchemaRegistry()
         self.errors: tuple[RuleFileError, ...] = ()
@@ -156,16 +174,40 @@ class EventBridgeRuntime:
                 continue
             for target in rule.targets:
                 wanted[TargetKey(rule.bus, rule.name, target.id)] = (rule, target)
+        gone: list[TargetKey] = []
         for key, running in list(self._running.items()):
             want = wanted.get(key)
-            if want is None or not _same_delivery(running, *want):
+            if want is None or running.target != want[1]:
                 await _stop(running.runner)
                 del self._running[key]
                 if want is None:
-                    # Deleted or disabled: enabled again, it starts at the end of the bus, as a new AWS rule does,
-                    # instead of delivering what came meanwhile.
-                    self.broker.delete_group_offsets(sink_group(key.connector))
+                    gone.append(key)
                 log.info("eventbridge: target %s stopped", key)
+            else:
+                running.rule = want[0]
+                running.task.rule = want[0]
+        new = [key for key in wanted if key not in self._running]
+        if new:
+            # A new target starts at the end of its queue, set before routing to it begins; every entry appended
+            # so far must be visible for that end to be right.
+            await self.broker.wait_visible(VISIBLE_TIMEOUT_S)
+            for key in new:
+                self.buses.create(key.bus)
+                group = sink_group(key.connector)
+                if self.broker.query_offset(group, key.queue, 0) < 0:
+                    self.broker.commit_offset(group, key.queue, 0, self.broker.max_offset(key.queue, 0))
+        self.router.update(rule for rule in rules if rule.enabled)
+        for key in gone:
+            # Deleted or disabled: enabled again, it starts at the end, as a new AWS rule does, instead of
+            # delivering what came meanwhile.
+            self.broker.delete_light_queue(key.queue)
+            self.broker.delete_group_offsets(sink_group(key.connector))
+        for key in new:
+            rule, target = wanted[key]
+            await self._copy_legacy_backlog(key, rule)
+            self._running[key] = self._start(key, rule, target)
+            log.info("eventbridge: target %s started", key)
+
         wanted_sources = {source.name: source for source in rules.sources.values() if source.enabled}
         for name, running_source in list(self._sources.items()):
             if wanted_sources.get(name) != running_source.source:
@@ -174,15 +216,10 @@ class EventBridgeRuntime:
                 if name not in wanted_sources:
                     self.broker.delete_group_offsets(sink_group(running_source.runner.connector))
                 log.info("eventbridge: source %r stopped", name)
-        new = [key for key in wanted if key not in self._running]
-        if new or any(name not in self._sources for name in wanted_sources):
-            # A new target starts at the end of the bus: every event appended so far must be in the consume
+        if any(name not in self._sources for name in wanted_sources):
+            # A new source starts at the end of its topic: every message appended so far must be in the consume
             # queues (the dispatcher thread puts it there a little after the append) before the end is read.
             await self.broker.wait_visible(VISIBLE_TIMEOUT_S)
-        for key, (rule, target) in wanted.items():
-            if key not in self._running:
-                self._running[key] = self._start(key, rule, target)
-                log.info("eventbridge: target %s started", key)
 
         for name, source in wanted_sources.items():
             if name not in self._sources:
@@ -212,23 +249,64 @@ class EventBridgeRuntime:
         return _RunningSource(source, task, runner)
 
     def _start(self, key: TargetKey, rule: Rule, target: HttpTarget) -> _Running:
-        self.buses.create(rule.bus)
         dead_letters = target.dead_letter_topic or default_dead_letter_topic(rule.bus)
         if not self.broker.has_topic(dead_letters):
             self.broker.create_topic(dead_letters, 1)
-        topic = bus_topic(rule.bus)
-        queues = sorted(self.broker.read_queues(topic), key=lambda queue: queue.queue_id)
-        self._start_new_group_at_end(sink_group(key.connector), queues)
+        queue = MessageQueue(key.queue, self.broker.config.broker_name, 0)
         task = TargetTask(self.broker, rule, target, self.deliverer, dead_letters, self.clock, self.rng)
         config: dict[str, Any] = {
             "batch.size": TARGET_BATCH_SIZE,
             # A put fails only when a dead letter cannot be stored (disk full): retried for a minute, then the
-            # target is FAILED, visible in its status, and its events wait in the bus.
+            # target is FAILED, visible in its status, and its events wait in its queue.
             "errors.retry.timeout": 60_000,
         }
-        runner = SinkRunner(self.broker, self._arrivals, key.connector, 0, task, config, queues)
+        runner = SinkRunner(self.broker, self._arrivals, key.connector, 0, task, config, [queue])
         runner.start()
         return _Running(rule, target, task, runner)
+
+    async def _copy_legacy_backlog(self, key: TargetKey, rule: Rule) -> None:
+        """Copy into the target's queue the events its group had not delivered when it still read the bus topic
+        itself (before routing), then forget those offsets."""
+        group = sink_group(key.connector)
+        topic = bus_topic(key.bus)
+        if not self.broker.has_topic(topic):
+            return
+        legacy = {
+            queue.queue_id: offset
+            for queue in self.broker.read_queues(topic)
+            if (offset := self.broker.query_offset(group, topic, queue.queue_id)) >= 0
+        }
+        if not legacy:
+            return
+        matcher: Matcher[str] = Matcher([(rule.name, rule.pattern.value)])
+        only = OnlyFor(str(rule.key), key.target)
+        reader = PullConsumer(self.broker, group)
+        copied = 0
+        for queue_id, offset in sorted(legacy.items()):
+            end = self.broker.max_offset(topic, queue_id)
+            queue = MessageQueue(topic, self.broker.config.broker_name, queue_id)
+            while offset < end:
+                got = await reader.pull(queue, offset, LEGACY_BATCH)
+                if got.status is not PullStatus.FOUND:
+                    break
+                events = []
+                for message in got.messages:
+                    restricted = OnlyFor.of(message.properties)
+                    if restricted is not None:
+                        continue  # a replayed or redriven copy: the router sent it where it belongs
+                    try:
+                        event = decode_event(message.body)
+                    except BusError:
+                        continue
+                    if matcher.matches(event):
+                        events.append(event)
+                if events:
+                    await self.buses.put(key.bus, events, only)
+                    copied += len(events)
+                offset = got.next_begin_offset
+                self.broker.commit_offset(group, topic, queue_id, offset)
+        self.broker.delete_group_offsets(group, topic)
+        log.info("eventbridge: target %s: %d undelivered events from before routing copied to its queue", key, copied)
 
     def _start_new_group_at_end(self, group: str, queues: list[MessageQueue]) -> None:
         for queue in queues:
@@ -267,7 +345,3 @@ async def _stop(runner: SinkRunner) -> None:
         async with asyncio.timeout(STOP_GRACE_S):
             await runner.pause()
     await runner.stop()
-
-
-def _same_delivery(running: _Running, rule: Rule, target: HttpTarget) -> bool:
-    return running.rule.pattern == rule.pattern and running.target == target

@@ -1,8 +1,8 @@
-"""One rule target as a sink task of the connector runtime: the events of the bus that the rule's pattern matches,
-delivered to the target under its retry policy, and dead-lettered when the policy gives up.
+"""One rule target as a sink task of the connector runtime: the events routed to the target (router.py: matched
+once, when they were put on the bus), delivered under its retry policy, and dead-lettered when the policy gives up.
 
-Each (rule, target) pair runs as its own SinkRunner, reading the bus topic as its own consumer group, so a slow
-or dead target holds up nobody else. `put` returns once every matched event of the batch is delivered or
+Each (rule, target) pair runs as its own SinkRunner, reading its own delivery queue as its own consumer group, so
+a slow or dead target holds up nobody else. `put` returns once every matched event of the batch is delivered or
 dead-lettered; the runner then commits the batch's offsets. A crash before that delivers the batch again: at
 least once, never lost.
 
@@ -38,7 +38,6 @@ from core import Broker, Producer
 from eventbridge.bus import BusError, OnlyFor, decode_event
 from eventbridge.clock import Clock, SystemClock
 from eventbridge.http_target import DeliveryOutcome
-from eventbridge.matcher import Matcher
 from eventbridge.rule_model import HttpTarget, Rule
 
 log = logging.getLogger(__name__)
@@ -106,7 +105,6 @@ class TargetTask(SinkTask):
         self.dead_letter_topic = dead_letter_topic
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
-        self.matcher: Matcher[str] = Matcher([(rule.name, rule.pattern.value)])
         self.producer = Producer(broker, "eventbridge-dead-letters")
         self.stats = TargetStats()
         self._rule_key = str(rule.key)
@@ -125,8 +123,6 @@ class TargetTask(SinkTask):
             except BusError as exc:
                 log.warning("%s: %s/%d/%d skipped: %s", self._label, record.topic, record.queue_id,
                             record.queue_offset, exc)  # fmt: skip
-                continue
-            if not self.matcher.matches(event):
                 continue
             self.stats.matched += 1
             matched.append(_Delivery(record, event))

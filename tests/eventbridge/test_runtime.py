@@ -333,3 +333,37 @@ rules:
         assert dead.delivered == 0 and dead.retries >= 1  # still retrying, with its own schedule
     finally:
         await runtime.close()
+
+
+async def test_events_a_target_had_not_delivered_before_routing_are_delivered_after_the_upgrade(
+    broker: Broker, client: HttpTargetClient, targets: Callable[..., Any], tmp_path: Path
+) -> None:
+    # As a data directory written before routing: the target's group read the bus topic itself, and had committed
+    # offsets in it past e0 and e1 (delivered) but not the rest.
+    from eventbridge.bus import EventBuses
+
+    buses = EventBuses(broker)
+    buses.create("default")
+    for n in range(6):
+        await buses.put("default", [event(n, type="sensor.reading" if n != 4 else "other")])
+    await broker.wait_visible()
+    group = "connect-" + TargetKey("default", "r", "t").connector
+    topic = bus_topic("default")
+    delivered_before = {}
+    for queue in broker.read_queues(topic):
+        got = broker.store.get_messages(topic, queue.queue_id, 0, 100, None, None)
+        done = [m for m in got.messages if json.loads(m.body)["id"] in ("e0", "e1")]
+        delivered_before[queue.queue_id] = max([m.queue_offset + 1 for m in done], default=0)
+        broker.commit_offset(group, topic, queue.queue_id, delivered_before[queue.queue_id])
+    target = await targets()
+    write_rules(tmp_path / "rules", "r.yaml", rule_yaml("r", target.url))
+    runtime = await start_runtime(broker, tmp_path / "rules", client)
+    try:
+        await target.wait_for(3)
+        await runtime.buses.put("default", [event(9)])
+        await target.wait_for(4)
+        await asyncio.sleep(0.2)
+        assert sorted(target.ids()) == ["e2", "e3", "e5", "e9"]  # e4 is not matched; e0, e1 were delivered
+        assert all(broker.query_offset(group, topic, q) == -1 for q in delivered_before)  # forgotten
+    finally:
+        await runtime.close()

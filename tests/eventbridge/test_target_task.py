@@ -91,13 +91,17 @@ async def test_every_event_once_and_never_more_than_concurrency_at_once(
     assert (task.stats.matched, task.stats.delivered) == (count, count)
 
 
-async def test_events_not_matched_are_not_delivered(broker: Broker) -> None:
+async def test_copies_meant_for_another_rule_or_target_are_not_delivered(broker: Broker) -> None:
     deliverer = ScriptedDeliverer()
     task = task_for(broker, rule_with(""), deliverer)
-    await task.put(records(3, event_type="b"))
+    other_rule, other_target, mine = records(3)
+    other_rule.properties["EB_ONLY_RULE"] = "default/other"
+    other_target.properties.update({"EB_ONLY_RULE": "default/r", "EB_ONLY_TARGET": "u"})
+    mine.properties.update({"EB_ONLY_RULE": "default/r", "EB_ONLY_TARGET": "t"})
+    await task.put([other_rule, other_target, mine])
     await task.put([])
-    assert deliverer.attempts == []
-    assert task.stats.matched == 0
+    assert deliverer.attempts == ["e2"]
+    assert task.stats.matched == 1
 
 
 async def test_an_event_waiting_to_retry_holds_no_slot(broker: Broker) -> None:
