@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import random
 import statistics
 import sys
@@ -68,7 +69,7 @@ PUT_BATCH = 100
 # Requests in flight, for the target (its `concurrency`, the rule model's default) and for the baseline.
 CONCURRENCY = 8
 # Nothing should take this long; a stuck delivery fails the run instead of hanging it.
-DELIVERY_TIMEOUT_S = 300
+DELIVERY_TIMEOUT_S = int(os.environ.get("MQGATE_BENCH_DELIVERY_TIMEOUT_S", "300"))
 
 
 def rules_yaml(url: str) -> str:

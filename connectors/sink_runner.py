@@ -83,8 +83,12 @@ class SinkRunner(TaskRunner):
         config: dict[str, Any],
         queues: list[MessageQueue],
         paused: bool = False,
+        idle_wait_s: float = IDLE_WAIT_S,
     ) -> None:
         super().__init__(connector, task_id, task, config, paused)
+        # With nothing to read, how long to wait for an arrival before reading again anyway: arrivals wake the
+        # runner at once, this only bounds a wake-up that was missed.
+        self.idle_wait_s = idle_wait_s
         self.broker = broker
         self.arrivals = arrivals
         self.queues = queues
@@ -127,7 +131,7 @@ class SinkRunner(TaskRunner):
                             self.consumer.commit(queue, offset)
                     self.offsets = next_offsets
                     continue
-            await self.arrivals.wait(waiting_on, IDLE_WAIT_S)
+            await self.arrivals.wait(waiting_on, self.idle_wait_s)
 
     async def _fetch(self) -> tuple[list[SinkRecord], dict[MessageQueue, int]]:
         """Up to batch_size records from the queues, in queue order per queue, and the offsets past them."""

@@ -41,6 +41,7 @@ from core.parking import parking_for
 from core.queue_locks import DEFAULT_LOCK_EXPIRE_S, QueueLocks
 from core.results import PullResult, PullStatus, Route, SendResult, SendStatus
 from core.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_delay_levels
+from core.send_hooks import SendHook, name_light_queues
 from core.store.errors import StoreError
 from core.store.message import (
     MULTI_DISPATCH_SEPARATOR,
@@ -109,33 +110,6 @@ class BrokerConfig:
         for name in ("transaction_timeout_ms", "transaction_check_interval_ms", "transaction_check_max"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
-
-
-# A send hook returns the light queues a message must also be dispatched to (Broker.add_send_hook); a stored
-# listener (core.stored_listeners) hears of every message appended (Broker.add_stored_listener).
-SendHook = Callable[[Message], Iterable[str] | None]
-
-
-def _name_light_queues(message: Message, hooks: Sequence[SendHook]) -> None:
-    """Write the light queues of `message` (its own, then each hook's, in order) into the property the store
-    dispatches by (Broker._send_batch has this inlined). Runs for every message sent while a hook is installed: one
-    hook naming the queues costs one join, as when hooks wrote the property themselves. Lists are merged, dropping
-    repeats, only when two sources name queues; a repeat within one list is left to the store, which checks each
-    distinct list once (MessageStore._light_queues), keeps it and dispatches a repeated name once."""
-    queues: Iterable[str] = message.light_queues
-    for hook in hooks:
-        named = hook(message)
-        if named:
-            queues = list(dict.fromkeys([*queues, *named])) if queues else named
-    if not queues:
-        return
-    properties = message.properties
-    given = properties.get(PROPERTY_MULTI_DISPATCH)  # written by a caller that knows the store's property
-    if given:
-        queues = dict.fromkeys([*given.split(MULTI_DISPATCH_SEPARATOR), *queues])
-    names = MULTI_DISPATCH_SEPARATOR.join(queues)
-    if names:
-        properties[PROPERTY_MULTI_DISPATCH] = names
 
 
 def open_store(store: MessageStore) -> RecoveryReport:
@@ -252,6 +226,12 @@ class Broker:
         """Every topic's configuration (a copy of the list: topics may be created while it is read)."""
         return list(self.topics.list())
 
+    def create_groups(self, groups: Iterable[str]) -> int:
+        """Create those consumer groups that do not exist yet, with the defaults, in one write of
+        subscriptionGroup.json (one write per group would rewrite the table N times), whatever auto_create_group
+        says: a front door that owns thousands of groups starts them so. The number created."""
+        return self.groups.create_missing(groups)
+
     def delete_group_offsets(self, group: str, topic: str | None = None) -> None:
         """Forget every offset a consumer group committed (the group is gone for good), or those in `topic` only."""
         self.offsets.delete_group(group, topic)
@@ -335,7 +315,7 @@ class Broker:
         route = self._check_route(message.topic, message.queue_id)
         hooks = self._send_hooks
         if hooks or message.light_queues:
-            _name_light_queues(message, hooks)
+            name_light_queues(message, hooks)
         if PROPERTY_UNIQ_KEY not in message.properties:
             message.properties[PROPERTY_UNIQ_KEY] = self.ids.next_id()
         return route
@@ -452,8 +432,9 @@ class Broker:
         separator = MULTI_DISPATCH_SEPARATOR
         for message, unique_id in zip(messages, ids, strict=True):
             properties = message.properties
-            # _name_light_queues, inlined: the MQTT gateway sends its publishes here, and a call per message would
-            # add a third to this loop (55 of 170 ns measured per message with one hook naming two queues).
+            # core.send_hooks.name_light_queues, inlined: the MQTT gateway sends its publishes here, and a call per
+            # message would add a third to this loop (55 of 170 ns measured per message with one hook naming two
+            # queues).
             queues: Iterable[str] = message.light_queues
             for hook in hooks:
                 named = hook(message)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
@@ -109,6 +109,15 @@ class ConfigTable(Generic[C]):
                 return current, False
             self._commit({**self._table, name: config})
         return config, True
+
+    def add_all_if_absent(self, configs: Iterable[C]) -> builtins.list[str]:
+        """`add_if_absent` for many configurations in one write of the file (the names added, in order): adding N
+        one at a time writes the whole table N times."""
+        with self._lock:
+            added = {self.name_of(config): config for config in configs if self.name_of(config) not in self._table}
+            if added:
+                self._commit({**self._table, **added})
+        return list(added)
 
     def _commit(self, table: dict[str, C]) -> None:
         """Write `table` under the next data version, then publish both. Caller holds the lock."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,6 +174,14 @@ class SubscriptionGroupManager:
         if created:
             log.info("consumer group %r auto-created", group)
         return config
+
+    def create_missing(self, groups: Iterable[str]) -> int:
+        """Create, with the defaults, those of `groups` that do not exist, in one write of the file, whatever
+        auto-creation says (the caller owns them); the number created."""
+        added = self._table.add_all_if_absent(SubscriptionGroupConfig(group) for group in groups)
+        if added:
+            log.info("%d consumer groups created (%s ...)", len(added), added[0])
+        return len(added)
 
     async def get_or_auto_create_async(self, group: str) -> SubscriptionGroupConfig:
         """get_or_auto_create for the event loop: a creation (lock wait and fsync) runs in a worker thread."""

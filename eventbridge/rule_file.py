@@ -119,7 +119,7 @@ def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompile
     if nesting is not None:
         raise RuleFileError(path, nesting[0], nesting[1], f"nested deeper than {MAX_NESTING} levels")
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -232,7 +232,7 @@ def _max_flow_or_block_nesting(text: str) -> tuple[int, int] | None:
     from the token stream, so it runs before the recursive composer."""
     depth = 0
     try:
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        for token in yaml.scan(text, Loader=_LOADER):
             if isinstance(token, yaml.BlockMappingStartToken | yaml.BlockSequenceStartToken
                           | yaml.FlowMappingStartToken | yaml.FlowSequenceStartToken):  # fmt: skip
                 depth += 1
@@ -244,6 +244,10 @@ def _max_flow_or_block_nesting(text: str) -> tuple[int, int] | None:
         return None  # the composer reports it with its position
     return None
 
+
+# libyaml's loader where PyYAML was built with it (the wheels are): ten times the pure-Python one, which took 20 s
+# to read 10,000 rules. Same nodes, same positions.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _RULE_KEYS = ("name", "bus", "description", "enabled", "pattern", "targets")
 _SOURCE_KEYS = ("name", "bus", "mqtt", "topic", "type", "enabled")

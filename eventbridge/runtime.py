@@ -56,6 +56,9 @@ TARGET_BATCH_SIZE = 256
 STOP_GRACE_S = 5.0
 # How long a reload waits for appended events to become visible in the consume queues (milliseconds normally).
 VISIBLE_TIMEOUT_S = 10.0
+# A target with nothing to deliver reads its queue again after this long even without an arrival (arrivals wake it
+# at once): thousands of idle targets polling every second would keep a core busy.
+TARGET_IDLE_WAIT_S = 30.0
 # Events of the bus read per step when a target's backlog from before routing is copied into its queue.
 LEGACY_BATCH = 256
 
@@ -191,6 +194,7 @@ class EventBridgeRuntime:
             # A new target starts at the end of its queue, set before routing to it begins; every entry appended
             # so far must be visible for that end to be right.
             await self.broker.wait_visible(VISIBLE_TIMEOUT_S)
+            self.broker.create_groups(sink_group(key.connector) for key in new)  # one write for them all
             for key in new:
                 self.buses.create(key.bus)
                 group = sink_group(key.connector)
@@ -260,7 +264,9 @@ class EventBridgeRuntime:
             # target is FAILED, visible in its status, and its events wait in its queue.
             "errors.retry.timeout": 60_000,
         }
-        runner = SinkRunner(self.broker, self._arrivals, key.connector, 0, task, config, [queue])
+        runner = SinkRunner(
+            self.broker, self._arrivals, key.connector, 0, task, config, [queue], idle_wait_s=TARGET_IDLE_WAIT_S
+        )
         runner.start()
         return _Running(rule, target, task, runner)
 

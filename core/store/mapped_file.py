@@ -44,7 +44,7 @@ def fsync_dir(path: Path) -> None:
 class MappedFile:
     """One file of `size` bytes mapped read-write; `base` is the queue offset of its first byte."""
 
-    __slots__ = ("_fd", "base", "end", "flushed", "mm", "path", "size", "view")
+    __slots__ = ("_closed", "base", "end", "flushed", "mm", "path", "size", "view")
 
     def __init__(self, path: Path, base: int, size: int, sparse: bool = False) -> None:
         self.path = path
@@ -54,15 +54,17 @@ class MappedFile:
         existed = path.exists()
         if not existed:
             _create_full_size(path, size, sparse)
-        self._fd = os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDWR)
         try:
-            current = os.fstat(self._fd).st_size
+            current = os.fstat(fd).st_size
             if current != size:
                 raise OSError(errno.EINVAL, f"{path}: {current} bytes, expected {size}")
-            self.mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
-            os.close(self._fd)
-            raise
+            self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            # The mapping keeps the file open by itself: no descriptor per file, so thousands of light queues (one
+            # per EventBridge target or MQTT subscription filter) do not run the process out of descriptors.
+            os.close(fd)
+        self._closed = False
         self.view = memoryview(self.mm)
         # File-relative position up to which the file is known to be on disk.
         self.flushed = 0
@@ -70,10 +72,12 @@ class MappedFile:
             fsync_dir(path.parent)
 
     def flush(self) -> None:
-        os.fdatasync(self._fd)
+        # msync(MS_SYNC) of the whole mapping: its dirty pages reach the disk as with fdatasync on the file (the
+        # size never changes, so there is no metadata to wait for).
+        self.mm.flush()
 
     def close(self) -> None:
-        if self._fd < 0:
+        if self._closed:
             return
         self.view.release()
         try:
@@ -81,12 +85,11 @@ class MappedFile:
         except BufferError:
             # A reader still holds a slice; the mapping goes away with the last reference.
             log.debug("%s: mapping still referenced at close", self.path)
-        os.close(self._fd)
-        self._fd = -1
+        self._closed = True
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self._closed
 
     def destroy(self) -> None:
         self.close()
