@@ -1,6 +1,6 @@
 """EventBridge benchmarks: pattern matching against 10, 1,000 and 10,000 rules, and delivery to an HTTP target.
 
-    python bench/eventbridge.py [--quick] [--rounds N] [--only match|deliver]
+    python bench/eventbridge.py [--quick] [--rounds N] [--only match|deliver|serve]
 
 Matching: the same events against 10, 1,000 and 10,000 rules.
 
@@ -25,6 +25,9 @@ CloudEvents binary-mode headers to the same kind of target, 8 requests in flight
 stopped the same way. The target is one aiohttp server (answers 204, counts requests) in a child process, so
 it does not share the measured event loop; both measurements use it. The benchmark's loop is mqgate's (uvloop
 when installed). Each figure is the median of `--rounds` runs, the ratio the median of per-round ratios.
+
+End to end (`serve`): PutEvents through `mqgate serve` with 10 and 10,000 rules, each to its own target
+(bench/eventbridge_serve.py).
 
 Prints key=value lines.
 """
@@ -336,12 +339,16 @@ def main() -> None:
         "--quick", action="store_true", help="5,000 events a matching run, 3,000 a delivery run (50,000; 20,000)"
     )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", choices=("match", "deliver"), help="run one part (default: both)")
+    parser.add_argument("--only", choices=("match", "deliver", "serve"), help="run one part (default: all)")
     args = parser.parse_args()
-    if args.only != "deliver":
+    if args.only in (None, "match"):
         match(5_000 if args.quick else 50_000, args.rounds)
-    if args.only != "match":
+    if args.only in (None, "deliver"):
         deliver(3_000 if args.quick else 20_000, args.rounds)
+    if args.only in (None, "serve"):
+        from bench.eventbridge_serve import serve_rounds  # it imports this module's target
+
+        serve_rounds(2_000 if args.quick else 10_000, args.rounds)
 
 
 def match(count: int, rounds: int) -> None:
