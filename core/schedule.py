@@ -109,7 +109,7 @@ class ScheduleService:
         return True
 
     def parked(self, message: Message, put: PutResult) -> None:
-        pass  # the level's task waits for new messages in its queue itself
+        """Nothing to do: the level's task waits for new messages in its queue itself."""
 
     # --- running -----------------------------------------------------------------------------------------
 

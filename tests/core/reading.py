@@ -25,3 +25,20 @@ async def eventually(condition, timeout=20.0):
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.01)
+
+
+async def until(condition, what: str, timeout_s: float = 20.0) -> None:
+    """Let the broker's tasks (and a checker's worker thread) run until `condition()` holds; fail naming `what`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+async def settle(broker) -> None:
+    """Give the broker's loops and what they started time to run to the end, then wait for the dispatcher."""
+    for _ in range(20):
+        await asyncio.sleep(0.005)
+    await broker.wait_visible()

@@ -4,7 +4,6 @@ check-backs running. After the restart, on a ManualClock, every half message the
 meant it, once: committed ones visible exactly once, rolled back ones never, and the checks counted before the
 crash still count."""
 
-import asyncio
 import random
 import signal
 import subprocess
@@ -25,27 +24,12 @@ from core.system_topics import (
 )
 
 from .conftest import SMALL_STORE
-from .reading import everything_in
+from .reading import everything_in, settle, until
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
 UNKNOW = LocalTransactionState.UNKNOW
-
-
-async def until(condition, what: str, timeout_s: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
-
-
-async def settle(broker) -> None:
-    for _ in range(20):
-        await asyncio.sleep(0.005)
-    await broker.wait_visible()
 
 
 def child(directory: Path, config: str, body: str, flush_mode: str = "ASYNC_FLUSH") -> str:

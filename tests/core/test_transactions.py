@@ -5,7 +5,6 @@ TRANS_CHECK_MAX_TIME_TOPIC with a warning. Restarts are in test_transaction_cras
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 import pytest
 
@@ -34,7 +33,7 @@ from core.system_topics import (
     TRANS_OP_HALF_TOPIC,
 )
 
-from .reading import everything_in
+from .reading import everything_in, settle, until
 from .refusing_store import FILLER_MB, refusing_broker
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
@@ -44,23 +43,6 @@ UNKNOW = LocalTransactionState.UNKNOW
 
 def answers(state):
     return lambda message, arg: state
-
-
-async def until(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    """Let the broker's tasks (and a checker's worker thread) run until `condition` holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
-
-
-async def settle(broker) -> None:
-    """Give the check loop and the answers it started time to run to the end (no check is due meanwhile)."""
-    for _ in range(20):
-        await asyncio.sleep(0.005)
-    await broker.wait_visible()
 
 
 @pytest.fixture
