@@ -36,14 +36,13 @@ from typing import TYPE_CHECKING
 
 from core.compression import decode_for_consumer
 from core.errors import (
-    CoreError,
     GroupNotFoundError,
     IllegalArgumentError,
     MessageNotFoundError,
     ServiceNotAvailableError,
 )
 from core.message_queries import MAX_COPIES, check_id, check_time_range, read_offset_msg_id
-from core.moves import already_moved, moved_copy
+from core.moves import already_moved, moved_copy, store_copies
 from core.results import SendResult, SendStatus
 from core.retry import ensure_retry_topic
 from core.store.message import PROPERTY_MESSAGE_GROUP, Message, StoredMessage
@@ -317,7 +316,7 @@ class DeadLetters:
                 for number, record, copy in batch:
                     outcomes[number] = _failed(record, copy.topic, stopped)
                 continue
-            stored = await self._store(batch)
+            stored = await store_copies(self._broker, [copy for _, _, copy in batch])
             for (number, record, copy), result in zip(batch, stored, strict=True):
                 if isinstance(result, SendResult):
                     remark = None if result.status is SendStatus.SEND_OK else f"stored, {result.status.value}"
@@ -337,28 +336,6 @@ class DeadLetters:
         if resent:
             log.info("dead letters of group %r: %d resent", group, resent)
         return ResendSummary([outcomes[number] for number in range(len(records))], stopped)
-
-    async def _store(self, batch: list[tuple[int, StoredMessage, Message]]) -> list[SendResult | CoreError]:
-        """Store the copies of one topic and queue in one batch; a batch refused as a whole is tried one copy at a
-        time, so one copy that cannot be stored (too large) does not hold back the others. A store that refuses
-        writes refuses that copy and those after it."""
-        broker = self._broker
-        copies = [copy for _, _, copy in batch]
-        try:
-            return list(await broker.store_moved_batch(copies))
-        except ServiceNotAvailableError as exc:
-            return [exc] * len(copies)
-        except CoreError:
-            pass
-        results: list[SendResult | CoreError] = []
-        for copy in copies:
-            try:
-                results.append(await broker.store_moved(copy))
-            except ServiceNotAvailableError as exc:
-                return results + [exc] * (len(copies) - len(results))
-            except CoreError as exc:
-                results.append(exc)
-        return results
 
     def _resent(self, record: StoredMessage, group: str, original: str) -> bool:
         """Whether a copy of the dead letter was resent: to the group's retry topic (or, by an earlier mqgate, to

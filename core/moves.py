@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from core.errors import CoreError, ServiceNotAvailableError
+from core.results import SendResult
 from core.store.errors import CorruptRecordError
 from core.store.message import INTERNAL_PROPERTIES, Message, StoredMessage
 from core.store.message_store import MessageStore
@@ -78,12 +79,12 @@ def read_parked(store: MessageStore, commit_log_offsets: Iterable[int], service:
     return parked
 
 
-async def store_copies(broker: Broker, copies: Sequence[Message]) -> list[CoreError | None]:
+async def store_copies(broker: Broker, copies: Sequence[Message]) -> list[SendResult | CoreError]:
     """Store `copies` in order through `broker.store_moved_batch`, consecutive copies of one topic and queue in one
     batch. A batch refused as a whole is tried one copy at a time, so one copy that cannot be stored (its topic
-    deleted, too large) does not hold back the others. Returns, per copy, None when stored or the error that
+    deleted, too large) does not hold back the others. Returns, per copy, its send result or the error that
     refused it. A store that refuses writes (ServiceNotAvailableError) refuses that copy and every later one."""
-    outcomes: list[CoreError | None] = []
+    outcomes: list[SendResult | CoreError] = []
     start = 0
     while start < len(copies):
         first = copies[start]
@@ -92,16 +93,14 @@ async def store_copies(broker: Broker, copies: Sequence[Message]) -> list[CoreEr
             end += 1
         group = copies[start:end]
         try:
-            await broker.store_moved_batch(group)
-            outcomes.extend([None] * len(group))
+            outcomes.extend(await broker.store_moved_batch(group))
         except ServiceNotAvailableError as exc:
             outcomes.extend([exc] * (len(copies) - start))
             return outcomes
         except CoreError:
             for copy in group:
                 try:
-                    await broker.store_moved(copy)
-                    outcomes.append(None)
+                    outcomes.append(await broker.store_moved(copy))
                 except ServiceNotAvailableError as exc:
                     outcomes.extend([exc] * (len(copies) - len(outcomes)))
                     return outcomes

@@ -22,7 +22,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from core.errors import ConfigFileError, IllegalMessageError, ServiceNotAvailableError
+from core.errors import ConfigFileError, CoreError, IllegalMessageError, ServiceNotAvailableError
 from core.json_file import read_json, write_json
 from core.moves import already_moved, moved_copy, read_parked, store_copies
 from core.store.message import PROPERTY_TAG_CODE, Message, StoredMessage
@@ -225,7 +225,7 @@ class ScheduleService:
                     log.warning("delay level %d: the store refuses writes (%s); trying again", level, outcome)
                     await asyncio.sleep(STORE_REFUSED_PAUSE_S)
                     break
-                if outcome is not None:
+                if isinstance(outcome, CoreError):
                     log.error(
                         "delay level %d: message %s for topic %r could not be stored and is dropped: %s",
                         level,

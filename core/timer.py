@@ -25,7 +25,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from core.errors import ConfigFileError, IllegalMessageError, ServiceNotAvailableError, from_store_error
+from core.errors import ConfigFileError, CoreError, IllegalMessageError, ServiceNotAvailableError, from_store_error
 from core.json_file import read_json, write_json
 from core.moves import already_moved, moved_copy, read_parked, store_copies
 from core.store.errors import StoreError
@@ -281,7 +281,7 @@ class TimerService:
                 if isinstance(outcome, ServiceNotAvailableError)
             ]
             for copy, outcome in zip(copies, outcomes, strict=True):
-                if outcome is not None and not isinstance(outcome, ServiceNotAvailableError):
+                if isinstance(outcome, CoreError) and not isinstance(outcome, ServiceNotAvailableError):
                     log.error(
                         "timer: message %s for topic %r could not be stored and is dropped: %s",
                         copy.unique_id,
