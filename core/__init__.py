@@ -83,10 +83,18 @@ from core.errors import (
     TopicConfigError,
     TopicNotFoundError,
 )
-from core.filter import ExpressionType, FilterExpressionError, UnsupportedExpressionTypeError
+from core.filter import (
+    ExpressionType,
+    FilterExpressionError,
+    MessageFilter,
+    UnsupportedExpressionTypeError,
+    build_filter,
+)
 from core.message_queries import DEFAULT_QUERY_COUNT, MAX_QUERY_COUNT, MessageQueries, parse_offset_msg_id
 from core.message_queue import MessageQueue
+from core.pop import PopService
 from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
+from core.pop_request import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS, PoppedMessage
 from core.retry import send_back
 from core.state_table import StateTable
 from core.store.config import FlushMode, StoreConfig
@@ -115,6 +123,9 @@ __all__ = [
     "INTERNAL_PROPERTIES",
     "LIGHT_QUEUE_PREFIX",
     "MAX_BATCH_BYTES",
+    "MAX_INVISIBLE_MS",
+    "MAX_POP_BATCH",
+    "MAX_POP_LONG_POLL_MS",
     "MAX_PROPERTIES_LENGTH",
     "MAX_QUERY_COUNT",
     "MAX_TOPIC_LENGTH",
@@ -151,6 +162,7 @@ __all__ = [
     "LocalTransactionState",
     "ManualClock",
     "Message",
+    "MessageFilter",
     "MessageModel",
     "MessageNotFoundError",
     "MessageQueries",
@@ -163,6 +175,8 @@ __all__ = [
     "PayloadTooLargeError",
     "Perm",
     "PopError",
+    "PopService",
+    "PoppedMessage",
     "PopRequestError",
     "Producer",
     "PullConsumer",
@@ -197,6 +211,7 @@ __all__ = [
     "TransactionProducer",
     "TransactionSendResult",
     "UnsupportedExpressionTypeError",
+    "build_filter",
     "build_message",
     "dlq_topic",
     "open_store",

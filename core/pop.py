@@ -475,6 +475,26 @@ class PopService:
             self.run_id, delivery_id, entry.attempts, state.queue_id, entry.offset, handle.topic, group
         ).encode()
 
+    async def dead_letter(self, group: str, receipt_handle: str, reason: str = "") -> bool:
+        """Send the message of a handle in flight to the group's dead-letter topic at once, then count it done, as
+        an ack would (RocketMQ's ForwardMessageToDeadLetterQueue: a FIFO push consumer whose own retries are spent).
+        False, doing nothing, when the message is done already. Raises ReceiptHandleError as `ack` does, and the
+        core's errors when the copy cannot be stored (the message then stays in flight)."""
+        handle, topic_state, state, entry = self._in_flight(group, receipt_handle)
+        if entry is None:
+            return False
+        stored = self._reread(handle.topic, group, state, entry)
+        if stored is None:
+            return False
+        times = stored.reconsume_times + entry.attempts - 1
+        delivery_id = entry.delivery_id
+        why = reason or f"forwarded by its consumer after {times + 1} deliveries"
+        await send_back(self.broker, replace(stored, reconsume_times=times), group, delay_level=-1, reason=why)
+        if state.entries.get(entry.offset) is entry and entry.delivery_id == delivery_id and state.remove(entry.offset):
+            _notify(topic_state)
+        self._commit(group, handle.topic, state)
+        return True
+
     def _in_flight(
         self, group: str, receipt_handle: str
     ) -> tuple[ReceiptHandle, _TopicState, PopQueueState, PopEntry | None]:

@@ -68,6 +68,8 @@ class MessageType(enum.Enum):
     FIFO = "FIFO"
     DELAY = "DELAY"
     TRANSACTION = "TRANSACTION"
+    # Any of the four: RocketMQ 5's MIXED, for a topic that predates message types or takes several kinds.
+    MIXED = "MIXED"
 
 
 class TopicFilterType(enum.Enum):

@@ -124,6 +124,12 @@ def _settings_options() -> argparse.ArgumentParser:
         help="MQTT listener port; 0 picks a free one, named in the ready line (mqtt.port; default 1883)",
     )
     group.add_argument(
+        "--grpc-port",
+        type=int,
+        metavar="N",
+        help="RocketMQ 5 gRPC port; 0 picks a free one, named in the ready line (grpc.port; default 8081)",
+    )
+    group.add_argument(
         "--http-port",
         type=int,
         metavar="N",
@@ -331,6 +337,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         overrides.append(Override("broker.auto_create_topic", args.auto_create_topic, flag))
     if args.mqtt_port is not None:
         overrides.append(Override("mqtt.port", args.mqtt_port, "--mqtt-port"))
+    if args.grpc_port is not None:
+        overrides.append(Override("grpc.port", args.grpc_port, "--grpc-port"))
     if args.http_port is not None:
         overrides.append(Override("http.port", args.http_port, "--http-port"))
     if args.log_level is not None:

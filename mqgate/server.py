@@ -25,6 +25,7 @@ from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
 from core import Broker, MessageStore, RecoveryReport, open_store
+from core.grpc.server import EndpointError, GrpcEndpoint
 from eventbridge.http_target import HttpTargetClient
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
@@ -149,6 +150,8 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                 async with contextlib.AsyncExitStack() as parts_stack:
                     if settings.mqtt.enabled:
                         parts += await _start_mqtt(settings, broker, parts_stack, tls)
+                    if settings.grpc.enabled:
+                        parts += await _start_grpc(settings, broker, parts_stack)
                     worker = await _start_connectors(settings, broker, parts_stack)
                     eventbridge = await _start_eventbridge(settings, broker, parts_stack)
                     if settings.http.enabled:
@@ -225,6 +228,17 @@ async def _start_mqtt(
 
         stack.push_async_callback(close_server)
     return parts
+
+
+async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> list[str]:
+    """Start the RocketMQ 5 gRPC endpoint; return its ready-line part. Closed by `stack`."""
+    endpoint = GrpcEndpoint(broker, settings.grpc, max_body_bytes=settings.store.max_message_size)
+    try:
+        address = await endpoint.start()
+    except EndpointError as exc:
+        raise ConfigError(f"{exc} (--grpc-port or [grpc] port; 0: a free one)") from None
+    stack.push_async_callback(endpoint.close)
+    return [f"grpc={address}"]
 
 
 async def _start_connectors(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> Worker:

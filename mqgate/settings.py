@@ -18,6 +18,9 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
     port = 1883                     # 0: a free port, named in the ready line
     password_file = "/etc/mqgate/passwd"
 
+    [grpc]                          # every field of core.grpc.config.GrpcConfig (the RocketMQ 5 gRPC endpoint)
+    port = 8081                     # 0: a free port, named in the ready line
+
     [http]                          # every field of mqgate.http_api.HttpConfig (the REST APIs' one port)
     port = 8082                     # 0: a free port, named in the ready line
     token = "s3cret"                # bearer token every request must carry
@@ -42,6 +45,7 @@ from types import MappingProxyType
 import yaml
 
 from core import BrokerConfig, FlushMode, StoreConfig
+from core.grpc.config import GrpcConfig
 from mqgate.http_api import HttpConfig
 from mqgate.setting_values import (
     LOG_LEVELS,
@@ -152,6 +156,17 @@ MQTT_KEY_HELP = {
 }
 
 
+# One line per [grpc] key. Defaults come from GrpcConfig itself.
+GRPC_KEY_HELP = {
+    "enabled": "open the RocketMQ 5 gRPC endpoint (apache.rocketmq.v2.MessagingService)",
+    "host": "address the gRPC endpoint binds to",
+    "port": "gRPC port (RocketMQ proxy's 8081; 0: a free port, named in the ready line as grpc=HOST:PORT)",
+    "certfile": "PEM certificate (chain) for TLS on the gRPC port; with keyfile (unset: plaintext)",
+    "keyfile": "PEM private key of certfile",
+    "acl_file": "RocketMQ plain_acl.yml: access keys, secret keys and their topic and group permissions",
+}
+
+
 # Keys whose values `mqgate config` does not print.
 SECRET_KEYS = {"http": ("token",)}
 
@@ -183,6 +198,7 @@ class Settings:
     store: StoreConfig
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     mqtt: MqttConfig = field(default_factory=MqttConfig)
+    grpc: GrpcConfig = field(default_factory=GrpcConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
     log_level: str = DEFAULT_LOG_LEVEL
     config_file: Path | None = None
@@ -260,11 +276,22 @@ MQTT_PARSERS = _parsers(
         "max_keepalive": parse_uint16,
     },
 )
+GRPC_PARSERS = _parsers(
+    GrpcConfig,
+    {},
+    {
+        "port": parse_port_or_zero,
+        "certfile": parse_optional_string,
+        "keyfile": parse_optional_string,
+        "acl_file": parse_optional_string,
+    },
+)
 HTTP_PARSERS = _parsers(HttpConfig, {}, {"port": parse_port_or_zero, "token": parse_optional_string})
 SECTIONS = {
     "store": Section("store", StoreConfig, STORE_PARSERS, STORE_KEY_HELP, DERIVED_STORE_FIELDS),
     "broker": Section("broker", BrokerConfig, BROKER_PARSERS, BROKER_KEY_HELP, {}),
     "mqtt": Section("mqtt", MqttConfig, MQTT_PARSERS, MQTT_KEY_HELP, {}),
+    "grpc": Section("grpc", GrpcConfig, GRPC_PARSERS, GRPC_KEY_HELP, {}),
     "http": Section("http", HttpConfig, HTTP_PARSERS, HTTP_KEY_HELP, {}),
 }
 TOP_LEVEL_PARSERS: dict[str, Parser] = {"log_level": parse_log_level}
@@ -438,6 +465,11 @@ def load_settings(
         if mqtt[given] and not mqtt[missing]:
             raise ConfigError(f"[mqtt] {given} ({origins[f'mqtt.{given}']}) needs {missing} as well")
     mqtt_config = MqttConfig(**mqtt)  # type: ignore[arg-type]
+    grpc = values["grpc"]
+    for given, missing in (("certfile", "keyfile"), ("keyfile", "certfile")):
+        if grpc[given] and not grpc[missing]:
+            raise ConfigError(f"[grpc] {given} ({origins[f'grpc.{given}']}) needs {missing} as well")
+    grpc_config = GrpcConfig(**grpc)  # type: ignore[arg-type]
     try:
         http_config = HttpConfig(**values["http"])  # type: ignore[arg-type]
     except ValueError as exc:
@@ -448,6 +480,7 @@ def load_settings(
         store=store_config,
         broker=broker_config,
         mqtt=mqtt_config,
+        grpc=grpc_config,
         http=http_config,
         log_level=str(top["log_level"]),
         config_file=config_file,

@@ -37,6 +37,8 @@ class ServeProcess:
                     "0",
                     "--http-port",
                     "0",
+                    "--grpc-port",
+                    "0",
                     *map(str, args),
                 ],
                 cwd=ROOT,

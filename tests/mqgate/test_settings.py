@@ -193,8 +193,8 @@ def test_unknown_store_key_names_key_line_and_allowed_keys(tmp_path: Path) -> No
 
 
 def test_unknown_top_level_key_in_yaml_names_line(tmp_path: Path) -> None:
-    config = write(tmp_path / "c.yaml", "log_level: INFO\ngrpc:\n  port: 8081\n")
-    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path / 'c.yaml'))}:2: unknown key grpc"):
+    config = write(tmp_path / "c.yaml", "log_level: INFO\nkafka:\n  port: 9092\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path / 'c.yaml'))}:2: unknown key kafka"):
         load_settings(tmp_path, config)
 
 

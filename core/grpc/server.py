@@ -1,0 +1,92 @@
+"""The gRPC server of the endpoint: grpc.aio on the broker's event loop, plaintext or TLS, serving
+core.grpc.service.MessagingService."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import grpc
+from rocketmq.grpc_protocol import AddressScheme, definition_pb2
+from rocketmq.grpc_protocol.service_pb2_grpc import add_MessagingServiceServicer_to_server
+
+from core import Broker
+from core.grpc.access_check import Access
+from core.grpc.config import GrpcConfig
+from core.grpc.service import MessagingService
+
+log = logging.getLogger(__name__)
+
+# The proxy's grpcMaxInboundMessageSize: a request up to this size is read and answered in the protocol's words
+# (a body over the message size limit gets MESSAGE_BODY_TOO_LARGE); a larger one is cut off by gRPC itself
+# (RESOURCE_EXHAUSTED), before it takes more memory.
+MAX_INBOUND_BYTES = 130 * 1024 * 1024
+# In-flight RPCs finish within this long at a stop; a receive that is long-polling gets cancelled.
+STOP_GRACE_S = 2.0
+
+
+class EndpointError(Exception):
+    """The endpoint cannot start as configured (a port in use, a certificate that cannot be read)."""
+
+
+class GrpcEndpoint:
+    def __init__(
+        self, broker: Broker, config: GrpcConfig, *, max_body_bytes: int, access: Access | None = None
+    ) -> None:
+        self.config = config
+        self.service = MessagingService(broker, max_body_bytes=max_body_bytes, access=access)
+        self._server: grpc.aio.Server | None = None
+        self.port = 0
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.config.certfile and self.config.keyfile)
+
+    async def start(self) -> str:
+        """Listen and serve; returns HOST:PORT as the ready line names it."""
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_INBOUND_BYTES),
+                ("grpc.max_send_message_length", -1),
+            ]
+        )
+        add_MessagingServiceServicer_to_server(self.service, server)
+        address = f"{self.config.host}:{self.config.port}"
+        try:
+            if self.tls:
+                credentials = grpc.ssl_server_credentials([_key_and_certificate(self.config)])
+                port = server.add_secure_port(address, credentials)
+            else:
+                port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise EndpointError(f"[grpc] cannot listen on {address}: {exc}; choose another port") from None
+        if port == 0:
+            raise EndpointError(f"[grpc] cannot listen on {address}: the port is in use; choose another port")
+        await server.start()
+        self._server = server
+        self.port = port
+        host = self.config.host if self.config.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        self.service.own_endpoints = definition_pb2.Endpoints(
+            scheme=AddressScheme.IPv6 if ":" in host else AddressScheme.IPv4,
+            addresses=[definition_pb2.Address(host=host, port=port)],
+        )
+        self.service.start()
+        log.info("gRPC endpoint on %s:%d (%s)", self.config.host, port, "TLS" if self.tls else "plaintext")
+        return f"{self.config.host}:{port}"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            await self._server.stop(STOP_GRACE_S)
+            self._server = None
+        await self.service.close()
+
+
+def _key_and_certificate(config: GrpcConfig) -> tuple[bytes, bytes]:
+    assert config.certfile and config.keyfile
+    files = {}
+    for key, path in (("certfile", config.certfile), ("keyfile", config.keyfile)):
+        try:
+            files[key] = Path(path).read_bytes()
+        except OSError as exc:
+            raise EndpointError(f"[grpc] {key} {path}: cannot be read ({exc.strerror or exc})") from None
+    return files["keyfile"], files["certfile"]
