@@ -7,8 +7,8 @@ and checks each resource the call touches:
     access_key = access.authenticate(context.invocation_metadata())        # raises Unauthenticated
     access.check(access_key, ResourceKind.TOPIC, topic, Action.PUB)        # raises Forbidden
 
-What each RPC needs (the checks of RocketMQ's proxy for gRPC: PlainAccessResource.parse in ACL 1.0,
-DefaultAuthorizationContextBuilder in ACL 2.0; every check also needs the call authenticated):
+What each RPC needs (after the checks of RocketMQ's proxy for gRPC: PlainAccessResource.parse in ACL 1.0,
+DefaultAuthorizationContextBuilder in ACL 2.0); every RPC also needs the call authenticated:
 
     RPC                                   topic                         group
     SendMessage                           PUB, each distinct topic      -
@@ -18,35 +18,40 @@ DefaultAuthorizationContextBuilder in ACL 2.0; every check also needs the call a
       ChangeInvisibleDuration,
       ForwardMessageToDeadLetterQueue,
       QueryAssignment
-    PullMessage, GetOffset, QueryOffset,  SUB                           SUB
-      UpdateOffset
+    PullMessage, GetOffset, UpdateOffset, SUB                           SUB
+      SyncLiteSubscription
+    QueryOffset                           SUB                           - (the request names none)
     Heartbeat                             -                             SUB when the client is a consumer
     NotifyClientTermination               -                             SUB when a group is given
-    Telemetry (Settings command only)     PUB each publishing topic,    SUB the subscription's group
+    Telemetry, Settings command           PUB each publishing topic,    SUB the subscription's group
                                           SUB each subscribed topic
-    Telemetry (other commands)            -                             -
+    Telemetry, other commands             -                             -
 
 Where RocketMQ differs, and why the table is as it is:
 - SendMessage: ACL 1.0 refuses a batch whose messages name different topics, ACL 2.0 checks the first message's
-  topic only; checking every distinct topic refuses what either would refuse, and lets nothing through unchecked.
-- ChangeInvisibleDuration: ACL 2.0 checks the group only; ACL 1.0 and this table check the topic too (the call
-  names it and it moves that topic's message).
-- PullMessage and the offset RPCs: neither ACL version checks them on gRPC (they came after both builders); they
-  are checked as the remoting protocol's PULL_MESSAGE and QUERY/UPDATE_CONSUMER_OFFSET are.
+  topic only; checking every distinct topic refuses what either would refuse and lets no topic through unchecked.
+- ChangeInvisibleDuration: ACL 2.0 checks the group only; ACL 1.0 and this table check the topic too (the request
+  names it, and the call delays that topic's message).
+- PullMessage, the three offset RPCs and SyncLiteSubscription: neither RocketMQ builder lists them, so RocketMQ
+  checks nothing but the signature for them over gRPC. They are checked here as their remoting counterparts are
+  (PULL_MESSAGE, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET: topic SUB and group SUB); reading offsets by time
+  or queue end (QueryOffset) has no group, and needs topic SUB where RocketMQ 2.0 would ask for GET, which the
+  ACL 1.0 file format cannot grant.
 - RecallMessage came after ACL 1.0; ACL 2.0 checks topic PUB, as here.
-- Heartbeat: RocketMQ refuses a consumer's heartbeat that names no group ("Consumer heartbeat doesn't have
-  group"); producers' heartbeats need nothing. Telemetry Settings with neither publishing nor subscription is
-  refused by RocketMQ too. Those refusals are the endpoint's (a bad request), not this module's.
-- Names are checked as the endpoint passes them. ACL 1.0 wraps a resource with the call's namespace first
-  (`ns%topic`), ACL 2.0 does not; mqgate has no namespaces, so the endpoint passes the bare name.
+- Heartbeat: a consumer is a push, simple or pull consumer (ACL 2.0). RocketMQ refuses a consumer's heartbeat that
+  names no group ("Consumer heartbeat doesn't have group"), and a Settings command with neither publishing nor
+  subscription; those refusals are the endpoint's (bad requests), not this module's.
+- Names are checked as the endpoint passes them. ACL 1.0 prefixes a resource with the call's namespace
+  (`ns%topic`), ACL 2.0 does not; the core has no namespaces, so the endpoint passes the name it stores under,
+  and the file names the same (were x-mq-namespace ever mapped onto names, entries would name mapped names).
 
 The decision (check) follows PlainPermissionChecker:
 - An admin account may do everything; its permission entries are not consulted.
 - A topic named `%RETRY%<group>` is checked as the group `<group>` (its groupPerms entry, else defaultGroupPerm).
 - The name's entry in topicPerms (groupPerms) decides; without one, defaultTopicPerm (defaultGroupPerm) does.
 - DENY allows nothing; PUB allows PUB, SUB allows SUB, PUB|SUB both; ANY needs PUB or SUB.
-RocketMQ's ACL 1.0 also lets every authenticated account publish to the trace topic RMQ_SYS_TRACE_TOPIC; this
-does not (ACL 2.0 dropped it too, and RocketMQ 5 clients send traces over OpenTelemetry, not to a topic).
+RocketMQ's ACL 1.0 also lets every authenticated account publish to its message-trace topic RMQ_SYS_TRACE_TOPIC;
+this does not: ACL 2.0 dropped that exception too, and mqgate has no trace topic.
 """
 
 from __future__ import annotations
