@@ -1,4 +1,4 @@
-"""The gRPC endpoint's ACL file: RocketMQ's plain_acl.yml (ACL 1.0, RocketMQ 4.4 to 5.2), read into an AccessControl.
+"""The gRPC endpoint's ACL file: RocketMQ's plain_acl.yml (ACL 1.0, RocketMQ 4.4 to 5.3.2), read into an AccessControl.
 
     accounts:
       - accessKey: RocketMQ           # at least 7 characters (RocketMQ refuses 6 or fewer), unique in the file
@@ -113,26 +113,27 @@ def parse_acl_text(text: str, path: str = "<acl>") -> AccessControl:
     if root is None:
         raise AclFileError(path, 1, 1, "the file is empty; it needs an 'accounts' list")
     keys = reader.mapping(root, "the file", _FILE_KEYS)
-    for key in _NOT_SUPPORTED.keys() & keys.keys():
-        reader.refuse_unless_empty(keys[key], key, "the file")
+    for key in keys:
+        if key in _NOT_SUPPORTED:
+            reader.refuse_unless_empty(keys[key], key, "the file")
     if "accounts" not in keys:
         raise reader.error(root, "the file has no 'accounts' list")
     account_nodes = reader.sequence(keys["accounts"][1], "accounts")
     if not account_nodes:
         raise reader.error(keys["accounts"][1], "accounts is empty: every client would be refused; add an account")
     accounts: dict[str, Account] = {}
-    first_seen: dict[str, Node] = {}
+    first_seen: dict[str, tuple[int, Node]] = {}
     for index, node in enumerate(account_nodes, start=1):
         account = reader.account(node, index)
         if account.access_key in accounts:
-            line = first_seen[account.access_key].start_mark.line + 1
+            first_index, first_node = first_seen[account.access_key]
             raise reader.error(
                 node,
-                f"account #{index}: accessKey {account.access_key!r} is also the accessKey of an account at line "
-                f"{line}; each account needs its own",
+                f"account #{index} (accessKey {account.access_key!r}): the accessKey of account #{first_index} "
+                f"(line {first_node.start_mark.line + 1}) too; each account needs its own",
             )
         accounts[account.access_key] = account
-        first_seen[account.access_key] = node
+        first_seen[account.access_key] = (index, node)
     return AccessControl(accounts, source=path)
 
 

@@ -152,8 +152,8 @@ def test_load_acl_file_names_the_path(tmp_path: Path):
         ),
         (
             f"accounts:\n{GOOD_ACCOUNT}{GOOD_ACCOUNT}",
-            "acl.yml:4:5: account #2: accessKey 'RocketMQ' is also the accessKey of an account at line 2; each "
-            "account needs its own",
+            "acl.yml:4:5: account #2 (accessKey 'RocketMQ'): the accessKey of account #1 (line 2) too; each account "
+            "needs its own",
         ),
         (
             f"accounts:\n{GOOD_ACCOUNT}    admin: 'yes'\n",
