@@ -90,6 +90,7 @@ from core.filter import (
     UnsupportedExpressionTypeError,
     build_filter,
 )
+from core.group_retry_policy import GroupRetryPolicy, RetryPolicyType
 from core.message_queries import DEFAULT_QUERY_COUNT, MAX_QUERY_COUNT, MessageQueries, parse_offset_msg_id
 from core.message_queue import MessageQueue
 from core.pop import PopService
@@ -156,6 +157,7 @@ __all__ = [
     "FlushMode",
     "GroupConfigError",
     "GroupNotFoundError",
+    "GroupRetryPolicy",
     "IllegalArgumentError",
     "IllegalMessageError",
     "InvalidOffsetError",
@@ -175,9 +177,9 @@ __all__ = [
     "PayloadTooLargeError",
     "Perm",
     "PopError",
+    "PopRequestError",
     "PopService",
     "PoppedMessage",
-    "PopRequestError",
     "Producer",
     "PullConsumer",
     "PullResult",
@@ -191,6 +193,7 @@ __all__ = [
     "ResendOutcome",
     "ResendStatus",
     "ResendSummary",
+    "RetryPolicyType",
     "Route",
     "SendHook",
     "SendResult",

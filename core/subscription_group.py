@@ -1,15 +1,16 @@
 """Consumer groups and the table that keeps them in `subscriptionGroup.json` (RocketMQ's SubscriptionGroupConfig
 and SubscriptionGroupManager).
 
-File layout, as RocketMQ's broker writes it (members RocketMQ has and we do not use, such as brokerId or
-groupRetryPolicy, are ignored on load and not written back):
+File layout, as RocketMQ's broker writes it (members RocketMQ has and we do not use, such as brokerId, are
+ignored on load and not written back; groupRetryPolicy is core.group_retry_policy's):
 
     {
         "subscriptionGroupTable": {
             "GID_orders": {
                 "groupName": "GID_orders", "consumeEnable": true, "consumeFromMinEnable": true,
                 "consumeBroadcastEnable": true, "consumeMessageOrderly": false,
-                "retryQueueNums": 1, "retryMaxTimes": 16
+                "retryQueueNums": 1, "retryMaxTimes": 16,
+                "groupRetryPolicy": {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [1000, 5000]}}
             }
         },
         "dataVersion": {"timestamp": 1700000000000, "counter": 3}
@@ -28,6 +29,7 @@ from typing import Any
 
 from core.config_table import ConfigTable
 from core.errors import GroupConfigError, GroupNotFoundError
+from core.group_retry_policy import DEFAULT_RETRY_POLICY, GroupRetryPolicy
 from core.json_file import DataVersion
 from core.store.topic_name import validate_name
 from core.topic_config import MAX_QUEUE_NUMS
@@ -59,6 +61,8 @@ class SubscriptionGroupConfig:
     retry_queue_nums: int = 1
     retry_max_times: int = 16
     consume_message_orderly: bool = False
+    # How long RocketMQ 5 push consumers wait after a failure (core.group_retry_policy).
+    retry_policy: GroupRetryPolicy = DEFAULT_RETRY_POLICY
 
     def __post_init__(self) -> None:
         validate_group(self.group_name)
@@ -94,6 +98,7 @@ class SubscriptionGroupConfig:
             "consumeMessageOrderly": self.consume_message_orderly,
             "retryQueueNums": self.retry_queue_nums,
             "retryMaxTimes": self.retry_max_times,
+            "groupRetryPolicy": self.retry_policy.to_json(),
         }
 
     @classmethod
@@ -111,6 +116,11 @@ class SubscriptionGroupConfig:
             retry_queue_nums=_member(data, "retryQueueNums", defaults.retry_queue_nums),
             retry_max_times=_member(data, "retryMaxTimes", defaults.retry_max_times),
             consume_message_orderly=_member(data, "consumeMessageOrderly", defaults.consume_message_orderly),
+            retry_policy=(
+                GroupRetryPolicy.from_json(data["groupRetryPolicy"], f"consumer group {name!r}")
+                if data.get("groupRetryPolicy") is not None
+                else defaults.retry_policy
+            ),
         )
 
 

@@ -25,6 +25,8 @@ from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
 from core import Broker, MessageStore, RecoveryReport, open_store
+from core.grpc.access_errors import AclFileError
+from core.grpc.acl_file import load_acl_file
 from core.grpc.server import EndpointError, GrpcEndpoint
 from eventbridge.http_target import HttpTargetClient
 from eventbridge.replay_rest import add_routes as add_replay_routes
@@ -232,7 +234,16 @@ async def _start_mqtt(
 
 async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> list[str]:
     """Start the RocketMQ 5 gRPC endpoint; return its ready-line part. Closed by `stack`."""
-    endpoint = GrpcEndpoint(broker, settings.grpc, max_body_bytes=settings.store.max_message_size)
+    config = settings.grpc
+    access = None
+    if config.acl_file:
+        try:
+            access = load_acl_file(config.acl_file)
+        except OSError as exc:
+            raise ConfigError(f"[grpc] acl_file {config.acl_file}: cannot be read ({exc.strerror or exc})") from None
+        except AclFileError as exc:
+            raise ConfigError(f"[grpc] acl_file: {exc}") from None
+    endpoint = GrpcEndpoint(broker, config, max_body_bytes=settings.store.max_message_size, access=access)
     try:
         address = await endpoint.start()
     except EndpointError as exc:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rocketmq.grpc_protocol import Code
+from core.grpc.stubs import Code
 
 
 class AccessError(Exception):

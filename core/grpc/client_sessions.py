@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from rocketmq.grpc_protocol import Settings, TelemetryCommand
-
 from core.grpc.held_messages import HeldMessages
+from core.grpc.stubs import Settings, TelemetryCommand
 
 # ProxyConfig.channelExpiredTimeout.
 SESSION_EXPIRE_S = 120.0

@@ -6,18 +6,18 @@ client's own settings with what the server decides. Pure code.
   (`validate_message_type`, as the proxy's enableTopicMessageTypeCheck, on).
 - Consumers: 32 messages a receive and 20 s of long polling (grpcClientConsumerLongPollingBatchSize,
   grpcClientConsumerMaxLongPollingTimeoutMillis); FIFO when the group consumes orderly (subscriptionGroup.json
-  consumeMessageOrderly); `retryMaxTimes + 1` delivery attempts, with the customized backoff RocketMQ's groups have
-  by default (CustomizedRetryPolicy: 1 s, 5 s, 10 s, 30 s, 1 min ... 2 h). A push consumer waits that long after a
-  failure before the message is delivered again; the broker sends it to the group's dead-letter topic after the
+  consumeMessageOrderly); `retryMaxTimes + 1` delivery attempts, with the group's retry policy (its groupRetryPolicy,
+  by default RocketMQ's customized one: 1 s, 5 s, 10 s, 30 s, 1 min ... 2 h). A push consumer waits that long after
+  a failure before the message is delivered again; the broker sends it to the group's dead-letter topic after the
   last attempt.
 - Metrics are off: the endpoint collects none.
 """
 
 from __future__ import annotations
 
-from rocketmq.grpc_protocol import Settings, definition_pb2
-
+from core import GroupRetryPolicy, RetryPolicyType
 from core.grpc.message_codec import to_duration
+from core.grpc.stubs import Settings, definition_pb2
 
 PRODUCER_MAX_ATTEMPTS = 3
 PRODUCER_BACKOFF_INITIAL_MS = 10
@@ -25,12 +25,6 @@ PRODUCER_BACKOFF_MAX_MS = 1_000
 PRODUCER_BACKOFF_MULTIPLIER = 2
 CONSUMER_BATCH_SIZE = 32
 CONSUMER_LONG_POLLING_MS = 20_000
-# RocketMQ's CustomizedRetryPolicy.next, in milliseconds.
-DEFAULT_RETRY_BACKOFF_MS = (
-    1_000, 5_000, 10_000, 30_000,
-    60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000, 480_000, 540_000, 600_000,
-    1_200_000, 1_800_000, 3_600_000, 7_200_000,
-)  # fmt: skip
 
 
 def producer_settings(given: Settings, max_body_bytes: int) -> Settings:
@@ -51,17 +45,24 @@ def producer_settings(given: Settings, max_body_bytes: int) -> Settings:
     return settings
 
 
-def consumer_settings(
-    given: Settings, *, retry_max_times: int, orderly: bool, backoff_ms: tuple[int, ...] = DEFAULT_RETRY_BACKOFF_MS
-) -> Settings:
+def consumer_settings(given: Settings, *, retry_max_times: int, orderly: bool, policy: GroupRetryPolicy) -> Settings:
     settings = Settings()
     settings.CopyFrom(given)
     subscription = settings.subscription
     subscription.receive_batch_size = CONSUMER_BATCH_SIZE
     subscription.long_polling_timeout.CopyFrom(to_duration(CONSUMER_LONG_POLLING_MS))
     subscription.fifo = orderly
-    policy = settings.backoff_policy
-    policy.max_attempts = retry_max_times + 1
-    policy.customized_backoff.CopyFrom(definition_pb2.CustomizedBackoff(next=[to_duration(ms) for ms in backoff_ms]))
+    backoff = settings.backoff_policy
+    backoff.max_attempts = retry_max_times + 1
+    if policy.type is RetryPolicyType.CUSTOMIZED:
+        backoff.customized_backoff.CopyFrom(
+            definition_pb2.CustomizedBackoff(next=[to_duration(ms) for ms in policy.next_ms])
+        )
+    else:
+        backoff.exponential_backoff.CopyFrom(
+            definition_pb2.ExponentialBackoff(
+                initial=to_duration(policy.initial_ms), max=to_duration(policy.max_ms), multiplier=policy.multiplier
+            )
+        )
     settings.metric.on = False
     return settings

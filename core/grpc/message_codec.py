@@ -42,7 +42,6 @@ from collections.abc import Mapping
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
-from rocketmq.grpc_protocol import Code, DigestType, Encoding, MessageType, definition_pb2
 
 from core import (
     DLQ_PREFIX,
@@ -55,6 +54,7 @@ from core import (
     build_message,
 )
 from core.grpc.status_codes import RequestError
+from core.grpc.stubs import Code, DigestType, Encoding, MessageType, definition_pb2
 
 PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"

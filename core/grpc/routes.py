@@ -13,11 +13,10 @@ a receive going per queue. No readable queue: FORBIDDEN, as the proxy answers.
 
 from __future__ import annotations
 
-from rocketmq.grpc_protocol import Code, MessageType, Permission, definition_pb2
-
 from core import MessageType as TopicMessageType
 from core import Perm, TopicConfig
 from core.grpc.status_codes import RequestError
+from core.grpc.stubs import Code, MessageType, Permission, definition_pb2
 
 _ACCEPTS = {
     TopicMessageType.NORMAL: [MessageType.NORMAL],

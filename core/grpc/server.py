@@ -7,13 +7,12 @@ import logging
 from pathlib import Path
 
 import grpc
-from rocketmq.grpc_protocol import AddressScheme, definition_pb2
-from rocketmq.grpc_protocol.service_pb2_grpc import add_MessagingServiceServicer_to_server
 
 from core import Broker
-from core.grpc.access_check import Access
+from core.grpc.access_control import AccessControl
 from core.grpc.config import GrpcConfig
 from core.grpc.service import MessagingService
+from core.grpc.stubs import AddressScheme, add_MessagingServiceServicer_to_server, definition_pb2
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +30,7 @@ class EndpointError(Exception):
 
 class GrpcEndpoint:
     def __init__(
-        self, broker: Broker, config: GrpcConfig, *, max_body_bytes: int, access: Access | None = None
+        self, broker: Broker, config: GrpcConfig, *, max_body_bytes: int, access: AccessControl | None = None
     ) -> None:
         self.config = config
         self.service = MessagingService(broker, max_body_bytes=max_body_bytes, access=access)

@@ -21,9 +21,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
-from rocketmq.grpc_protocol import Code, FilterType, TransactionResolution, TransactionSource, definition_pb2
-from rocketmq.grpc_protocol import service_pb2 as pb
-from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceServicer
 
 from core import (
     MAX_INVISIBLE_MS,
@@ -39,11 +36,20 @@ from core import (
     SendStatus,
     build_filter,
 )
-from core.grpc.access_check import Access, Action, Resource
+from core.grpc.access_control import AccessControl, Action, ResourceKind
 from core.grpc.held_messages import CLEAR_INVISIBLE_MS, RENEW_SLICE_MS
 from core.grpc.message_codec import duration_ms, message_type_of, to_core, to_proto, to_timestamp
 from core.grpc.routes import accepts, assignments, broker_of, message_queues
 from core.grpc.status_codes import RequestError, ok, status, status_of
+from core.grpc.stubs import (
+    Code,
+    FilterType,
+    MessagingServiceServicer,
+    TransactionResolution,
+    TransactionSource,
+    definition_pb2,
+)
+from core.grpc.stubs import service_pb2 as pb
 from core.grpc.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -108,7 +114,7 @@ def _combined(codes: list[int]) -> definition_pb2.Status:
 
 
 class MessagingService(MessagingServiceServicer):
-    def __init__(self, broker: Broker, *, max_body_bytes: int, access: Access | None = None) -> None:
+    def __init__(self, broker: Broker, *, max_body_bytes: int, access: AccessControl | None = None) -> None:
         self.broker = broker
         self.max_body_bytes = max_body_bytes
         self.access = access
@@ -135,9 +141,13 @@ class MessagingService(MessagingServiceServicer):
 
     # --- common -------------------------------------------------------------------------------------------------
 
-    def _check(self, context: grpc.aio.ServicerContext, *needs: tuple[Resource, str, Action]) -> None:
-        if self.access is not None:
-            self.access.check(context.invocation_metadata() or (), needs)
+    def _check(self, context: grpc.aio.ServicerContext, *needs: tuple[ResourceKind, str, Action]) -> None:
+        """Authenticate the call and check what it needs (core.grpc.access_control), when access control is on."""
+        access = self.access
+        if access is not None:
+            access_key = access.authenticate(context.invocation_metadata() or ())
+            for kind, name, action in needs:
+                access.check(access_key, kind, name, action)
 
     def _endpoints(self, given: definition_pb2.Endpoints) -> definition_pb2.Endpoints:
         return given if given.addresses else self.own_endpoints
@@ -159,7 +169,7 @@ class MessagingService(MessagingServiceServicer):
     @unary(pb.QueryRouteResponse)
     async def QueryRoute(self, request: pb.QueryRouteRequest, context: grpc.aio.ServicerContext) -> Any:
         topic = _name(request.topic, "topic")
-        self._check(context, (Resource.TOPIC, topic, Action.ANY))
+        self._check(context, (ResourceKind.TOPIC, topic, Action.ANY))
         config = self.broker.route(topic).config
         broker = broker_of(self.broker.config.broker_name, self._endpoints(request.endpoints))
         return pb.QueryRouteResponse(status=ok(), message_queues=message_queues(config, broker))
@@ -167,7 +177,7 @@ class MessagingService(MessagingServiceServicer):
     @unary(pb.QueryAssignmentResponse)
     async def QueryAssignment(self, request: pb.QueryAssignmentRequest, context: grpc.aio.ServicerContext) -> Any:
         topic, group = _name(request.topic, "topic"), _name(request.group, "consumer group")
-        self._check(context, (Resource.TOPIC, topic, Action.SUB), (Resource.GROUP, group, Action.SUB))
+        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         config = self.broker.topic_config(topic)
         orderly = self.broker.groups.get_or_auto_create(group).consume_message_orderly
         broker = broker_of(self.broker.config.broker_name, self._endpoints(request.endpoints))
@@ -178,7 +188,7 @@ class MessagingService(MessagingServiceServicer):
         client_id = self.telemetry.client_id(context)
         if request.HasField("group"):
             group = _name(request.group, "consumer group")
-            self._check(context, (Resource.GROUP, group, Action.SUB))
+            self._check(context, (ResourceKind.GROUP, group, Action.SUB))
             self.broker.groups.get_or_auto_create(group)
         else:
             self._check(context)
@@ -208,14 +218,14 @@ class MessagingService(MessagingServiceServicer):
 
     def _check_settings(self, context: grpc.aio.ServicerContext) -> Callable[[definition_pb2.Settings], None]:
         def check(settings: definition_pb2.Settings) -> None:
-            needs: list[tuple[Resource, str, Action]] = []
+            needs: list[tuple[ResourceKind, str, Action]] = []
             if settings.HasField("subscription"):
                 group = _name(settings.subscription.group, "consumer group")
-                needs.append((Resource.GROUP, group, Action.SUB))
+                needs.append((ResourceKind.GROUP, group, Action.SUB))
                 for entry in settings.subscription.subscriptions:
-                    needs.append((Resource.TOPIC, _name(entry.topic, "topic"), Action.SUB))
+                    needs.append((ResourceKind.TOPIC, _name(entry.topic, "topic"), Action.SUB))
             elif settings.HasField("publishing"):
-                needs += [(Resource.TOPIC, _name(t, "topic"), Action.PUB) for t in settings.publishing.topics]
+                needs += [(ResourceKind.TOPIC, _name(t, "topic"), Action.PUB) for t in settings.publishing.topics]
             self._check(context, *needs)
 
         return check
@@ -230,7 +240,7 @@ class MessagingService(MessagingServiceServicer):
         topic = _name(first, "topic")
         if any(m.topic != first for m in request.messages):
             raise RequestError(Code.MESSAGE_CORRUPTED, "topic in message is not same: a batch holds one topic")
-        self._check(context, (Resource.TOPIC, topic, Action.PUB))
+        self._check(context, (ResourceKind.TOPIC, topic, Action.PUB))
         for m in request.messages:
             if m.system_properties.lite_topic or m.system_properties.HasField("priority"):
                 raise RequestError(
@@ -275,7 +285,7 @@ class MessagingService(MessagingServiceServicer):
     @unary(pb.EndTransactionResponse)
     async def EndTransaction(self, request: pb.EndTransactionRequest, context: grpc.aio.ServicerContext) -> Any:
         topic = _name(request.topic, "topic")
-        self._check(context, (Resource.TOPIC, topic, Action.PUB))
+        self._check(context, (ResourceKind.TOPIC, topic, Action.PUB))
         if request.resolution == TransactionResolution.COMMIT:
             state = LocalTransactionState.COMMIT_MESSAGE
         elif request.resolution == TransactionResolution.ROLLBACK:
@@ -319,7 +329,7 @@ class MessagingService(MessagingServiceServicer):
         try:
             group = _name(request.group, "consumer group")
             topic = _name(request.message_queue.topic, "topic")
-            self._check(context, (Resource.TOPIC, topic, Action.SUB), (Resource.GROUP, group, Action.SUB))
+            self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
             poll_ms = self._polling_ms(request, context)
             if request.auto_renew:
                 invisible_ms = RENEW_SLICE_MS
@@ -417,7 +427,7 @@ class MessagingService(MessagingServiceServicer):
     @unary(pb.AckMessageResponse)
     async def AckMessage(self, request: pb.AckMessageRequest, context: grpc.aio.ServicerContext) -> Any:
         group, topic = _name(request.group, "consumer group"), _name(request.topic, "topic")
-        self._check(context, (Resource.TOPIC, topic, Action.SUB), (Resource.GROUP, group, Action.SUB))
+        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         if not request.entries:
             raise RequestError(Code.BAD_REQUEST, "no entry to ack")
         entries = []
@@ -438,7 +448,7 @@ class MessagingService(MessagingServiceServicer):
         self, request: pb.ChangeInvisibleDurationRequest, context: grpc.aio.ServicerContext
     ) -> Any:
         group, topic = _name(request.group, "consumer group"), _name(request.topic, "topic")
-        self._check(context, (Resource.TOPIC, topic, Action.SUB), (Resource.GROUP, group, Action.SUB))
+        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         if request.lite_topic or request.suspend:
             raise RequestError(Code.NOT_IMPLEMENTED, "lite topics and suspend are not implemented by mqgate yet")
         invisible_ms = duration_ms(request.invisible_duration)
@@ -454,7 +464,7 @@ class MessagingService(MessagingServiceServicer):
         self, request: pb.ForwardMessageToDeadLetterQueueRequest, context: grpc.aio.ServicerContext
     ) -> Any:
         group, topic = _name(request.group, "consumer group"), _name(request.topic, "topic")
-        self._check(context, (Resource.TOPIC, topic, Action.SUB), (Resource.GROUP, group, Action.SUB))
+        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         if request.lite_topic:
             raise RequestError(Code.NOT_IMPLEMENTED, "lite topics are not implemented by mqgate yet")
         reason = (
@@ -478,7 +488,7 @@ class MessagingService(MessagingServiceServicer):
     @unary(pb.QueryOffsetResponse)
     async def QueryOffset(self, request: pb.QueryOffsetRequest, context: grpc.aio.ServicerContext) -> Any:
         topic, queue_id = self._queue(request.message_queue)
-        self._check(context, (Resource.TOPIC, topic, Action.SUB))
+        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB))
         policy = request.query_offset_policy
         if policy == pb.QueryOffsetPolicy.BEGINNING:
             offset = self.broker.min_offset(topic, queue_id)
@@ -492,7 +502,7 @@ class MessagingService(MessagingServiceServicer):
     async def GetOffset(self, request: pb.GetOffsetRequest, context: grpc.aio.ServicerContext) -> Any:
         group = _name(request.group, "consumer group")
         topic, queue_id = self._queue(request.message_queue)
-        self._check(context, (Resource.TOPIC, topic, Action.SUB), (Resource.GROUP, group, Action.SUB))
+        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         offset = self.broker.query_offset(group, topic, queue_id)
         if offset < 0:
             raise RequestError(Code.OFFSET_NOT_FOUND, f"group {group!r} has no offset in {topic!r} queue {queue_id}")
@@ -502,7 +512,7 @@ class MessagingService(MessagingServiceServicer):
     async def UpdateOffset(self, request: pb.UpdateOffsetRequest, context: grpc.aio.ServicerContext) -> Any:
         group = _name(request.group, "consumer group")
         topic, queue_id = self._queue(request.message_queue)
-        self._check(context, (Resource.TOPIC, topic, Action.SUB), (Resource.GROUP, group, Action.SUB))
+        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         if request.offset < 0:
             raise RequestError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
         self.broker.groups.get_or_auto_create(group)
@@ -516,7 +526,7 @@ class MessagingService(MessagingServiceServicer):
         try:
             group = _name(request.group, "consumer group")
             topic, queue_id = self._queue(request.message_queue)
-            self._check(context, (Resource.TOPIC, topic, Action.SUB), (Resource.GROUP, group, Action.SUB))
+            self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
             poll_ms = min(max(duration_ms(request.long_polling_timeout), 0), MAX_LONG_POLLING_MS)
             batch = request.batch_size or 32
             result = await self.broker.pull(

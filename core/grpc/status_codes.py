@@ -28,8 +28,6 @@ and text, and the traceback goes to the log (core.grpc.service).
 
 from __future__ import annotations
 
-from rocketmq.grpc_protocol import Code, Status
-
 from core import (
     CoreError,
     FilterExpressionError,
@@ -49,6 +47,7 @@ from core import (
     TopicNotFoundError,
     UnsupportedExpressionTypeError,
 )
+from core.grpc.stubs import Code, Status
 
 # Most specific first: PayloadTooLargeError is an IllegalMessageError, ReceiptHandleError and PopRequestError are
 # PopErrors.

@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
-from rocketmq.grpc_protocol import ClientType, Code, Settings, TelemetryCommand, service_pb2
 
 from core import Broker, TransactionCheck
 from core.grpc.client_sessions import ClientSession, ClientSessions
@@ -30,6 +29,7 @@ from core.grpc.client_settings import consumer_settings, producer_settings
 from core.grpc.held_messages import Held
 from core.grpc.message_codec import to_proto
 from core.grpc.status_codes import RequestError, ok, status_of
+from core.grpc.stubs import ClientType, Code, Settings, TelemetryCommand, service_pb2
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,10 @@ class Telemetry:
             session.group = group
             session.settings = given
             return consumer_settings(
-                given, retry_max_times=config.retry_max_times, orderly=config.consume_message_orderly
+                given,
+                retry_max_times=config.retry_max_times,
+                orderly=config.consume_message_orderly,
+                policy=config.retry_policy,
             )
         if client_type in (ClientType.LITE_PUSH_CONSUMER, ClientType.LITE_SIMPLE_CONSUMER):
             raise RequestError(Code.NOT_IMPLEMENTED, "lite consumers are not implemented by mqgate yet")

@@ -1,5 +1,6 @@
 import asyncio
 import json
+import re
 import threading
 
 import pytest
@@ -18,6 +19,22 @@ def test_defaults_are_rocketmq_defaults():
         "consumeMessageOrderly": False,
         "retryQueueNums": 1,
         "retryMaxTimes": 16,
+        "groupRetryPolicy": {
+            "type": "CUSTOMIZED",
+            "customizedRetryPolicy": {
+                "next": [
+                    1000,
+                    5000,
+                    10000,
+                    30000,
+                    *(m * 60_000 for m in range(1, 11)),
+                    1200000,
+                    1800000,
+                    3600000,
+                    7200000,
+                ]
+            },
+        },
     }
 
 
@@ -119,3 +136,43 @@ def test_invalid_entry_is_refused_with_its_key(tmp_path):
         ConfigFileError, match=r"subscriptionGroupTable\['g'\]: consumer group 'g': retryMaxTimes is -5"
     ):
         SubscriptionGroupManager(tmp_path)
+
+
+def test_group_retry_policies_load_as_rocketmq_writes_them():
+    from core import GroupRetryPolicy, RetryPolicyType
+
+    customized = {
+        "groupName": "g",
+        "groupRetryPolicy": {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [1000, 3000]}},
+    }
+    policy = SubscriptionGroupConfig.from_json(customized).retry_policy
+    assert policy == GroupRetryPolicy(RetryPolicyType.CUSTOMIZED, next_ms=(1000, 3000))
+    assert [policy.delay_ms(a) for a in (1, 2, 3)] == [1000, 3000, 3000]
+    exponential = {
+        "groupName": "g",
+        "groupRetryPolicy": {
+            "type": "EXPONENTIAL",
+            "exponentialRetryPolicy": {"initial": 100, "max": 1000, "multiplier": 3},
+        },
+    }
+    policy = SubscriptionGroupConfig.from_json(exponential).retry_policy
+    assert [policy.delay_ms(a) for a in (1, 2, 3, 4)] == [100, 300, 900, 1000]
+    assert (
+        SubscriptionGroupConfig.from_json(SubscriptionGroupConfig("g", retry_policy=policy).to_json()).retry_policy
+        == policy
+    )
+
+
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [
+        ({"type": "LINEAR"}, "use CUSTOMIZED or EXPONENTIAL"),
+        ({"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": []}}, "non-empty list of milliseconds"),
+        ({"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [1000, -1]}}, "non-empty list of milliseconds"),
+        ({"type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 10, "max": 5}}, "initial at most max"),
+        ({"type": "EXPONENTIAL", "exponentialRetryPolicy": {"multiplier": 0}}, "use 1 or more"),
+    ],
+)
+def test_a_bad_group_retry_policy_is_refused_with_the_group_named(policy, message):
+    with pytest.raises(GroupConfigError, match=rf"consumer group 'g'.*{re.escape(message)}"):
+        SubscriptionGroupConfig.from_json({"groupName": "g", "groupRetryPolicy": policy})
