@@ -67,14 +67,14 @@ class Telemetry:
         return ""
 
     async def end_session(self, client_id: str) -> None:
-        """The client is gone: no more check-backs to it, its held messages are let go, its stream ends."""
+        """The client is gone: no more check-backs to it, its held messages are let go. Its Telemetry stream is left
+        for the client to close (it does right after; the official Python client logs an error when the server
+        ends the stream first)."""
         session = self.sessions.remove(client_id)
         if session is None:
             return
         self._unregister_checkers(session)
         self._release(client_id, session.held.release_all())
-        if session.outbox is not None:
-            session.outbox.put_nowait(None)
 
     async def _expire(self) -> None:
         while True:
