@@ -1,0 +1,133 @@
+"""One store for every door: what paho-mqtt publishes, the official RocketMQ client receives (with its MQTT topic and
+user properties); what the official RocketMQ producer sends, an MQTT subscriber and an EventBridge rule's HTTP
+target get. One `mqgate serve`, real clients on each side."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import paho.mqtt.client as paho
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from rocketmq import FilterExpression, Message, Producer, SimpleConsumer
+
+from tests.core.grpc.serving import WAIT_S, client_config, receive_all, start
+from tests.eventbridge.target_server import TargetServer
+from tests.serve_process import ServeProcess
+
+pytestmark = pytest.mark.slow
+
+RULES = """
+sources:
+  - name: orders-in
+    topic: orders
+rules:
+  - name: big-orders
+    pattern: {{data: {{amount: [{{numeric: [">", 100]}}]}}}}
+    targets:
+      - id: books
+        type: http
+        url: {url}
+        mode: binary
+"""
+
+
+@pytest.fixture
+async def target() -> AsyncIterator[TargetServer]:
+    server = await TargetServer().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def serve(tmp_path: Path, target: TargetServer) -> Iterator[ServeProcess]:
+    rules = tmp_path / "data" / "rules"
+    rules.mkdir(parents=True)
+    (rules / "orders.yaml").write_text(RULES.format(url=target.url))
+    process = start(tmp_path / "data")
+    yield process
+    assert process.stop() == 0
+
+
+def mqtt_client(serve: ServeProcess, client_id: str) -> paho.Client:
+    host, port = serve.ready["mqtt"].rsplit(":", 1)
+    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv5)
+    client.connect(host, int(port))
+    client.loop_start()
+    return client
+
+
+def test_an_mqtt_publish_reaches_a_rocketmq_simple_consumer(serve: ServeProcess) -> None:
+    config = client_config(serve)
+    consumer = SimpleConsumer(config, "from-mqtt", {"sensors": FilterExpression()}, await_duration=5)
+    consumer.startup()
+    publisher = mqtt_client(serve, "thermo-1")
+    try:
+        properties = Properties(PacketTypes.PUBLISH)
+        properties.UserProperty = [("unit", "C"), ("site", "north")]
+        publisher.publish("sensors/room1/temp", b"21.5", qos=1, properties=properties).wait_for_publish(WAIT_S)
+        got = receive_all(consumer, 1)
+    finally:
+        publisher.disconnect()
+        publisher.loop_stop()
+        consumer.shutdown()
+    assert [m.body for m in got] == [b"21.5"]
+    (m,) = got
+    assert m.topic == "sensors"
+    assert m.properties["MQTT_TOPIC"] == "sensors/room1/temp"
+    assert json.loads(m.properties["MQTT_USER"]) == [["unit", "C"], ["site", "north"]]
+    assert m.properties["MQTT_CLIENT_ID"] == "thermo-1"
+
+
+async def test_a_rocketmq_message_reaches_an_mqtt_subscriber_and_an_eventbridge_target(
+    serve: ServeProcess, target: TargetServer
+) -> None:
+    arrived: list[paho.MQTTMessage] = []
+    subscribed = threading.Event()
+    got_it = threading.Event()
+    subscriber = mqtt_client(serve, "dashboard")
+    subscriber.on_subscribe = lambda *_: subscribed.set()
+
+    def on_message(_client: paho.Client, _userdata: object, message: paho.MQTTMessage) -> None:
+        arrived.append(message)
+        got_it.set()
+
+    subscriber.on_message = on_message
+    subscriber.subscribe("orders/#", qos=1)
+    assert await asyncio.to_thread(subscribed.wait, WAIT_S)
+
+    def send() -> str:
+        producer = Producer(client_config(serve), ("orders",))
+        producer.startup()
+        try:
+            m = Message()
+            m.topic = "orders"
+            m.body = b'{"amount": 250, "item": "lamp"}'
+            m.keys = "order-42"
+            m.tag = "EU"
+            m.add_property("MQTT_TOPIC", "orders/eu/42")
+            return producer.send(m).message_id
+        finally:
+            producer.shutdown()
+
+    message_id = await asyncio.to_thread(send)
+    try:
+        assert await asyncio.to_thread(got_it.wait, WAIT_S)
+        await asyncio.wait_for(target.wait_for(1), WAIT_S)
+    finally:
+        subscriber.disconnect()
+        subscriber.loop_stop()
+    assert [(m.topic, m.payload) for m in arrived] == [("orders/eu/42", b'{"amount": 250, "item": "lamp"}')]
+    (delivery,) = target.received
+    event = delivery.data  # an HTTP target gets the whole event unless a transform says otherwise
+    assert event["data"] == {"amount": 250, "item": "lamp"}
+    assert event["id"] == message_id
+    # It carries an MQTT topic, so the source reads it as an MQTT message (eventbridge/source_task.py).
+    assert event["source"] == "mqgate/mqtt"
+    assert event["subject"] == "orders/eu/42"
