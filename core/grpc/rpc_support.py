@@ -1,0 +1,121 @@
+"""What every RPC of the endpoint shares: the wrapper that answers a refusal with its Status, the checks of names and
+access, the compiled filters, and the state the RPC groups (core.grpc.service, core.grpc.consumer_rpcs,
+core.grpc.offset_rpcs) work on."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from core import Broker, CoreError, ExpressionType, MessageFilter, PopService, build_filter
+from core.grpc.access_control import AccessControl, Action, ResourceKind
+from core.grpc.status_codes import RequestError, status, status_of
+from core.grpc.stubs import Code, FilterType, definition_pb2
+
+log = logging.getLogger("core.grpc.service")
+
+# Subscriptions compiled, kept by (type, expression): a consumer sends the same one with every receive.
+MAX_CACHED_FILTERS = 4096
+
+
+def unary(response_type: type[Any]) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+    """Answer whatever an RPC raises with a `response_type` carrying the refusal's Status."""
+
+    def wrap(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(method)
+        async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return await method(self, request, context)
+            except Exception as exc:  # every refusal is an answer (module docstring)
+                return response_type(status=refusal(method.__name__, exc))
+
+        return handler
+
+    return wrap
+
+
+def refusal(rpc: str, error: Exception) -> definition_pb2.Status:
+    answer = status_of(error)
+    if answer.code == Code.INTERNAL_SERVER_ERROR and not isinstance(error, CoreError):
+        log.exception("gRPC %s failed", rpc)
+    else:
+        log.debug("gRPC %s refused: %s %s", rpc, Code.Name(answer.code), answer.message)
+    return answer
+
+
+def resource_name(resource: definition_pb2.Resource, what: str) -> str:
+    if resource.resource_namespace:
+        raise RequestError(
+            Code.BAD_REQUEST,
+            f"{what} {resource.name!r}: namespace {resource.resource_namespace!r} given, but mqgate has no namespaces"
+            " yet; leave ClientConfiguration's namespace empty",
+        )
+    if not resource.name:
+        code = Code.ILLEGAL_TOPIC if what == "topic" else Code.ILLEGAL_CONSUMER_GROUP
+        raise RequestError(code, f"the request names no {what}")
+    return resource.name
+
+
+def combined(codes: list[int]) -> definition_pb2.Status:
+    """One status for several entries: theirs when they agree, MULTIPLE_RESULTS when they do not."""
+    distinct = set(codes)
+    if len(distinct) == 1:
+        code = distinct.pop()
+        return status(code, Code.Name(code))
+    return status(Code.MULTIPLE_RESULTS, "entries have different results; see each entry's status")
+
+
+def peer_host(context: grpc.aio.ServicerContext) -> str:
+    """The client's IP address, from gRPC's peer ("ipv4:127.0.0.1:5555", "ipv6:[::1]:5555")."""
+    peer = context.peer() or ""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]")
+    return "127.0.0.1"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ServiceBase:
+    """The state every RPC group uses."""
+
+    def __init__(self, broker: Broker, *, max_body_bytes: int, access: AccessControl | None = None) -> None:
+        self.broker = broker
+        self.max_body_bytes = max_body_bytes
+        self.access = access
+        self.pop = PopService.of(broker)
+        # Where clients reach us when a request does not say (set by core.grpc.server once it listens).
+        self.own_endpoints = definition_pb2.Endpoints()
+        self._filters: dict[tuple[str, str], MessageFilter | None] = {}
+
+    def _check(self, context: grpc.aio.ServicerContext, *needs: tuple[ResourceKind, str, Action]) -> None:
+        """Authenticate the call and check what it needs (core.grpc.access_control), when access control is on."""
+        access = self.access
+        if access is not None:
+            access_key = access.authenticate(context.invocation_metadata() or ())
+            for kind, name, action in needs:
+                access.check(access_key, kind, name, action)
+
+    def _endpoints(self, given: definition_pb2.Endpoints) -> definition_pb2.Endpoints:
+        return given if given.addresses else self.own_endpoints
+
+    def _filter(self, expression: definition_pb2.FilterExpression) -> MessageFilter | None:
+        kind = ExpressionType.SQL92 if expression.type == FilterType.SQL else ExpressionType.TAG
+        text = expression.expression or "*"
+        key = (kind, text)
+        if key in self._filters:
+            return self._filters[key]
+        compiled = None if kind == ExpressionType.TAG and text.strip() == "*" else build_filter(kind, text)
+        if len(self._filters) >= MAX_CACHED_FILTERS:
+            self._filters.clear()
+        self._filters[key] = compiled
+        return compiled
