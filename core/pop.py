@@ -64,13 +64,14 @@ import secrets
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from core.broker import Broker
 from core.compression import decode_for_consumer
 from core.errors import CoreError, NoPermissionError
 from core.filter import MessageFilter
 from core.pop_errors import PopError, ReceiptHandleError, ReceiptHandleProblem
+from core.pop_group_state import PopGroupState, TopicState, notify
 from core.pop_queue_state import MAX_UNACKED_PER_QUEUE, PopEntry, PopQueueState
 from core.pop_request import MAX_POP_LONG_POLL_MS, PopInitMode, PoppedMessage, check_batch, check_invisible
 from core.receipt_handle import ReceiptHandle
@@ -89,19 +90,10 @@ MAX_SENT_BACK_REMEMBERED = 100_000
 RETRY_FIRST_EVERY = 5
 
 
-@dataclass(slots=True)
-class _TopicState:
-    """One group's state in one topic."""
-
-    queues: dict[int, PopQueueState] = field(default_factory=dict)
-    rotation: int = 0  # the queue the next pop starts at, so that every queue gets its turn first
-    changed: asyncio.Event | None = None  # set, then replaced, when an ack or change frees a message
-
-
 _SERVICES: weakref.WeakKeyDictionary[Broker, PopService] = weakref.WeakKeyDictionary()
 
 
-class PopService:
+class PopService(PopGroupState):
     """Pop, ack and change of invisible time for every consumer group of one broker.
 
     Use `PopService.of(broker)` so that all consumers of a broker share one; build one yourself to give it a
@@ -115,18 +107,14 @@ class PopService:
         *,
         init_mode: PopInitMode = PopInitMode.MAX,
     ) -> None:
-        # A weak reference: the per-broker registry keeps services keyed weakly by broker, and a strong one
-        # from the value back to its key would keep every broker (and its store) alive forever.
-        self._broker = weakref.ref(broker)
+        super().__init__(broker, init_mode)
         self.clock = clock
-        self.init_mode = init_mode
         self.run_id = secrets.token_hex(4)
         self._delivery_ids = itertools.count(1)
         self._pops = itertools.count()
         # (group, topic, queue id, offset) -> attempts, of messages sent back: an ack with a handle of theirs is
         # refused as out of date, not taken as done (their copy will be delivered). The oldest are forgotten.
         self._sent_back: collections.OrderedDict[tuple[str, str, int, int], int] = collections.OrderedDict()
-        self._topics: dict[tuple[str, str], _TopicState] = {}
 
     @classmethod
     def of(cls, broker: Broker) -> PopService:
@@ -135,13 +123,6 @@ class PopService:
         if service is None:
             service = _SERVICES[broker] = cls(broker)
         return service
-
-    @property
-    def broker(self) -> Broker:
-        broker = self._broker()
-        if broker is None:
-            raise PopError("the broker of this PopService no longer exists; use PopService.of(broker) on a live one")
-        return broker
 
     # --- pop ---------------------------------------------------------------------------------------------
 
@@ -281,7 +262,7 @@ class PopService:
                 if still_ours:
                     self._remember_sent_back((group, topic, state.queue_id, entry.offset), entry.attempts)
                     if state.remove(entry.offset):
-                        _notify(topic_state)
+                        notify(topic_state)
             self._commit(group, topic, state)
         if sent:
             await broker.wait_visible()  # this pop may hand the copies out already
@@ -455,7 +436,7 @@ class PopService:
         released = state.remove(entry.offset)
         self._commit(group, handle.topic, state)
         if released:
-            _notify(topic_state)
+            notify(topic_state)
 
     def change_invisible_duration(self, group: str, receipt_handle: str, invisible_ms: int) -> str:
         """Make the message invisible for `invisible_ms` from now (longer or shorter than before; 0 makes it
@@ -470,7 +451,7 @@ class PopService:
             )
         delivery_id = next(self._delivery_ids)
         state.deliver(entry, self.clock() + invisible_ms / 1000, delivery_id, again=False)
-        _notify(topic_state)  # a waiting pop recomputes its deadline; the message may be visible already
+        notify(topic_state)  # a waiting pop recomputes its deadline; the message may be visible already
         return ReceiptHandle(
             self.run_id, delivery_id, entry.attempts, state.queue_id, entry.offset, handle.topic, group
         ).encode()
@@ -491,13 +472,13 @@ class PopService:
         why = reason or f"forwarded by its consumer after {times + 1} deliveries"
         await send_back(self.broker, replace(stored, reconsume_times=times), group, delay_level=-1, reason=why)
         if state.entries.get(entry.offset) is entry and entry.delivery_id == delivery_id and state.remove(entry.offset):
-            _notify(topic_state)
+            notify(topic_state)
         self._commit(group, handle.topic, state)
         return True
 
     def _in_flight(
         self, group: str, receipt_handle: str
-    ) -> tuple[ReceiptHandle, _TopicState, PopQueueState, PopEntry | None]:
+    ) -> tuple[ReceiptHandle, TopicState, PopQueueState, PopEntry | None]:
         """Check a handle against the state: the entry of its delivery, or None when the message is done."""
         handle = ReceiptHandle.decode(receipt_handle)
         if handle.run != self.run_id:
@@ -551,64 +532,3 @@ class PopService:
                 ReceiptHandleProblem.SUPERSEDED, f"receipt handle of {handle.describe()} is out of date: {why}"
             )
         return handle, topic_state, state, entry
-
-    # --- state --------------------------------------------------------------------------------------------
-
-    def _topic(self, group: str, topic: str) -> _TopicState:
-        key = (group, topic)
-        topic_state = self._topics.get(key)
-        if topic_state is None:
-            topic_state = self._topics[key] = _TopicState()
-        return topic_state
-
-    def _queue_state(self, group: str, topic: str, queue_id: int, topic_state: _TopicState) -> PopQueueState:
-        state = topic_state.queues.get(queue_id)
-        if state is not None:
-            return self._current(group, topic, queue_id, state)
-        return self._start(group, topic, queue_id, topic_state)
-
-    def _current(self, group: str, topic: str, queue_id: int, state: PopQueueState) -> PopQueueState:
-        """`state`, unless the committed offset was moved by someone else (an admin reset, a deleted group):
-        then the queue starts over from there and what was in flight is forgotten."""
-        committed = self.broker.query_offset(group, topic, queue_id)
-        if committed == state.committed:
-            return state
-        log.info(
-            "group %r, topic %r, queue %d: committed offset moved from %d to %d outside pop; "
-            "%d unacked messages are forgotten and delivery goes on from the new offset",
-            group,
-            topic,
-            queue_id,
-            state.committed,
-            committed,
-            len(state.entries),
-        )
-        return self._start(group, topic, queue_id, self._topic(group, topic))
-
-    def _start(self, group: str, topic: str, queue_id: int, topic_state: _TopicState) -> PopQueueState:
-        broker = self.broker
-        committed = broker.query_offset(group, topic, queue_id)
-        low, high = broker.min_offset(topic, queue_id), broker.max_offset(topic, queue_id)
-        if committed >= 0:
-            offset = min(max(committed, low), high)
-        elif self.init_mode is PopInitMode.MIN or low == 0:
-            offset = low
-        else:
-            offset = max(high - 1, low)
-        state = topic_state.queues[queue_id] = PopQueueState(queue_id, offset)
-        # Committed at once, as RocketMQ's getInitOffset does, so that the start does not drift with the
-        # queue's end until the first ack.
-        broker.commit_offset(group, topic, queue_id, offset)
-        return state
-
-    def _commit(self, group: str, topic: str, state: PopQueueState) -> None:
-        low = state.low_water
-        if low != state.committed:
-            self.broker.commit_offset(group, topic, state.queue_id, low)
-            state.committed = low
-
-
-def _notify(topic_state: _TopicState) -> None:
-    if topic_state.changed is not None:
-        topic_state.changed.set()
-        topic_state.changed = None
