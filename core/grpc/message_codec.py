@@ -228,6 +228,11 @@ def to_core(
         core_message.born_timestamp = timestamp_ms(system.born_timestamp)
     core_message.reconsume_times = max(system.delivery_attempt, 0)
     actual = message_type_of(core_message.properties)
+    if declared == MessageType.TRANSACTION and (group or system.HasField("delivery_timestamp")):
+        raise RequestError(
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            "a TRANSACTION message can have neither a message_group nor a delivery_timestamp",
+        )
     if declared not in (MessageType.MESSAGE_TYPE_UNSPECIFIED, actual):
         raise RequestError(
             Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
