@@ -80,7 +80,7 @@ class Serve:
     def __init__(self, data_dir: Path) -> None:
         self.process = subprocess.Popen(
             [sys.executable, *PROFILE, "-m", "mqgate.cli", "serve", "--data-dir", str(data_dir), "--mqtt-port", "0",
-             "--http-port", "0"],
+             "--grpc-port", "0", "--http-port", "0"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         assert self.process.stdout is not None

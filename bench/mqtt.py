@@ -292,7 +292,19 @@ def start_mqgate(work: Path, executable: str, inflight: int, extra: Sequence[str
         f"[mqtt]\nmax_queued_messages = {MQGATE_NO_QUEUE_LIMIT}\nmax_inflight = {inflight}\n"
     )
     log_path = work / "mqgate.log"
-    command = [executable, "serve", "--data-dir", str(data_dir), "--mqtt-port", "0", "--http-port", "0", *extra]
+    command = [
+        executable,
+        "serve",
+        "--data-dir",
+        str(data_dir),
+        "--mqtt-port",
+        "0",
+        "--grpc-port",
+        "0",
+        "--http-port",
+        "0",
+        *extra,
+    ]
     log(f"starting {' '.join(command)}")
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file)

@@ -81,6 +81,8 @@ def start_mqgate(work: Path) -> tuple[subprocess.Popen[str], int]:
             str(data_dir),
             "--mqtt-port",
             "0",
+            "--grpc-port",
+            "0",
             "--http-port",
             "0",
             "--log-level",

@@ -567,6 +567,7 @@ def render_toml(settings: Settings) -> str:
         ("store", settings.store),
         ("broker", settings.broker),
         ("mqtt", settings.mqtt),
+        ("grpc", settings.grpc),
         ("http", settings.http),
     )
     for section_name, config in sections:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVE = [sys.executable, "-m", "mqgate.cli", "serve", "--mqtt-port", "0", "--log-level", "WARNING"]
+SERVE = [sys.executable, "-m", "mqgate.cli", "serve", "--mqtt-port", "0", "--grpc-port", "0", "--log-level", "WARNING"]
 
 
 def serve_command() -> list[str]:

@@ -37,7 +37,7 @@ class Server:
     def __init__(self, *args: str | Path) -> None:
         self.process = subprocess.Popen(
             # A free HTTP port: 8082 may be taken by another server of the suite (a later flag still wins).
-            [sys.executable, "-m", "mqgate.cli", "serve", "--http-port", "0", *map(str, args)],
+            [sys.executable, "-m", "mqgate.cli", "serve", "--http-port", "0", "--grpc-port", "0", *map(str, args)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

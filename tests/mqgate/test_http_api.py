@@ -80,7 +80,18 @@ def test_a_port_in_use_stops_serve_with_exit_2_naming_the_flag(tmp_path: Path):
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [*MQGATE, "serve", "--data-dir", str(tmp_path / "data"), "--mqtt-port", "0", "--http-port", str(port)],
+            [
+                *MQGATE,
+                "serve",
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--mqtt-port",
+                "0",
+                "--grpc-port",
+                "0",
+                "--http-port",
+                str(port),
+            ],
             cwd=ROOT,
             capture_output=True,
             text=True,

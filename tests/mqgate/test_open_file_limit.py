@@ -37,6 +37,8 @@ def test_serve_raises_the_soft_open_file_limit_to_the_hard_limit(tmp_path: Path)
             str(tmp_path / "data"),
             "--mqtt-port",
             "0",
+            "--grpc-port",
+            "0",
             "--http-port",
             "0",
         ],

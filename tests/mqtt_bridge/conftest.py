@@ -53,6 +53,8 @@ def start_server(data_dir: Path, *args: str) -> Server:
             str(data_dir),
             "--mqtt-port",
             "0",
+            "--grpc-port",
+            "0",
             "--http-port",
             "0",
             "--log-level",

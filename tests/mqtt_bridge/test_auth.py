@@ -298,7 +298,18 @@ def test_unusable_password_or_acl_file_stops_serve_with_exit_2(tmp_path, name, c
     config = tmp_path / "mqgate.toml"
     config.write_text(f'[mqtt]\n{name} = "{path}"\n')
     result = subprocess.run(
-        [*MQGATE, "serve", "--data-dir", str(tmp_path / "data"), "--config", str(config), "--mqtt-port", "0"],
+        [
+            *MQGATE,
+            "serve",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--config",
+            str(config),
+            "--mqtt-port",
+            "0",
+            "--grpc-port",
+            "0",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -342,7 +342,18 @@ def test_unreadable_certfile_stops_serve_with_exit_2_naming_the_key(tmp_path, ce
     missing = tmp_path / "missing.pem"
     config.write_text(f'[mqtt]\ntls_port = 0\ncertfile = "{missing}"\nkeyfile = "{certificates.key}"\n')
     result = subprocess.run(
-        [*MQGATE, "serve", "--data-dir", str(tmp_path / "data"), "--config", str(config), "--mqtt-port", "0"],
+        [
+            *MQGATE,
+            "serve",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--config",
+            str(config),
+            "--mqtt-port",
+            "0",
+            "--grpc-port",
+            "0",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -356,7 +367,18 @@ def test_unreadable_certfile_stops_serve_with_exit_2_naming_the_key(tmp_path, ce
         f'[mqtt]\ntls_port = 0\ncertfile = "{certificates.cert}"\nkeyfile = "{certificates.ca.with_suffix(".key")}"\n'
     )
     result = subprocess.run(
-        [*MQGATE, "serve", "--data-dir", str(tmp_path / "data"), "--config", str(config), "--mqtt-port", "0"],
+        [
+            *MQGATE,
+            "serve",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--config",
+            str(config),
+            "--mqtt-port",
+            "0",
+            "--grpc-port",
+            "0",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

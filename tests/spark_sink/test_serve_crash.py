@@ -21,7 +21,20 @@ from spark_sink.table_commit import read_manifest
 from spark_sink.table_reader import read_table
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVE = [sys.executable, "-m", "mqgate.cli", "serve", "--mqtt-port", "0", "--http-port", "0", "--log-level", "WARNING"]
+SERVE = [
+    sys.executable,
+    "-m",
+    "mqgate.cli",
+    "serve",
+    "--mqtt-port",
+    "0",
+    "--grpc-port",
+    "0",
+    "--http-port",
+    "0",
+    "--log-level",
+    "WARNING",
+]
 KILLS = 5
 MESSAGES = 30_000
 BATCH = 2_000
