@@ -45,12 +45,19 @@ TOPICS = {
     "tx": "TRANSACTION",
     "pushed": "NORMAL",
     "invisible": "NORMAL",
+    "fifo-pushed": "FIFO",
 }
 GROUPS = {
     "fifo-g": {"consumeMessageOrderly": True},
     # Two retries a second apart, then the dead-letter topic.
     "push-g": {
         "retryMaxTimes": 2,
+        "groupRetryPolicy": {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [1000]}},
+    },
+    # Orderly: the client retries a failure itself (two attempts in all), then forwards it to the dead-letter topic.
+    "fifo-push-g": {
+        "consumeMessageOrderly": True,
+        "retryMaxTimes": 1,
         "groupRetryPolicy": {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [1000]}},
     },
 }
@@ -280,3 +287,35 @@ def test_push_consumer_success_once_failure_retried_then_dead_lettered(config, p
     ok = listener.messages["ok1"]
     assert (ok.body, ok.tag, ok.properties) == (b"fine", "P", {"x": "1"})
     assert [(m.body, m.tag, m.keys, m.properties) for m in dead_letters] == [(b"broken", "P", {"fail1"}, {"x": "2"})]
+
+
+def test_fifo_push_consumer_forwards_a_message_it_cannot_consume_to_the_dead_letter_topic(config, producer):
+    listener = Listener()
+    order: list[str] = []
+    consume = listener.consume
+
+    def consume_in_order(message: Message) -> ConsumeResult:
+        order.append(next(iter(message.keys)))
+        return consume(message)
+
+    listener.consume = consume_in_order  # type: ignore[method-assign]
+    consumer = PushConsumer(config, "fifo-push-g", listener, {"fifo-pushed": FilterExpression()})
+    consumer.startup()
+    try:
+        for key, body in (("fail-first", b"cannot"), ("then-ok", b"can")):
+            m = message("fifo-pushed", body, tag="F", key=key, step=key)
+            m.message_group = "line-1"
+            producer.send(m)
+        assert eventually(lambda: listener.deliveries["then-ok"] == [1]), dict(listener.deliveries)
+        dead = simple_consumer(config, "fifo-dlq-reader", "%DLQ%fifo-push-g")
+        try:
+            dead_letters = receive_all(dead, 1)
+        finally:
+            dead.shutdown()
+    finally:
+        consumer.shutdown()
+    # Two attempts of the first message (the client's own retry), forwarded, and only then the next of its group.
+    assert order == ["fail-first", "fail-first", "then-ok"]
+    assert [(m.body, m.tag, m.keys, m.properties) for m in dead_letters] == [
+        (b"cannot", "F", {"fail-first"}, {"step": "fail-first"})
+    ]
