@@ -1,5 +1,5 @@
 """The broker core's public API: everything a front door (mqtt_bridge, connectors, eventbridge, spark_sink, the
-gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else. Import from here,
+gRPC endpoint core/grpc) and the wiring (mqgate) use of the core, and nothing else. Import from here,
 `from core import Broker, Message, Producer`, never from core's modules: those are free to change.
 
 - The broker and its results: Broker, BrokerConfig, SendResult/SendStatus, PullResult/PullStatus, Route,
@@ -14,7 +14,11 @@ gRPC endpoint to come) and the wiring (mqgate) use of the core, and nothing else
   letters listed a page at a time, DeadLetterPage/DeadLetter, and resent, ResendSummary/ResendOutcome/ResendStatus).
 - The client API with RocketMQ's names: Producer (send timeouts and retries), TransactionProducer, PushConsumer,
   PullConsumer, SimpleConsumer and their options.
-- Transactions for front doors that end them or answer check-backs themselves (the gRPC endpoint to come):
+- Pop consumption for front doors that serve pop consumers themselves (the gRPC endpoint): PopService (pop, ack,
+  change of invisible time, dead-lettering by receipt handle), PoppedMessage and its limits (MAX_POP_BATCH,
+  MAX_INVISIBLE_MS, MAX_POP_LONG_POLL_MS); build_filter and MessageFilter compile a subscription's expression.
+- Consumer groups' retry policy (GroupRetryPolicy, RetryPolicyType: subscriptionGroup.json's groupRetryPolicy).
+- Transactions for front doors that end them or answer check-backs themselves (the gRPC endpoint):
   LocalTransactionState, TransactionCheck and TransactionChecker, used through `broker.transactions`
   (core.transaction: `end`, `register_checker`).
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
