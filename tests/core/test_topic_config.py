@@ -71,7 +71,7 @@ def test_validation_says_what_is_wrong(kwargs, message):
     ("entry", "message"),
     [
         ({"readQueueNums": 4}, "topicName is None"),
-        ({"topicName": "t", "attributes": {"message.type": "MIXED"}}, "message.type is 'MIXED'; use one of NORMAL"),
+        ({"topicName": "t", "attributes": {"message.type": "ANY"}}, "message.type is 'ANY'; use one of NORMAL"),
         ({"topicName": "t", "topicFilterType": "X"}, "topicFilterType is 'X'"),
         ({"topicName": "t", "readQueueNums": "4"}, "readQueueNums is '4'"),
         ({"topicName": "t", "order": "yes"}, "order is 'yes'"),
@@ -280,3 +280,9 @@ def test_rocketmq_topics_json_loads(tmp_path):
     assert (manager.data_version.counter, manager.data_version.timestamp) == (7, 1700000000000)
     manager.delete("TopicTest")
     assert manager.data_version.counter == 8
+
+
+def test_a_mixed_topic_loads_as_rocketmq_5_writes_it():
+    config = TopicConfig.from_json({"topicName": "t", "attributes": {"message.type": "MIXED"}})
+    assert config.message_type is MessageType.MIXED
+    assert TopicConfig.from_json(config.to_json()) == config
