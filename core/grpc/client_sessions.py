@@ -57,6 +57,11 @@ class ClientSessions:
     def __iter__(self) -> Iterator[ClientSession]:
         return iter(list(self._sessions.values()))
 
+    @property
+    def holding(self) -> bool:
+        """Whether any client has messages held for it (core.grpc.held_messages)."""
+        return any(session.held for session in self._sessions.values())
+
     def touch(self, client_id: str) -> ClientSession:
         """The session of `client_id`, started if new, marked as seen now."""
         now = self.clock()

@@ -141,6 +141,8 @@ class ConsumerRpcs(ServiceBase):
 
     def _handle(self, context: grpc.aio.ServicerContext, given: str) -> str:
         """The newest handle of a message the client names with `given`, no longer renewed for it."""
+        if not self.sessions.holding:
+            return given  # no push consumer holds anything: no client id to look up
         client_id = self.telemetry.client_id(context, required=False)
         session = self.sessions.find(client_id) if client_id else None
         return session.held.take(given) if session is not None else given

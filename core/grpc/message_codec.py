@@ -34,11 +34,12 @@ messages thus show MQTT_TOPIC, MQTT_USER, ... to a RocketMQ consumer); the body 
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import ipaddress
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -149,9 +150,15 @@ def message_type_of(properties: Mapping[str, str]) -> int:
 
 
 def to_core(
-    message: definition_pb2.Message, *, peer_host: str, max_body_bytes: int, max_delay_ms: int, now_ms: int
+    message: definition_pb2.Message,
+    *,
+    peer_host: Callable[[], str],
+    max_body_bytes: int,
+    max_delay_ms: int,
+    now_ms: int,
 ) -> Message:
-    """The core Message for one message of a SendMessageRequest, or RequestError saying what is wrong with it."""
+    """The core Message for one message of a SendMessageRequest, or RequestError saying what is wrong with it.
+    `peer_host` gives the sender's address, asked for only when the message's born_host is not an IP address."""
     topic = message.topic
     if topic.resource_namespace:
         raise RequestError(
@@ -220,7 +227,7 @@ def to_core(
         tags=tag or None,
         keys=list(system.keys) or None,
         properties=properties,
-        born_host=_ip_or(system.born_host, peer_host),
+        born_host=_ip(system.born_host) or peer_host(),
         message_group=group or None,
     )
     core_message.properties[PROPERTY_UNIQ_KEY] = message_id
@@ -281,11 +288,13 @@ def _user_properties(message: definition_pb2.Message) -> dict[str, str]:
     return properties
 
 
-def _ip_or(host: str, fallback: str) -> str:
+@functools.lru_cache(maxsize=4096)
+def _ip(host: str) -> str | None:
+    # A producer sends its own address with every message: parsed once.
     try:
         return str(ipaddress.ip_address(host))
     except ValueError:
-        return fallback
+        return None
 
 
 def to_proto(

@@ -14,11 +14,12 @@ import grpc
 
 from core import Broker, CoreError, ExpressionType, MessageFilter, PopService, build_filter
 from core.grpc.access_control import AccessControl, Action, ResourceKind
-from core.grpc.status_codes import RequestError, status, status_of
+from core.grpc.status_codes import RequestError, ok, status, status_of
 from core.grpc.stubs import Code, FilterType, definition_pb2
 
 log = logging.getLogger("core.grpc.service")
 
+OK = Code.OK
 # Subscriptions compiled, kept by (type, expression): a consumer sends the same one with every receive.
 MAX_CACHED_FILTERS = 4096
 
@@ -66,7 +67,7 @@ def combined(codes: list[int]) -> definition_pb2.Status:
     distinct = set(codes)
     if len(distinct) == 1:
         code = distinct.pop()
-        return status(code, Code.Name(code))
+        return ok() if code == OK else status(code, Code.Name(code))
     return status(Code.MULTIPLE_RESULTS, "entries have different results; see each entry's status")
 
 

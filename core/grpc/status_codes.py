@@ -79,8 +79,12 @@ class RequestError(Exception):
         self.message = message
 
 
+_OK = Status(code=Code.OK, message="OK")
+
+
 def ok() -> Status:
-    return Status(code=Code.OK, message="OK")
+    """The OK status (one shared instance: a message field set from it copies it)."""
+    return _OK
 
 
 def status(code: int, message: str) -> Status:

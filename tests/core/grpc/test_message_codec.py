@@ -19,7 +19,12 @@ from core.grpc.message_codec import SYSTEM_PROPERTY_NAMES, message_type_of, time
 from core.grpc.status_codes import RequestError
 
 NOW_MS = 1_790_000_000_000
-LIMITS = {"peer_host": "10.0.0.9", "max_body_bytes": 4 * 1024 * 1024, "max_delay_ms": 86_400_000, "now_ms": NOW_MS}
+LIMITS = {
+    "peer_host": lambda: "10.0.0.9",
+    "max_body_bytes": 4 * 1024 * 1024,
+    "max_delay_ms": 86_400_000,
+    "now_ms": NOW_MS,
+}
 
 words = st.text(
     alphabet=st.characters(min_codepoint=0xA0, max_codepoint=0x2FFF) | st.sampled_from("abcXYZ019_-."),
