@@ -22,10 +22,7 @@ import json
 import multiprocessing
 import os
 import random
-import select
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,13 +34,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.eventbridge import TargetCounter, emit, serve_target  # noqa: E402
+from bench.serve_child import START_TIMEOUT_S, ServeChild  # noqa: E402
 from mqgate.server import run as run_on_event_loop  # noqa: E402
 
 RULE_COUNTS = (10, 10_000)
 PUT_BATCH = 100
-START_TIMEOUT_S = 600
-# MQGATE_BENCH_PROFILE=FILE runs the serve process under cProfile, written to FILE at its clean stop.
-PROFILE = ["-m", "cProfile", "-o", os.environ["MQGATE_BENCH_PROFILE"]] if os.environ.get("MQGATE_BENCH_PROFILE") else []
+# MQGATE_BENCH_PROFILE=FILE runs the serve process under cProfile (bench.serve_child).
 
 
 # Rules per file: a rule file holds at most 1 MiB.
@@ -76,30 +72,10 @@ def events(count: int, rules: int, rng: random.Random) -> list[dict[str, object]
     ]
 
 
-class Serve:
+class Serve(ServeChild):
     def __init__(self, data_dir: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, *PROFILE, "-m", "mqgate.cli", "serve", "--data-dir", str(data_dir), "--mqtt-port", "0",
-             "--grpc-port", "0", "--http-port", "0"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        assert self.process.stdout is not None
-        fd = self.process.stdout.fileno()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        data = b""
-        while not data.endswith(b"\n"):
-            readable, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-            chunk = os.read(fd, 4096) if readable else b""
-            if not chunk:
-                self.process.kill()
-                raise SystemExit(f"mqgate serve did not start (code {self.process.poll()})")
-            data += chunk
-        ready = dict(part.split("=", 1) for part in data.decode().split()[1:])
-        self.url = f"http://{ready['http']}"
-
-    def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        super().__init__(data_dir)
+        self.url = f"http://{self.ready['http']}"
 
     def settle(self) -> None:
         """Wait until the process idles (under 5% of a core over half a second): with thousands of targets, each
@@ -112,16 +88,6 @@ class Serve:
             if now - before < 0.025:
                 return
             before = now
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=120)
 
 
 async def put_all(url: str, batches: list[bytes], counter: TargetCounter, total: int) -> float:

@@ -50,10 +50,7 @@ import json
 import multiprocessing
 import os
 import queue
-import select
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -68,6 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # `python bench/grpc.py` puts bench/ first on sys.path, where this file would stand for the grpc package.
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
 
+from bench.serve_child import ServeChild  # noqa: E402
 from core.grpc.stubs import (  # noqa: E402
     Code,
     MessageType,
@@ -101,7 +99,6 @@ LONG_POLL_S = 5
 START_TIMEOUT_S = 120
 PHASE_TIMEOUT_S = 600
 STOP_TIMEOUT_S = 60
-PROFILE = ["-m", "cProfile", "-o", os.environ["MQGATE_BENCH_PROFILE"]] if os.environ.get("MQGATE_BENCH_PROFILE") else []
 
 
 def emit(key: str, value: float) -> None:
@@ -203,52 +200,22 @@ class Echo:
 # --- mqgate serve -------------------------------------------------------------------------------------------------
 
 
-class Serve:
+class Serve(ServeChild):
     def __init__(self, data_dir: Path) -> None:
         (data_dir / "config").mkdir(parents=True)
         topic = {"topicName": TOPIC, "readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6}
         (data_dir / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": {TOPIC: topic}}))
-        self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
-        with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, *PROFILE, "-m", "mqgate.cli", "serve", "--data-dir", str(data_dir),
-                 "--mqtt-port", "0", "--http-port", "0", "--grpc-port", "0"],
-                cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr,
-            )  # fmt: skip
-        assert self.process.stdout is not None
-        fd = self.process.stdout.fileno()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        data = b""
-        while not data.endswith(b"\n"):
-            readable, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-            chunk = os.read(fd, 4096) if readable else b""
-            if not chunk:
-                self.process.kill()
-                raise SystemExit(f"mqgate serve did not start (code {self.process.poll()}): {self.stderr()}")
-            data += chunk
-        ready = dict(part.split("=", 1) for part in data.decode().split()[1:])
-        self.address = f"127.0.0.1:{ready['grpc'].rsplit(':', 1)[1]}"
-        self.pid = self.process.pid
+        super().__init__(data_dir, data_dir.parent / f"{data_dir.name}.stderr")
+        self.address = f"127.0.0.1:{self.ready['grpc'].rsplit(':', 1)[1]}"
 
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=STOP_TIMEOUT_S)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
+    def stop(self) -> int:
+        code = super().stop()
         troubles = [line for line in self.stderr().splitlines() if " WARNING " in line or " ERROR " in line
                     or line.startswith("Traceback")]  # fmt: skip
-        if troubles or self.process.returncode != 0:
-            print(f"# mqgate serve exited {self.process.returncode}; {len(troubles)} warning/error lines:",
+        if troubles or code != 0:
+            print(f"# mqgate serve exited {code}; {len(troubles)} warning/error lines:",
                   *troubles[:20], sep="\n# ", file=sys.stderr)  # fmt: skip
+        return code
 
 
 # --- client processes ---------------------------------------------------------------------------------------------
