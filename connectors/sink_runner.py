@@ -94,6 +94,8 @@ class SinkRunner(TaskRunner):
         self.queues = queues
         self.policy = ErrorPolicy.of(config)
         self.batch_size = max(1, int(config.get("batch.size") or DEFAULT_BATCH_SIZE))
+        # The runtime's own group: it exists whatever auto_create_group says (off in production).
+        broker.create_groups([sink_group(connector)])
         self.consumer = PullConsumer(broker, sink_group(connector))
         self.producer = Producer(broker, sink_group(connector))
         # Next offset to read per queue, as committed (after flush).

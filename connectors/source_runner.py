@@ -103,6 +103,7 @@ class SourceRunner(TaskRunner):
         """The connector's committed positions, moved on past every record of theirs found in the queues."""
         recovered = {}
         prefix = f"{self.connector}/"
+        self.broker.create_groups([RECOVERY_GROUP])  # ours, whatever auto_create_group says
         for key, entry in self.positions.of_connector(self.connector).items():
             position, offset = entry.position, entry.offset
             read = max(offset, self.broker.min_offset(entry.topic, entry.queue_id))

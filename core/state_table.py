@@ -80,6 +80,8 @@ class StateTable(Generic[V]):
             )
             offset = low
         replayed = 0
+        # The core's own reader: it exists whatever auto_create_group says (off in production).
+        self.broker.create_groups([REPLAY_GROUP])
         while True:
             got = await self.broker.pull(REPLAY_GROUP, self.topic, 0, offset, REPLAY_BATCH)
             if got.status is not PullStatus.FOUND:

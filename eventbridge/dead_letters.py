@@ -247,6 +247,7 @@ class DeadLetterQueues:
     async def _read(self, topic: str, queue_id: int, start: int, end: int) -> list[StoredMessage]:
         found: list[StoredMessage] = []
         offset = start
+        self.runtime.broker.create_groups([REDRIVE_GROUP])  # ours, whatever auto_create_group says
         while offset < end:
             got = await self.runtime.broker.pull(
                 REDRIVE_GROUP, topic, queue_id, offset, min(LIST_PULL_BATCH, end - offset)
@@ -300,6 +301,7 @@ class DeadLetterQueues:
         end = broker.max_offset(topic, queue_id)
         target_offsets: dict[TargetKey, int] = {}
         offset = start
+        broker.create_groups([REDRIVE_GROUP])  # ours, whatever auto_create_group says
         while offset < end:
             got = await broker.pull(REDRIVE_GROUP, topic, queue_id, offset, min(self.batch, end - offset))
             if got.status is PullStatus.OFFSET_ILLEGAL and got.next_begin_offset > offset:

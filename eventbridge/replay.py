@@ -198,6 +198,7 @@ class Replayer:
     ) -> QueueReplay:
         broker = self.runtime.broker
         offset, replayed, skipped = start, 0, 0
+        broker.create_groups([REPLAY_GROUP])  # ours, whatever auto_create_group says
         while offset < end:
             got = await broker.pull(REPLAY_GROUP, topic, queue_id, offset, min(self.batch, end - offset))
             if got.status is PullStatus.OFFSET_ILLEGAL and got.next_begin_offset > offset:

@@ -24,7 +24,7 @@ from rocketmq.grpc_protocol import (
     service_pb2_grpc,
 )
 
-from tests.core.grpc.serving import WAIT_S, client_config, grpc_port, receive_all, start, write_topics
+from tests.core.grpc.serving import WAIT_S, client_config, grpc_port, receive_all, start, write_groups, write_topics
 from tests.serve_process import ServeProcess
 
 pytestmark = pytest.mark.slow
@@ -238,3 +238,40 @@ def test_a_method_the_service_does_not_have_is_unimplemented(serve: ServeProcess
             call(b"", timeout=10)
     assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
     still_serving(serve)
+
+
+def test_an_unknown_group_gets_consumer_group_not_found(tmp_path) -> None:
+    data_dir = tmp_path / "data"
+    write_topics(data_dir, {"orders": "NORMAL"})
+    write_groups(data_dir, {"known": {}})
+    serve = start(data_dir, config="[broker]\nauto_create_group = false\n")
+    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port(serve)}")
+    try:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        topic = definition_pb2.Resource(name="orders")
+
+        def codes(group: str) -> list[str]:
+            resource = definition_pb2.Resource(name=group)
+            assignment = stub.QueryAssignment(
+                service_pb2.QueryAssignmentRequest(topic=topic, group=resource), metadata=METADATA, timeout=10
+            )
+            heartbeat = stub.Heartbeat(
+                service_pb2.HeartbeatRequest(group=resource, client_type=3), metadata=METADATA, timeout=10
+            )
+            request = service_pb2.ReceiveMessageRequest(
+                group=resource,
+                message_queue=definition_pb2.MessageQueue(topic=topic, id=-1),
+                batch_size=1,
+                invisible_duration={"seconds": 30},
+                long_polling_timeout={"seconds": 5},
+            )
+            (received,) = [
+                r.status for r in stub.ReceiveMessage(request, metadata=METADATA, timeout=30) if r.HasField("status")
+            ]
+            return [Code.Name(assignment.status.code), Code.Name(heartbeat.status.code), Code.Name(received.code)]
+
+        assert codes("stranger") == ["CONSUMER_GROUP_NOT_FOUND"] * 3
+        assert codes("known") == ["OK", "OK", "MESSAGE_NOT_FOUND"]
+    finally:
+        channel.close()
+        assert serve.stop() == 0
