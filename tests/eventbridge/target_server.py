@@ -18,6 +18,7 @@ class Received:
     attributes: dict[str, Any]
     data: Any
     headers: dict[str, str]
+    query: str = ""  # the request's query string: tells targets sharing this server apart
 
 
 @dataclass
@@ -56,7 +57,9 @@ class TargetServer:
         if self.status >= 300:
             return web.Response(status=self.status, text="not now")
         event = from_http(HTTPMessage(dict(request.headers), body), JSONFormat())
-        self.received.append(Received(event.get_attributes(), event.get_data(), dict(request.headers)))
+        self.received.append(
+            Received(event.get_attributes(), event.get_data(), dict(request.headers), request.query_string)
+        )
         self._arrived.set()
         return web.Response(status=204)
 
