@@ -551,6 +551,12 @@ class Broker:
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.offsets.commit_offset(group, topic, queue_id, offset)
 
+    async def persist_offsets(self) -> None:
+        """Write committed offsets to consumerOffset.json now (in a worker thread), rather than at the next round of
+        `offset_persist_interval_s`: for an offset whose loss a crash must not cost, such as where a new reader
+        starts."""
+        await asyncio.to_thread(self.offsets.persist)
+
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of a clustering group, or -1 if it has none."""
         return self.offsets.query_offset(group, topic, queue_id)

@@ -200,6 +200,10 @@ class EventBridgeRuntime:
                 group = sink_group(key.connector)
                 if self.broker.query_offset(group, key.queue, 0) < 0:
                     self.broker.commit_offset(group, key.queue, 0, self.broker.max_offset(key.queue, 0))
+            # On disk before the first event is routed to them: a target whose start offset a crash forgot would
+            # start again at the end of its queue after the restart, skipping events acknowledged to their
+            # senders and routed to it before the crash.
+            await self.broker.persist_offsets()
         self.router.update(rule for rule in rules if rule.enabled)
         for key in gone:
             # Deleted or disabled: enabled again, it starts at the end, as a new AWS rule does, instead of
@@ -225,14 +229,20 @@ class EventBridgeRuntime:
             # queues (the dispatcher thread puts it there a little after the append) before the end is read.
             await self.broker.wait_visible(VISIBLE_TIMEOUT_S)
 
+        starting: list[tuple[str, EventSource, list[MessageQueue]]] = []
         for name, source in wanted_sources.items():
             if name not in self._sources:
                 try:
-                    self._sources[name] = self._start_source(source)
+                    starting.append((name, source, self._source_queues(source)))
                 except CoreError as exc:
                     log.error("eventbridge: source %r not started: %s", name, exc)
-                    continue
-                log.info("eventbridge: source %r started (%s -> bus %r)", name, source.mqtt or source.topic, source.bus)
+        if starting:
+            # Where new sources start, on disk before they read: forgotten in a crash, a source would start at the
+            # end of its topic again and skip the messages devices sent meanwhile.
+            await self.broker.persist_offsets()
+        for name, source, queues in starting:
+            self._sources[name] = self._start_source(source, queues)
+            log.info("eventbridge: source %r started (%s -> bus %r)", name, source.mqtt or source.topic, source.bus)
 
     def source_runner(self, name: str) -> SinkRunner:
         return self._sources[name].runner
@@ -240,13 +250,18 @@ class EventBridgeRuntime:
     def source_tasks(self) -> dict[str, EventSourceTask]:
         return {name: running.task for name, running in self._sources.items()}
 
-    def _start_source(self, source: EventSource) -> _RunningSource:
+    def _source_queues(self, source: EventSource) -> list[MessageQueue]:
+        """The queues a new source reads, its group's start at their end committed (not yet persisted)."""
         self.buses.create(source.bus)
         # The MQTT gateway writes a first-level topic when a device first publishes there; route() creates it
         # now if the broker auto-creates topics, and raises if not (the source is then reported, not started).
         queues = sorted(self.broker.route(source.core_topic).read_queues, key=lambda queue: queue.queue_id)
-        connector = "|".join(("ebsrc", source.name.replace(".", "%")))
-        self._start_new_group_at_end(sink_group(connector), queues)
+        self.broker.create_groups([sink_group(_source_connector(source))])
+        self._start_new_group_at_end(sink_group(_source_connector(source)), queues)
+        return queues
+
+    def _start_source(self, source: EventSource, queues: list[MessageQueue]) -> _RunningSource:
+        connector = _source_connector(source)
         task = EventSourceTask(source, self.buses, lambda: self.schemas)
         runner = SinkRunner(self.broker, self._arrivals, connector, 0, task, {"errors.retry.timeout": 60_000}, queues)
         runner.start()
@@ -351,3 +366,7 @@ async def _stop(runner: SinkRunner) -> None:
         async with asyncio.timeout(STOP_GRACE_S):
             await runner.pause()
     await runner.stop()
+
+
+def _source_connector(source: EventSource) -> str:
+    return "|".join(("ebsrc", source.name.replace(".", "%")))

@@ -146,3 +146,36 @@ async def test_a_thousand_rules_deliver_each_event_to_exactly_its_targets_once_a
     await put(serve, after)
     await settle(target, sum(want.values()))
     assert delivered(target) == want
+
+
+async def test_a_sigkill_loses_no_delivery_and_repeats_only_what_was_delivered_before_it(
+    target: TargetServer, tmp_path: Path
+) -> None:
+    rules = tmp_path / "data" / "rules"
+    rules.mkdir(parents=True)
+    patterns = {n: device_pattern(n) for n in range(DEVICE_RULES)} | site_rules(edited=False)
+    (rules / "devices.yaml").write_text(rule_file({n: device_pattern(n) for n in range(DEVICE_RULES)}, target.url))
+    (rules / "sites.yaml").write_text(rule_file(site_rules(edited=False), target.url))
+    rng = random.Random(2000)
+    before, after = make_events(0, EVENTS // 2, rng), make_events(EVENTS // 2, EVENTS // 2, rng)
+    first = ServeProcess(tmp_path / "data", "--log-level", "WARNING")
+    try:
+        await put(first, before)
+        # Killed while its targets deliver: some deliveries done, their positions maybe not yet on disk.
+        await target.wait_for(sum(expected(before, patterns).values()) // 2, timeout_s=120)
+    finally:
+        first.kill()
+    second = ServeProcess(tmp_path / "data", "--log-level", "WARNING")
+    try:
+        await put(second, after)
+        want = expected(before, patterns) + expected(after, patterns)
+        await target.wait_for(sum(want.values()), timeout_s=120)
+        await asyncio.sleep(1.0)
+    finally:
+        assert second.stop() == 0
+    got = delivered(target)
+    assert set(got) == set(want)  # every acknowledged event reached exactly its targets
+    repeated = {pair for pair, times in got.items() if times > 1}
+    # At least once: what was delivered before the kill may come again (its position was not yet saved); what was
+    # put after the restart comes once.
+    assert {event_id for _, event_id in repeated} <= {event["id"] for event in before}
