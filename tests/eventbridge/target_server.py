@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from aiohttp import web
 from cloudevents.core.bindings.http import HTTPMessage, from_http
 from cloudevents.core.formats.json import JSONFormat
@@ -71,6 +73,14 @@ class TargetServer:
             while len(self.received) < count:
                 self._arrived.clear()
                 await self._arrived.wait()
+
+
+@pytest.fixture
+async def target() -> AsyncIterator[TargetServer]:
+    """A started TargetServer, stopped after the test (import it into a test module to use it)."""
+    server = await TargetServer().start()
+    yield server
+    await server.stop()
 
 
 def unused_port() -> int:

@@ -4,7 +4,7 @@ with events flowing to a real CloudEvents receiver; an operator's file stays the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +21,6 @@ rules:
     targets:
       - {id: t, type: http, url: "http://127.0.0.1:9/x"}
 """
-
-
-@pytest.fixture
-async def target() -> AsyncIterator[TargetServer]:
-    server = await TargetServer().start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +48,6 @@ rules:
         type: http
         url: {url}
 """
-
-
-@pytest.fixture
-async def target() -> AsyncIterator[TargetServer]:
-    server = await TargetServer().start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import asyncio
 import collections
 import json
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +53,6 @@ def rule_file(patterns: dict[int, dict[str, Any]], url: str) -> str:
 
 def site_rules(edited: bool) -> dict[int, dict[str, Any]]:
     return {n: site_pattern(n, edited) for n in range(DEVICE_RULES, DEVICE_RULES + SITE_RULES)}
-
-
-@pytest.fixture
-async def target() -> AsyncIterator[TargetServer]:
-    server = await TargetServer().start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

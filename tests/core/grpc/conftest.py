@@ -20,3 +20,5 @@ finally:
         os.environ["HOME"] = _saved_home
 # The client's log handler keeps its file open; on POSIX the directory can go while it is open.
 atexit.register(shutil.rmtree, _home, ignore_errors=True)
+
+from tests.eventbridge.target_server import target  # noqa: E402, F401 (a fixture: a started HTTP target server)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import paho.mqtt.client as paho
@@ -36,13 +36,6 @@ rules:
         url: {url}
         mode: binary
 """
-
-
-@pytest.fixture
-async def target() -> AsyncIterator[TargetServer]:
-    server = await TargetServer().start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture
