@@ -62,6 +62,7 @@ from eventbridge.errors import TransformRenderError
 from eventbridge.retry_policy import retryable
 from eventbridge.rule_model import HttpTarget, TargetMode
 from eventbridge.target_headers import target_headers
+from eventbridge.transform import Transform
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class _JsonDataFormat(JSONFormat):
         return _encode_json(data).encode("utf-8")
 
 
-_FORMAT = _JsonDataFormat()
+DATA_FORMAT = _FORMAT = _JsonDataFormat()  # also the other targets' (local_targets)
 # json.dumps with options builds an encoder per call; this one is built once.
 _encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 # The SDK holds `time` as a datetime (it refuses a string); datetimes are immutable, so events may share one.
@@ -148,13 +149,13 @@ def outgoing_event(target: HttpTarget, event: Mapping[str, Any]) -> CloudEvent:
     Raises TransformRenderError when the target's transform fails on this event. A malformed matched event (no
     id, a time that is not RFC 3339) is the caller's bug and raises the SDK's or dateutil's error.
     """
-    return _cloud_event(target, event, canonical_extensions=False)
+    return cloud_event_of(target.transform, event, canonical_extensions=False)
 
 
 def outgoing_request(target: HttpTarget, event: Mapping[str, Any]) -> OutgoingRequest:
     """The HTTP request for `event`, in the target's mode, with its headers. Pure; raises TransformRenderError."""
     binary = target.mode is TargetMode.BINARY
-    cloud_event = _cloud_event(target, event, canonical_extensions=binary)
+    cloud_event = cloud_event_of(target.transform, event, canonical_extensions=binary)
     extra = target_headers(target, event)
     message: HTTPMessage = to_binary(cloud_event, _FORMAT) if binary else to_structured(cloud_event, _FORMAT)
     headers = list(message.headers.items())
@@ -164,14 +165,14 @@ def outgoing_request(target: HttpTarget, event: Mapping[str, Any]) -> OutgoingRe
     return OutgoingRequest(target.url, tuple(headers), message.body)
 
 
-def _cloud_event(target: HttpTarget, event: Mapping[str, Any], canonical_extensions: bool) -> CloudEvent:
-    """The one CloudEvent built (and validated by the SDK) for a request.
+def cloud_event_of(transform: Transform, event: Mapping[str, Any], canonical_extensions: bool) -> CloudEvent:
+    """The one CloudEvent built (and validated by the SDK) for a request or another target's message.
 
     With `canonical_extensions` (binary mode), boolean extensions are given as "true"/"false": headers carry
     strings, and the SDK would write str(value), Python's spelling. Set before construction, so the SDK builds
     and validates the event once.
     """
-    transformed = target.transform.apply(event)
+    transformed = transform.apply(event)
     attributes: dict[str, Any] = {}
     for name, value in event.items():
         if name in _NOT_COPIED:

@@ -51,7 +51,7 @@ from eventbridge.matcher import Matcher
 from eventbridge.pattern_compiler import compile_pattern
 from eventbridge.pattern_errors import PatternError
 from eventbridge.rule_file import BUS_NAME
-from eventbridge.rule_model import DEFAULT_BUS, Rule
+from eventbridge.rule_model import DEFAULT_BUS, HttpTarget, MqttTarget, Rule, Target, TopicTarget
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
 from eventbridge.transform import event_as_json
 
@@ -165,13 +165,24 @@ async def delete_bus(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+def _target_json(target: Target) -> dict[str, Any]:
+    if isinstance(target, HttpTarget):
+        return {"id": target.id, "type": "http", "url": target.url, "mode": target.mode.value}
+    if isinstance(target, TopicTarget):
+        return {"id": target.id, "type": "topic", "topic": target.topic, "mode": target.mode.value, "tag": target.tag}
+    if isinstance(target, MqttTarget):
+        return {"id": target.id, "type": "mqtt", "topic": target.topic.text, "qos": target.qos,
+                "retain": target.retain, "mode": target.mode.value}  # fmt: skip
+    return {"id": target.id, "type": "bus", "bus": target.bus}
+
+
 def _rule_json(runtime: EventBridgeRuntime, rule: Rule) -> dict[str, Any]:
     tasks = runtime.target_tasks()
     targets = []
     for target in rule.targets:
         key = TargetKey(rule.bus, rule.name, target.id)
         task = tasks.get(key)
-        entry: dict[str, Any] = {"id": target.id, "url": target.url, "mode": target.mode.value}
+        entry = _target_json(target)
         if task is None:
             entry["state"] = "DISABLED"
         else:

@@ -45,10 +45,10 @@ from eventbridge.rule_model import (
     DEFAULT_BUS,
     EventSchema,
     EventSource,
-    HttpTarget,
     Rule,
     RuleKey,
     RulePattern,
+    Target,
 )
 from eventbridge.source_file import BUS_NAME, read_schemas, read_sources
 from eventbridge.target_file import read_target
@@ -173,9 +173,9 @@ def _read_rule(reader: NodeReader, node: Node, compile_pattern: PatternCompileHo
     target_nodes = reader.sequence(fields["targets"][1], f"{where}: targets")
     if not target_nodes:
         raise reader.error(fields["targets"][1], f"{where}: targets is empty; give at least one target")
-    targets: list[HttpTarget] = []
+    targets: list[Target] = []
     for target_node in target_nodes:
-        target = read_target(reader, where, target_node)
+        target = read_target(reader, where, target_node, bus)
         if any(t.id == target.id for t in targets):
             raise reader.error(target_node, f"{where}: target id {target.id!r} is used twice")
         targets.append(target)

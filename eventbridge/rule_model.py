@@ -85,6 +85,67 @@ class HttpTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicTarget:
+    """A core topic: each event becomes one message (CloudEvents' Kafka binding: the data as the body, attributes as
+    `ce_*` properties, in binary mode; the whole CloudEvent JSON in structured mode), keyed by the event id."""
+
+    id: str
+    topic: str
+    mode: TargetMode = TargetMode.BINARY
+    tag: str | None = None  # the message's tag; None: the event's type
+    transform: Transform = field(default_factory=lambda: compile_transform(TransformSpec()))
+    retry_policy: RetryPolicy = field(default_factory=BackoffRetry)
+    dead_letter_topic: str | None = None
+    position: SourcePosition | None = field(default=None, compare=False)
+    # Stored one after another, in the order the events were routed (a local store takes microseconds an event).
+    concurrency: int = field(default=1, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MqttTopicTemplate:
+    """An MQTT topic name in which `${<JSONPath>}` stands for a value of the event (as AWS IoT's substitution
+    templates do): `devices/${$.data.device}/commands`. `parts` alternate literal text and paths."""
+
+    text: str
+    parts: tuple[str | JsonPath, ...] = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MqttTarget:
+    """An MQTT topic: each event is published by the gateway, as a client's PUBLISH would be (retained when
+    `retain`), to the devices subscribed (CloudEvents' MQTT binding: in binary mode the data as the payload and the
+    attributes as MQTT 5 user properties; in structured mode the whole CloudEvent JSON)."""
+
+    id: str
+    topic: MqttTopicTemplate
+    qos: int = 0
+    retain: bool = False
+    mode: TargetMode = TargetMode.BINARY
+    transform: Transform = field(default_factory=lambda: compile_transform(TransformSpec()))
+    retry_policy: RetryPolicy = field(default_factory=BackoffRetry)
+    dead_letter_topic: str | None = None
+    position: SourcePosition | None = field(default=None, compare=False)
+    # In order: a device sees its commands in the order the events were routed.
+    concurrency: int = field(default=1, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BusTarget:
+    """Another bus: each event is put on it unchanged (same id, as AWS forwards events between buses), where that
+    bus's rules route it."""
+
+    id: str
+    bus: str
+    retry_policy: RetryPolicy = field(default_factory=BackoffRetry)
+    dead_letter_topic: str | None = None
+    position: SourcePosition | None = field(default=None, compare=False)
+    concurrency: int = field(default=1, init=False)
+
+
+Target = HttpTarget | TopicTarget | MqttTarget | BusTarget
+
+
+@dataclass(frozen=True, slots=True)
 class RuleKey:
     bus: str
     name: str
@@ -98,7 +159,7 @@ class Rule:
     name: str
     bus: str
     pattern: RulePattern
-    targets: tuple[HttpTarget, ...]
+    targets: tuple[Target, ...]
     enabled: bool = True
     description: str = ""
     position: SourcePosition | None = field(default=None, compare=False)

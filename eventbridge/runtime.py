@@ -38,13 +38,14 @@ from eventbridge.bus import BusError, EventBuses, OnlyFor, bus_topic, decode_eve
 from eventbridge.clock import Clock, SystemClock
 from eventbridge.errors import RuleFileError
 from eventbridge.event_schema import SchemaRegistry
+from eventbridge.local_targets import Deliverers, HttpDeliverer, LocalTargets, MqttPublisher
 from eventbridge.matcher import Matcher
 from eventbridge.pattern_compiler import compile_pattern
 from eventbridge.router import EventRouter, target_queue
 from eventbridge.rule_directory import load_rule_directory, rule_files
-from eventbridge.rule_model import DEFAULT_BUS, EventSource, HttpTarget, Rule, RuleSet
+from eventbridge.rule_model import DEFAULT_BUS, BusTarget, EventSource, Rule, RuleSet, Target
 from eventbridge.source_task import EventSourceTask
-from eventbridge.target_task import Deliverer, TargetTask
+from eventbridge.target_task import TargetTask
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class _RunningSource:
 @dataclass(slots=True)
 class _Running:
     rule: Rule
-    target: HttpTarget
+    target: Target
     task: TargetTask
     runner: SinkRunner
 
@@ -104,19 +105,21 @@ class EventBridgeRuntime:
         self,
         broker: Broker,
         rules_dir: Path,
-        deliverer: Deliverer,
+        deliverer: HttpDeliverer,
         *,
         clock: Clock | None = None,
         rng: random.Random | None = None,
         reload_interval_s: float = DEFAULT_RELOAD_INTERVAL_S,
+        mqtt: MqttPublisher | None = None,
     ) -> None:
         self.broker = broker
         self.rules_dir = Path(rules_dir)
-        self.deliverer = deliverer
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.reload_interval_s = reload_interval_s
         self.buses = EventBuses(broker)
+        # HTTP targets through `deliverer`; core topics, MQTT (when the gateway runs) and buses inside mqgate.
+        self.deliverer = Deliverers(deliverer, LocalTargets(broker, self.buses, mqtt))
         self.router = EventRouter.of(broker)
         self.rules = RuleSet()
         self.schemas = SchemaRegistry()
@@ -171,7 +174,7 @@ class EventBridgeRuntime:
         return self._running[key].runner
 
     async def _apply(self, rules: RuleSet) -> None:
-        wanted: dict[TargetKey, tuple[Rule, HttpTarget]] = {}
+        wanted: dict[TargetKey, tuple[Rule, Target]] = {}
         for rule in rules:
             if not rule.enabled:
                 continue
@@ -267,10 +270,12 @@ class EventBridgeRuntime:
         runner.start()
         return _RunningSource(source, task, runner)
 
-    def _start(self, key: TargetKey, rule: Rule, target: HttpTarget) -> _Running:
+    def _start(self, key: TargetKey, rule: Rule, target: Target) -> _Running:
         dead_letters = target.dead_letter_topic or default_dead_letter_topic(rule.bus)
         if not self.broker.has_topic(dead_letters):
             self.broker.create_topic(dead_letters, 1)
+        if isinstance(target, BusTarget):
+            self.buses.create(target.bus)  # a bus named by a rule is created with it
         queue = MessageQueue(key.queue, self.broker.config.broker_name, 0)
         task = TargetTask(self.broker, rule, target, self.deliverer, dead_letters, self.clock, self.rng)
         config: dict[str, Any] = {

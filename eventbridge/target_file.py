@@ -1,5 +1,13 @@
 """The targets of a rule file: each `targets:` entry of a rule read from its YAML node and checked (rule_file.py
-reads the rest of the file; the node reader names file, line and column in every error)."""
+reads the rest of the file; the node reader names file, line and column in every error).
+
+    - {id: alerts, type: http, url: https://alerts.example/hook, ...}        an HTTP endpoint (CloudEvents)
+    - {id: audit, type: topic, topic: audit-events, tag: cold, mode: binary} a core topic
+    - {id: cmd, type: mqtt, topic: "devices/${$.data.device}/cmd", qos: 1, retain: false}   an MQTT topic
+    - {id: ops, type: bus, bus: ops}                                         another bus, the event unchanged
+
+Every type takes `retry_policy` and `dead_letter_topic`; all but `bus` take `transform` and `mode`.
+"""
 
 from __future__ import annotations
 
@@ -21,9 +29,15 @@ from eventbridge.rule_model import (
     MAX_TIMEOUT_MS,
     ApiKeyAuth,
     BasicAuth,
+    BusTarget,
     HttpTarget,
+    MqttTarget,
+    Target,
     TargetMode,
+    TopicTarget,
 )
+from eventbridge.source_file import BUS_NAME
+from eventbridge.topic_template import TopicTemplateError, compile_topic_template
 from eventbridge.transform import TemplateOutput, Transform, TransformKind, TransformSpec, compile_transform
 
 # AWS EventBridge: target ids are 1 to 64 of [.-_A-Za-z0-9].
@@ -33,26 +47,76 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # Set by the HTTP target itself (CloudEvents binding, body framing); a rule may not override them.
 _RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding", "connection"})
 
-_TARGET_KEYS = (
-    "id", "type", "url", "mode", "headers", "timeout_ms", "concurrency", "auth", "transform", "retry_policy",
-    "dead_letter_topic",
-)  # fmt: skip
+_COMMON_KEYS = ("id", "type", "retry_policy", "dead_letter_topic")
+_TARGET_KEYS = {
+    "http": (*_COMMON_KEYS, "url", "mode", "headers", "timeout_ms", "concurrency", "auth", "transform"),
+    "topic": (*_COMMON_KEYS, "topic", "mode", "tag", "transform"),
+    "mqtt": (*_COMMON_KEYS, "topic", "qos", "retain", "mode", "transform"),
+    # An event goes to another bus as it is: the rules of that bus match it, so it is not transformed.
+    "bus": (*_COMMON_KEYS, "bus"),
+}
+_REQUIRED_KEYS = {"http": ("url",), "topic": ("topic",), "mqtt": ("topic",), "bus": ("bus",)}
 
 
-def read_target(reader: NodeReader, rule_where: str, node: Node) -> HttpTarget:
-    fields = reader.mapping(node, f"{rule_where}: target", _TARGET_KEYS, ["id", "type", "url"])
+def read_target(reader: NodeReader, rule_where: str, node: Node, rule_bus: str) -> Target:
+    if not isinstance(node, MappingNode):
+        raise reader.error(node, f"{rule_where}: target must be a mapping")
+    type_node = next((value for key, value in node.value if isinstance(key, ScalarNode) and key.value == "type"), None)
+    if type_node is None:
+        raise reader.error(node, f"{rule_where}: target: 'type' is missing; use one of {', '.join(_TARGET_KEYS)}")
+    target_type = reader.string(type_node, f"{rule_where}: target type")
+    if target_type not in _TARGET_KEYS:
+        known = ", ".join(_TARGET_KEYS)
+        raise reader.error(type_node, f"{rule_where}: target type {target_type!r} is not one of {known}")
+    fields = reader.mapping(
+        node, f"{rule_where}: {target_type} target", _TARGET_KEYS[target_type], ("id", *_REQUIRED_KEYS[target_type])
+    )
     target_id = reader.string(fields["id"][1], f"{rule_where}: target id", TARGET_ID, "use 1 to 64 of [A-Za-z0-9._-]")
     where = f"{rule_where}, target {target_id!r}"
-    target_type = reader.string(fields["type"][1], f"{where}: type")
-    if target_type != "http":
-        raise reader.error(fields["type"][1], f"{where}: type {target_type!r} is not supported; use 'http'")
+    retry = _read_retry_policy(reader, where, fields["retry_policy"][1]) if "retry_policy" in fields else BackoffRetry()
+    dead_letter_topic = None
+    if "dead_letter_topic" in fields:
+        dlq_node = fields["dead_letter_topic"][1]
+        dead_letter_topic = reader.string(dlq_node, f"{where}: dead_letter_topic")
+        _check_topic(reader, dlq_node, f"{where}: dead_letter_topic", dead_letter_topic)
+    position = reader.position(node)
+    if target_type == "bus":
+        bus_node = fields["bus"][1]
+        bus = reader.string(bus_node, f"{where}: bus", BUS_NAME, "use 1 to 64 of letters, digits, '_', '-'")
+        if bus == rule_bus:
+            raise reader.error(bus_node, f"{where}: bus {bus!r} is the rule's own bus; its events would loop")
+        return BusTarget(target_id, bus, retry, dead_letter_topic, position)
+
+    mode = reader.enum_value(fields["mode"][1], f"{where}: mode", TargetMode) if "mode" in fields else TargetMode.BINARY
+    transform = (
+        _read_transform(reader, where, fields["transform"][1])
+        if "transform" in fields
+        else compile_transform(TransformSpec())
+    )
+    if target_type == "topic":
+        topic_node = fields["topic"][1]
+        topic = reader.string(topic_node, f"{where}: topic")
+        _check_topic(reader, topic_node, f"{where}: topic", topic)
+        tag = reader.string(fields["tag"][1], f"{where}: tag") if "tag" in fields else None
+        if tag is not None and "||" in tag:
+            raise reader.error(fields["tag"][1], f"{where}: tag {tag!r}: '||' separates tags in a subscription")
+        return TopicTarget(target_id, topic, mode, tag, transform, retry, dead_letter_topic, position)
+    if target_type == "mqtt":
+        topic_node = fields["topic"][1]
+        text = reader.string(topic_node, f"{where}: topic")
+        try:
+            template = compile_topic_template(text)
+        except TopicTemplateError as exc:
+            raise reader.error(topic_node, f"{where}: topic: {exc}") from None
+        qos = reader.integer(fields["qos"][1], f"{where}: qos", 0, 2) if "qos" in fields else 0
+        retain = reader.boolean(fields["retain"][1], f"{where}: retain") if "retain" in fields else False
+        return MqttTarget(target_id, template, qos, retain, mode, transform, retry, dead_letter_topic, position)
+
     url_node = fields["url"][1]
     url = reader.string(url_node, f"{where}: url")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise reader.error(url_node, f"{where}: url {url!r} is not an http:// or https:// URL with a host")
-
-    mode = reader.enum_value(fields["mode"][1], f"{where}: mode", TargetMode) if "mode" in fields else TargetMode.BINARY
     auth = _read_auth(reader, where, fields["auth"][1]) if "auth" in fields else None
     headers, derived = _read_headers(reader, where, fields["headers"][1], auth) if "headers" in fields else ((), ())
     timeout_ms = (
@@ -65,16 +129,6 @@ def read_target(reader: NodeReader, rule_where: str, node: Node) -> HttpTarget:
         if "concurrency" in fields
         else DEFAULT_CONCURRENCY
     )
-    transform = _read_transform(reader, where, fields["transform"][1]) if "transform" in fields else None
-    retry = _read_retry_policy(reader, where, fields["retry_policy"][1]) if "retry_policy" in fields else None
-    dead_letter_topic = None
-    if "dead_letter_topic" in fields:
-        dlq_node = fields["dead_letter_topic"][1]
-        dead_letter_topic = reader.string(dlq_node, f"{where}: dead_letter_topic")
-        try:
-            validate_topic(dead_letter_topic)
-        except TopicConfigError as exc:
-            raise reader.error(dlq_node, f"{where}: dead_letter_topic: {exc}") from None
     return HttpTarget(
         id=target_id,
         url=url,
@@ -84,11 +138,18 @@ def read_target(reader: NodeReader, rule_where: str, node: Node) -> HttpTarget:
         timeout_ms=timeout_ms,
         concurrency=concurrency,
         auth=auth,
-        transform=transform or compile_transform(TransformSpec()),
-        retry_policy=retry or BackoffRetry(),
+        transform=transform,
+        retry_policy=retry,
         dead_letter_topic=dead_letter_topic,
-        position=reader.position(node),
+        position=position,
     )
+
+
+def _check_topic(reader: NodeReader, node: Node, where: str, topic: str) -> None:
+    try:
+        validate_topic(topic)
+    except TopicConfigError as exc:
+        raise reader.error(node, f"{where}: {exc}") from None
 
 
 def _read_headers(

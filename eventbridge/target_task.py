@@ -38,7 +38,7 @@ from core import Broker, Producer
 from eventbridge.bus import BusError, OnlyFor, decode_event
 from eventbridge.clock import Clock, SystemClock
 from eventbridge.http_target import DeliveryOutcome
-from eventbridge.rule_model import HttpTarget, Rule
+from eventbridge.rule_model import Rule, Target
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,9 @@ MAX_ERROR_CHARS = 2000
 
 
 class Deliverer(Protocol):
-    """What delivers one event to one target (http_target.HttpTargetClient)."""
+    """What delivers one event to one target (local_targets.Deliverers: HTTP, core topic, MQTT, bus)."""
 
-    async def deliver(self, target: HttpTarget, event: Mapping[str, Any]) -> DeliveryOutcome: ...
+    async def deliver(self, target: Target, event: Mapping[str, Any]) -> DeliveryOutcome: ...
 
 
 @dataclass(slots=True)
@@ -93,7 +93,7 @@ class TargetTask(SinkTask):
         self,
         broker: Broker,
         rule: Rule,
-        target: HttpTarget,
+        target: Target,
         deliverer: Deliverer,
         dead_letter_topic: str,
         clock: Clock | None = None,

@@ -150,12 +150,14 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
             try:
                 parts = [f"store={settings.store.store_dir}", recovery_part(report)]
                 async with contextlib.AsyncExitStack() as parts_stack:
+                    gateway = None
                     if settings.mqtt.enabled:
-                        parts += await _start_mqtt(settings, broker, parts_stack, tls)
+                        mqtt_parts, gateway = await _start_mqtt(settings, broker, parts_stack, tls)
+                        parts += mqtt_parts
                     if settings.grpc.enabled:
                         parts += await _start_grpc(settings, broker, parts_stack)
                     worker = await _start_connectors(settings, broker, parts_stack)
-                    eventbridge = await _start_eventbridge(settings, broker, parts_stack)
+                    eventbridge = await _start_eventbridge(settings, broker, parts_stack, gateway)
                     if settings.http.enabled:
                         parts += await _start_http(settings, parts_stack, worker, eventbridge)
                     if not stop.is_set():
@@ -206,8 +208,9 @@ def tls_context(config: MqttConfig) -> ssl.SSLContext | None:
 
 async def _start_mqtt(
     settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, tls: ssl.SSLContext | None
-) -> list[str]:
-    """Start the MQTT gateway and its listeners; return their ready-line parts. Closed by `stack`."""
+) -> tuple[list[str], MqttGateway]:
+    """Start the MQTT gateway and its listeners; return their ready-line parts and the gateway. Closed by
+    `stack`."""
     config = settings.mqtt
     gateway = MqttGateway(broker, config, settings.data_dir / MQTT_SUBDIR)
     await gateway.start()
@@ -229,7 +232,7 @@ async def _start_mqtt(
                 await asyncio.wait_for(server.wait_closed(), 5)
 
         stack.push_async_callback(close_server)
-    return parts
+    return parts, gateway
 
 
 async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> list[str]:
@@ -262,13 +265,13 @@ async def _start_connectors(settings: Settings, broker: Broker, stack: contextli
 
 
 async def _start_eventbridge(
-    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack
+    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, gateway: MqttGateway | None
 ) -> EventBridgeRuntime:
     """Start EventBridge: buses, the rules of DATA_DIR/rules and their targets. Closed by `stack` (targets first,
-    then their HTTP client)."""
+    then their HTTP client). MQTT targets publish through `gateway` (None: the gateway is off; they dead-letter)."""
     client = HttpTargetClient()
     stack.push_async_callback(client.close)
-    runtime = EventBridgeRuntime(broker, settings.data_dir / RULES_SUBDIR, client)
+    runtime = EventBridgeRuntime(broker, settings.data_dir / RULES_SUBDIR, client, mqtt=gateway)
     await runtime.start()
     stack.push_async_callback(runtime.close)
     for error in runtime.errors:

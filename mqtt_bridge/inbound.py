@@ -45,7 +45,7 @@ from mqtt_bridge.state_records import (
     payload_digest,
     qos2_key,
 )
-from mqtt_bridge.topic import first_level
+from mqtt_bridge.topic import first_level, validate_topic_name
 from mqtt_bridge.topic_mapping import core_topic_of_level
 
 if TYPE_CHECKING:
@@ -91,6 +91,27 @@ class InboundPublishing(GatewayState):
         if sent.status is not SendStatus.SEND_OK:
             # Written, but not known to be on disk (SYNC_FLUSH timed out): no acknowledgement may claim it is.
             raise StoreNotDurableError(not_confirmed(sent.status).reason)
+
+    async def publish_from_server(
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        content_type: str | None = None,
+        user_properties: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """Store a message that mqgate itself publishes (an EventBridge rule's MQTT target) as a client's PUBLISH
+        would be stored: subscribers get it at up to `qos`, and `retain` makes it the topic's retained message (an
+        empty payload clears it). It has no client and passes no ACL (the operator wrote the rule).
+
+        Raises TopicError or TopicNotAccepted (ValueError) for a topic the gateway does not take, the core's error
+        for a message it refuses, StoreNotDurableError when the disk did not confirm it in time."""
+        validate_topic_name(topic)
+        message = MqttMessage(
+            topic, payload, qos, retain, content_type=content_type, user_properties=user_properties or None
+        )
+        await self.store(message)
 
     def _refuse(self, link: Link, topic: str, qos: int, packet_id: int, refusal: Refusal) -> bool:
         """Answer a PUBLISH that was not stored (publish_refusal.py); False if the connection was closed."""

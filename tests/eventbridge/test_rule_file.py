@@ -14,7 +14,18 @@ from eventbridge.errors import RuleFileError
 from eventbridge.retry_policy import BackoffRetry, ExponentialDecayRetry
 from eventbridge.rule_directory import load_rule_directory
 from eventbridge.rule_file import parse_rule_file
-from eventbridge.rule_model import ApiKeyAuth, BasicAuth, RuleKey, RuleSet, TargetMode, diff_rule_sets
+from eventbridge.rule_model import (
+    ApiKeyAuth,
+    BasicAuth,
+    BusTarget,
+    HttpTarget,
+    MqttTarget,
+    RuleKey,
+    RuleSet,
+    TargetMode,
+    TopicTarget,
+    diff_rule_sets,
+)
 from eventbridge.transform import TEXT_CONTENT_TYPE, TransformKind
 
 FULL = textwrap.dedent(
@@ -125,7 +136,18 @@ def test_invalid_file_refused_at_the_node(text: str, line: int, column: int, rea
 @pytest.mark.parametrize(
     ("target", "column", "reason"),
     [
-        ("{id: t, type: sqs, url: 'http://x/'}", 23, "type 'sqs' is not supported"),
+        ("{id: t, type: sqs, url: 'http://x/'}", 23, "type 'sqs' is not one of http, topic, mqtt, bus"),
+        ("{id: t, type: mqtt}", 9, "'topic' is missing"),
+        ("{id: t, type: mqtt, topic: 'a/+/b'}", 36, "wildcard '+' is not allowed"),
+        ("{id: t, type: mqtt, topic: 'a/${$.[}'}", 36, "invalid JSONPath"),
+        ("{id: t, type: mqtt, topic: 'a/${$.x'}", 36, "not closed"),
+        ("{id: t, type: mqtt, topic: a, qos: 3}", 44, "qos is 3"),
+        ("{id: t, type: mqtt, topic: a, retain: 1}", 47, "retain must be"),
+        ("{id: t, type: bus, bus: default}", 33, "the rule's own bus"),
+        ("{id: t, type: bus, bus: ops, transform: {kind: ORIGINAL}}", 38, "unknown key 'transform'"),
+        ("{id: t, type: topic, topic: 'a/b'}", 37, "'/' is not allowed"),
+        ("{id: t, type: topic, topic: t, concurrency: 4}", 40, "unknown key 'concurrency'"),
+        ("{id: t, type: topic, topic: t, tag: 'a||b'}", 45, "'||' separates tags"),
         ("{id: t, type: http, url: 'ftp://x/'}", 34, "not an http:// or https:// URL"),
         ("{id: t, type: http, url: 'http://x/', mode: text}", 53, "mode 'text' is not one of binary, structured"),
         ("{id: t, type: http, url: 'http://x/', timeout_ms: 0}", 59, "timeout_ms is 0"),
@@ -380,3 +402,32 @@ def test_real_pattern_compiler_through_the_hook() -> None:
     assert "data.temp[0].numeric" in info.value.reason
     (rule,) = parse_rule_file("x.yaml", text.replace('"<", 1', '"<", 10'), compile_pattern=compile_pattern)
     assert rule.pattern.value == {"data": {"temp": [{"numeric": [">", 5, "<", 10]}]}}
+
+
+def test_targets_of_every_type_are_read_with_their_settings() -> None:
+    (rule,) = parse_rule_file(
+        "rules/a.yaml",
+        """
+rules:
+  - name: r
+    pattern: {a: [1]}
+    targets:
+      - {id: web, type: http, url: 'http://x/'}
+      - {id: audit, type: topic, topic: audit-log, tag: cold, mode: structured}
+      - {id: cmd, type: mqtt, topic: 'devices/${$.data.device}/cmd', qos: 2, retain: true}
+      - {id: ops, type: bus, bus: ops, retry_policy: EXPONENTIAL_DECAY_RETRY, dead_letter_topic: ops-dlq}
+""",
+    )
+    web, audit, cmd, ops = rule.targets
+    assert isinstance(web, HttpTarget)
+    assert isinstance(audit, TopicTarget)
+    assert (audit.topic, audit.tag, audit.mode, audit.concurrency) == ("audit-log", "cold", TargetMode.STRUCTURED, 1)
+    assert isinstance(cmd, MqttTarget)
+    assert (cmd.topic.text, cmd.qos, cmd.retain) == ("devices/${$.data.device}/cmd", 2, True)
+    assert cmd.mode is TargetMode.BINARY
+    assert isinstance(ops, BusTarget)
+    assert (ops.bus, ops.dead_letter_topic, type(ops.retry_policy).__name__) == (
+        "ops",
+        "ops-dlq",
+        "ExponentialDecayRetry",
+    )

@@ -71,7 +71,7 @@ def test_example_rules_load() -> None:
     result = load_rule_directory(EXAMPLES)
     assert result.errors == ()
     names = sorted(str(rule.key) for rule in result.rules)
-    assert names == ["default/cold-rooms", "default/readings-archive"]
+    assert names == ["default/cold-rooms", "default/heat-cold-rooms", "default/readings-archive"]
     assert list(result.rules.sources) == ["plant-sensors"]
     assert result.rules.sources["plant-sensors"].core_topic == "plant"
     assert len(result.rules.schemas) == 1

@@ -1,6 +1,7 @@
 """One store for every door: what paho-mqtt publishes, the official RocketMQ client receives (with its MQTT topic and
 user properties); what the official RocketMQ producer sends, an MQTT subscriber and an EventBridge rule's HTTP
-target get. One `mqgate serve`, real clients on each side."""
+target get; what an EventBridge rule sends to a core topic, the official client receives. One `mqgate serve`, real
+clients on each side."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
@@ -35,6 +37,10 @@ rules:
         type: http
         url: {url}
         mode: binary
+  - name: audit-orders
+    pattern: {{type: [order.placed]}}
+    targets:
+      - {{id: audit, type: topic, topic: audit-log, tag: orders}}
 """
 
 
@@ -124,3 +130,33 @@ async def test_a_rocketmq_message_reaches_an_mqtt_subscriber_and_an_eventbridge_
     # It carries an MQTT topic, so the source reads it as an MQTT message (eventbridge/source_task.py).
     assert event["source"] == "mqgate/mqtt"
     assert event["subject"] == "orders/eu/42"
+
+
+async def test_an_eventbridge_topic_target_reaches_a_rocketmq_simple_consumer(serve: ServeProcess) -> None:
+    consumer = SimpleConsumer(client_config(serve), "auditors", {"audit-log": FilterExpression("orders")}, 5)
+    await asyncio.to_thread(consumer.startup)
+    try:
+        event = {"specversion": "1.0", "id": "ord-7", "source": "shop", "type": "order.placed", "data": {"n": 7}}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"{serve.http_url}/buses/default/events",
+                data=json.dumps(event),
+                headers={"Content-Type": "application/cloudevents+json"},
+            ) as response,
+        ):
+            assert response.status == 200 and (await response.json())["FailedEntryCount"] == 0
+        got = await asyncio.to_thread(receive_all, consumer, 1)
+    finally:
+        await asyncio.to_thread(consumer.shutdown)
+    (m,) = got
+    # CloudEvents' Kafka binding, binary mode: the data (here the whole event, no transform) as the body, the
+    # attributes as ce_* properties; keyed by the event id, tagged as the target says.
+    body = json.loads(m.body)
+    assert (body["id"], body["type"], body["data"]) == ("ord-7", "order.placed", {"n": 7})
+    assert (m.topic, m.tag, list(m.keys)) == ("audit-log", "orders", ["ord-7"])
+    assert m.properties["ce_id"] == "ord-7"
+    assert m.properties["ce_type"] == "order.placed"
+    assert m.properties["ce_source"] == "shop"
+    assert m.properties["ce_specversion"] == "1.0"
+    assert m.properties["content-type"] == "application/json"
