@@ -91,6 +91,8 @@ STORE_KEY_HELP = {
     "flush_interval_ms": "ASYNC_FLUSH: how often the commit log is flushed (RocketMQ flushIntervalCommitLog)",
     "sync_flush_timeout_ms": "SYNC_FLUSH: wait this long for the disk, then answer FLUSH_DISK_TIMEOUT",
     "logic_flush_interval_ms": "how often consume queues and index are flushed and the checkpoint written",
+    "logic_flush_least_pages": "a consume queue with fewer unflushed 4 KiB pages waits for the thorough flush",
+    "logic_flush_thorough_interval_ms": "how often every consume queue is flushed; recovery after a crash starts there",
     "cq_entries_per_file": "20-byte entries per consume-queue file (RocketMQ mapedFileSizeConsumeQueue)",
     "light_cq_entries_per_file": "entries per file of a light queue (%LMQ%..., one per MQTT subscription filter)",
     "index_slots": "hash slots per index file (RocketMQ maxHashSlotNum)",

@@ -48,6 +48,12 @@ class StoreConfig:
     # Consume queues and index files are flushed (and the checkpoint written) this often:
     # RocketMQ's flushIntervalConsumeQueue is 1 s.
     logic_flush_interval_ms: int = 1000
+    # A consume queue with fewer unflushed pages than this waits for the next thorough flush (RocketMQ's
+    # flushConsumeQueueLeastPages, 2): thousands of light queues with an entry or two each would otherwise cost an
+    # fdatasync apiece every second. The checkpoint vouches only for what the last thorough flush wrote, so after
+    # a crash recovery re-dispatches at most this interval's records (RocketMQ's thorough interval is 60 s).
+    logic_flush_least_pages: int = 2
+    logic_flush_thorough_interval_ms: int = 10_000
     cq_entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE
     light_cq_entries_per_file: int = DEFAULT_LIGHT_CQ_ENTRIES_PER_FILE
     index_slots: int = DEFAULT_INDEX_SLOTS
@@ -81,6 +87,11 @@ class StoreConfig:
         ):
             raise ValueError(
                 "cq_entries_per_file, light_cq_entries_per_file, index_slots and index_entries must be positive"
+            )
+        if self.logic_flush_least_pages < 0 or self.logic_flush_thorough_interval_ms < self.logic_flush_interval_ms:
+            raise ValueError(
+                "logic_flush_least_pages must be at least 0 and logic_flush_thorough_interval_ms at least "
+                "logic_flush_interval_ms"
             )
         for hour in self.delete_hours:
             if not 0 <= hour <= 23:

@@ -68,10 +68,11 @@ class ConsumeQueue:
             self.files.create(self.files.files[-1].end)
         return self.files.files[-1]
 
-    def flush(self) -> int:
-        """fdatasync the files written since the last flush; return the queue offset now on disk."""
+    def flush(self, least_bytes: int = 0) -> int:
+        """fdatasync the files written since the last flush, unless that is fewer than `least_bytes`; return the
+        queue offset now on disk."""
         target = self.max_offset
-        if target > self.flushed_offset:
+        if (target - self.flushed_offset) * ENTRY_SIZE >= max(least_bytes, 1):
             start = self.flushed_offset * ENTRY_SIZE
             for mapped in list(self.files.files):
                 if mapped.end > start and mapped.base < target * ENTRY_SIZE and not mapped.closed:

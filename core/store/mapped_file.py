@@ -72,9 +72,21 @@ class MappedFile:
             fsync_dir(path.parent)
 
     def flush(self) -> None:
-        # msync(MS_SYNC) of the whole mapping: its dirty pages reach the disk as with fdatasync on the file (the
-        # size never changes, so there is no metadata to wait for).
-        self.mm.flush()
+        # fdatasync on a descriptor opened for the purpose: the pages written through the mapping are the file's
+        # page cache, so they reach the disk as msync(MS_SYNC) would send them. Not mmap.flush: CPython holds the
+        # GIL through its msync, and a flush of the commit log or of thousands of consume queues then stopped every
+        # other thread (the event loop serving clients among them) for the length of the disk write. os.open,
+        # os.fdatasync and os.close release it.
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            if self._closed:
+                return  # deleted by retention meanwhile: nothing left to flush
+            raise
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         if self._closed:

@@ -25,6 +25,8 @@ import dataclasses
 import enum
 import fcntl
 import logging
+import math
+import mmap
 import os
 import re
 import threading
@@ -151,6 +153,10 @@ class MessageStore:
             "mqgate-checkpoint", config.logic_flush_interval_ms / 1000, self._save_checkpoint
         )
         self._checkpoint_lock = threading.Lock()
+        # The last flush of every consume queue (the first checkpoint is one): the records below this offset have
+        # their queue entries on disk, what the checkpoint's `dispatched` vouches for.
+        self._next_thorough_flush = -math.inf
+        self._queues_flushed_below = 0
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -229,11 +235,18 @@ class MessageStore:
         with self._checkpoint_lock:
             flushed = self.commit_log.flushed_pos
             dispatched = self.dispatcher.dispatched_offset
+            now = time.monotonic()
+            thorough = now >= self._next_thorough_flush
+            least = 0 if thorough else self.config.logic_flush_least_pages * mmap.PAGESIZE
             for queue in self.queues.all():
-                queue.flush()
+                queue.flush(least)
+            if thorough:
+                # Every record below `dispatched` had its queue entries written before this flush of them all.
+                self._queues_flushed_below = dispatched
+                self._next_thorough_flush = now + self.config.logic_flush_thorough_interval_ms / 1000
             self.index.flush()
             # Every record below `dispatched` had its index entries written before this flush.
-            checkpoint = Checkpoint(flushed, dispatched, dispatched, int(time.time() * 1000))
+            checkpoint = Checkpoint(flushed, self._queues_flushed_below, dispatched, int(time.time() * 1000))
             self.checkpoint_file.save(checkpoint)
             return checkpoint
 

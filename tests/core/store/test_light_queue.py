@@ -152,3 +152,29 @@ def test_deleting_a_light_queue_starts_it_over(open_store):
     assert store.wait_dispatched()
     assert light_bodies(store, "%LMQ%gone") == [b"m1"]
     assert os.path.isdir(store.config.consume_queue_dir / "%LMQ%gone")
+
+
+def test_a_queue_with_a_few_new_entries_waits_for_the_thorough_flush_and_the_checkpoint_says_so(open_store):
+    # Thousands of light queues with an entry or two each would cost an fdatasync apiece every second: a queue
+    # with fewer than logic_flush_least_pages unflushed pages waits, and the checkpoint vouches only for what the
+    # last flush of every queue wrote (recovery re-dispatches from there).
+    store = open_store(logic_flush_thorough_interval_ms=3_600_000)
+    store.append(fan(0, "%LMQ%a"))
+    assert store.wait_dispatched()
+    first = store._save_checkpoint()  # the first is thorough
+    (queue,) = [q for q in store.queues.all() if q.topic == "%LMQ%a"]
+    assert queue.flushed_offset == queue.max_offset == 1
+    assert first.dispatched == store.dispatcher.dispatched_offset
+
+    store.append(fan(1, "%LMQ%a"))
+    assert store.wait_dispatched()
+    second = store._save_checkpoint()
+    assert (queue.flushed_offset, queue.max_offset) == (1, 2)  # one entry: not worth an fdatasync yet
+    assert second.dispatched == first.dispatched < store.dispatcher.dispatched_offset
+    assert second.index_flushed == store.dispatcher.dispatched_offset  # the index is flushed every time
+
+    for n in range(2, 2 + 2 * 4096 // 20):  # two pages of entries: flushed without waiting
+        store.append(fan(n, "%LMQ%a"))
+    assert store.wait_dispatched()
+    store._save_checkpoint()
+    assert queue.flushed_offset == queue.max_offset
