@@ -204,7 +204,7 @@ def _rule_json(runtime: EventBridgeRuntime, rule: Rule) -> dict[str, Any]:
         "enabled": rule.enabled,
         "description": rule.description,
         "file": str(rule.position) if rule.position else None,
-        "pattern": rule.pattern.value,
+        "pattern": rule.pattern.value if rule.pattern is not None else None,
         "targets": targets,
     }
 

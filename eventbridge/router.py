@@ -94,7 +94,9 @@ class EventRouter:
                 for rule in bus_rules
                 for target in rule.targets
             }
-            matcher = Matcher([(rule.name, rule.pattern.value) for rule in bus_rules])
+            # A rule without a pattern (only a schedule) is matched by no event; its queues stay routable, for the
+            # copies restricted to it (its schedule's events, replays, redrives).
+            matcher = Matcher([(rule.name, rule.pattern.value) for rule in bus_rules if rule.pattern is not None])
             routes[bus_topic(bus)] = _BusRoutes(matcher, queues, by_target)
         self._routes = routes
 

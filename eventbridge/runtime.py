@@ -304,7 +304,8 @@ class EventBridgeRuntime:
         }
         if not legacy:
             return
-        matcher: Matcher[str] = Matcher([(rule.name, rule.pattern.value)])
+        # A rule without a pattern matched nothing of the bus: its offsets there are forgotten, nothing copied.
+        matcher: Matcher[str] = Matcher([(rule.name, rule.pattern.value)] if rule.pattern is not None else [])
         only = OnlyFor(str(rule.key), key.target)
         reader = PullConsumer(self.broker, group)
         copied = 0
