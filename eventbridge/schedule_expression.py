@@ -108,7 +108,7 @@ class RateSchedule:
         return self.text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class CronSchedule:
     """Equal by the minutes it fires at, however written: cron(0 0 ? * 2-6 *) is cron(0 0 ? * MON-FRI *)."""
 
@@ -122,6 +122,9 @@ class CronSchedule:
 
     def __str__(self) -> str:
         return self.text
+
+    def __repr__(self) -> str:
+        return f"CronSchedule({self.text!r})"
 
     def next_after(self, after_s: float) -> int | None:
         """The first minute strictly after `after_s` that every field names. Walks the fields from the year down,
