@@ -122,7 +122,8 @@ class Scheduler:
                 log.info("eventbridge: schedule of rule %s stopped", key)
         for key, schedule in wanted.items():
             if schedule is not None and key not in self._timers:
-                state = ScheduleState(schedule)
+                # The first fire is known before the task first runs: GET /rules shows it at once.
+                state = ScheduleState(schedule, schedule.next_after(self.clock.time()))
                 task = asyncio.get_running_loop().create_task(self._run(key, state), name=f"schedule {key}")
                 self._timers[key] = _Timer(state, task)
                 log.info("eventbridge: schedule %s of rule %s started", schedule, key)
@@ -145,7 +146,7 @@ class Scheduler:
 
     async def _run(self, key: RuleKey, state: ScheduleState) -> None:
         schedule = state.schedule
-        fire = schedule.next_after(self.clock.time())
+        fire = state.next_fire
         while fire is not None:
             state.next_fire = fire
             # A manual clock wakes sleepers only when it is moved: never sleep for nothing.
