@@ -13,9 +13,10 @@ The event, in the bus's structured CloudEvents JSON form (as PutEvents stores ev
     datacontenttype  application/json
     data             {}
 
-Timers run on the runtime's Clock (clock.py), each as its own asyncio task: a put waits for its event to be durable
-in the core, and delays nothing else. A put that fails (a full disk) is logged and tried again, FIRE_ATTEMPTS times
-in all and only before the schedule's next fire time; then that fire is counted as missed.
+Timers run on the runtime's Clock (clock.py), each as its own asyncio task that looks at the wall clock at least
+once a minute (MAX_SLEEP_S): a put waits for its event to be durable in the core, and delays nothing else. A put
+that fails (a full disk) is logged and tried again, FIRE_ATTEMPTS times in all and only before the schedule's next
+fire time; then that fire is counted as missed.
 
 No catch-up: a timer starts at the first fire time after it starts, so fires due while the process was down are not
 made up, as AWS and cron do not, and a fire is never made twice across a restart. A timer that wakes late (the
@@ -47,6 +48,10 @@ SCHEDULED_EVENT_TYPE = "Scheduled Event"
 # The namespace of scheduled events' ids (a UUID 5 of the name "mqgate scheduled event"): fixed, so that an id
 # computed again after a restart or on another server is the same.
 SCHEDULED_EVENT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "mqgate scheduled event")
+# The longest a timer sleeps before it looks at the clock again. asyncio's sleep follows the monotonic clock, which
+# stops while the machine is suspended and ignores the wall clock being set (NTP): a rate(1 day) timer sleeping in
+# one piece would fire that much late. Fire times are wall-clock times; in steps of a minute, at most a minute late.
+MAX_SLEEP_S = 60.0
 # Puts of one fire, in all: the first and three retries, 1, 2 and 4 s apart, within a minute, the shortest interval.
 FIRE_ATTEMPTS = 4
 FIRST_RETRY_S = 1.0
@@ -151,7 +156,7 @@ class Scheduler:
             state.next_fire = fire
             # A manual clock wakes sleepers only when it is moved: never sleep for nothing.
             while (now := self.clock.time()) < fire:
-                await self.clock.sleep(fire - now)
+                await self.clock.sleep(min(fire - now, MAX_SLEEP_S))
             following = schedule.next_after(fire)
             await self._fire(key, state, fire, following)
             now = self.clock.time()
