@@ -6,7 +6,8 @@ CloudEvents JSON form (the dict `transform.event_as_json` gives), as the message
     body        UTF-8 JSON of the event (attributes and extensions at the top, `data` or `data_base64`)
     keys        the event id, so `mqgate` can find an event by id through the core's index
     tags        the event type, so a core consumer can filter on it with a tag expression
-    properties  EB_ONLY_RULE / EB_ONLY_TARGET on a replayed or redriven copy meant for one rule (and target)
+    properties  EB_ONLY_RULE / EB_ONLY_TARGET on a replayed or redriven copy meant for one rule (and target), and
+                on a scheduled rule's event (EB_ONLY_RULE)
 
 Appending is durable before `put` returns under the store's flush mode, as for any core message: an event is
 acknowledged to its producer only after that. The router (router.py) gives each event, as it is appended, an entry in
@@ -35,7 +36,7 @@ DEFAULT_DEAD_LETTER_PREFIX = "%EVENTBUS-DLQ%"
 BATCH_OVERHEAD_BYTES = 1024
 BATCH_BUDGET_BYTES = MAX_BATCH_BYTES // 2
 
-PROPERTY_ONLY_RULE = "EB_ONLY_RULE"  # "<bus>/<rule>": only this rule delivers the copy (replay, redrive)
+PROPERTY_ONLY_RULE = "EB_ONLY_RULE"  # "<bus>/<rule>": only this rule delivers the copy (replay, redrive, schedule)
 PROPERTY_ONLY_TARGET = "EB_ONLY_TARGET"  # with EB_ONLY_RULE: only this target of the rule (redrive)
 
 

@@ -64,3 +64,13 @@ class ReprocessError(EventBridgeError, ValueError):
 
 class NotFoundError(ReprocessError):
     """The bus, rule, target or dead-letter topic that a replay or a redrive names does not exist."""
+
+
+class ScheduleError(EventBridgeError, ValueError):
+    """A schedule expression (`rate(...)` or `cron(...)`) that cannot be parsed. `offset` is the index in the
+    expression's text of the part at fault, so that the rule file loader can point at its column."""
+
+    def __init__(self, reason: str, offset: int = 0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.offset = offset

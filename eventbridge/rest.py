@@ -8,10 +8,13 @@
     GET    /buses/{bus}              {"name", "topic"}
     DELETE /buses/{bus}              204 (the default bus cannot be deleted)
     GET    /sources                  [{name, bus, mqtt | topic, type, enabled, file, state, forwarded, refused}]
-    GET    /rules                    [{bus, name, enabled, description, file, targets: [{id, url, state, ...}]}]
+    GET    /rules                    [{bus, name, enabled, description, file, pattern, schedule, targets: [{id,
+                                     url, state, ...}]}]; a scheduled rule also has schedule_state: {state
+                                     (SCHEDULED, ENDED, DISABLED), next_fire, fires, missed, last_error}
     GET    /rules/{bus}/{name}       one rule, with its targets' delivery counts
     PUT    /rules/{bus}/{name}       create or replace a rule: the rule as in a rule file, in JSON ({"pattern",
-                                     "targets", ...}; name and bus come from the path): 201 or 200 and the rule
+                                     "schedule", "targets", ...}; name and bus come from the path; a pattern, a
+                                     schedule or both): 201 or 200 and the rule
     DELETE /rules/{bus}/{name}       204
     PUT    /rules/{bus}/{name}/enable|disable                 200 and the rule
     PUT    /rules/{bus}/{name}/targets/{id}                   add or replace one target ({"type", "url", ...})
@@ -53,6 +56,7 @@ from eventbridge.pattern_errors import PatternError
 from eventbridge.rule_file import BUS_NAME
 from eventbridge.rule_model import DEFAULT_BUS, HttpTarget, MqttTarget, Rule, Target, TopicTarget
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
+from eventbridge.scheduler import rfc3339
 from eventbridge.transform import event_as_json
 
 log = logging.getLogger(__name__)
@@ -204,8 +208,23 @@ def _rule_json(runtime: EventBridgeRuntime, rule: Rule) -> dict[str, Any]:
         "enabled": rule.enabled,
         "description": rule.description,
         "file": str(rule.position) if rule.position else None,
-        "pattern": rule.pattern.value,
+        "pattern": rule.pattern.value if rule.pattern is not None else None,
+        "schedule": str(rule.schedule) if rule.schedule is not None else None,
+        **({"schedule_state": _schedule_json(runtime, rule)} if rule.schedule is not None else {}),
         "targets": targets,
+    }
+
+
+def _schedule_json(runtime: EventBridgeRuntime, rule: Rule) -> dict[str, Any]:
+    state = runtime.scheduler.state(rule.key)
+    if state is None:
+        return {"state": "DISABLED", "next_fire": None}
+    return {
+        "state": "SCHEDULED" if state.next_fire is not None else "ENDED",
+        "next_fire": rfc3339(state.next_fire) if state.next_fire is not None else None,
+        "fires": state.fires,
+        "missed": state.missed,
+        "last_error": state.last_error,
     }
 
 

@@ -9,7 +9,8 @@ entries in the store, not memory. Each target reads its own queue with its own c
 
 The router is a send hook (core.Broker.add_send_hook): it sees every message sent to a bus topic, whoever sends it
 (PutEvents, event sources, replays, redrives, a core producer). A copy restricted to one rule or one target of it
-(EB_ONLY_RULE / EB_ONLY_TARGET: replays and redrives) goes to those targets' queues only, unmatched. A message
+(EB_ONLY_RULE / EB_ONLY_TARGET: replays, redrives and scheduled rules' events) goes to those targets' queues only,
+unmatched. A rule with only a schedule has no pattern: it is in no machine and gets only such copies. A message
 that is not an event (not a JSON object with an id) goes nowhere; it stays in the bus topic.
 
 Rules change by `update`, which builds the new machines and then swaps them in whole: a message is routed by the
@@ -94,7 +95,9 @@ class EventRouter:
                 for rule in bus_rules
                 for target in rule.targets
             }
-            matcher = Matcher([(rule.name, rule.pattern.value) for rule in bus_rules])
+            # A rule without a pattern (only a schedule) is matched by no event; its queues stay routable, for the
+            # copies restricted to it (its schedule's events, replays, redrives).
+            matcher = Matcher([(rule.name, rule.pattern.value) for rule in bus_rules if rule.pattern is not None])
             routes[bus_topic(bus)] = _BusRoutes(matcher, queues, by_target)
         self._routes = routes
 

@@ -8,6 +8,7 @@ A rule file holds one or more rules:
         description: rooms below 5 C    # optional
         enabled: true                   # optional, true
         pattern: {source: [{prefix: "mqgate/"}], data: {temp: [{numeric: ["<", 5]}]}}
+        schedule: cron(0/15 8-17 ? * MON-FRI *)   # or rate(5 minutes); a pattern, a schedule, or both
         targets:
           - id: alerts                  # unique in the rule
             type: http
@@ -23,6 +24,10 @@ A rule file holds one or more rules:
             retry_policy: {strategy: EXPONENTIAL_DECAY_RETRY, retries: 185, max_age_s: 86400}
             dead_letter_topic: alerts-dlq
 
+A rule with a `schedule` (schedule_expression: AWS's rate() and six-field cron(), in UTC) is also sent a "Scheduled
+Event" at each fire time (scheduler.py). A rule has a pattern, a schedule or both, as AWS PutRule takes them; one
+with only a schedule is matched by no event.
+
 Files are parsed with `yaml.compose`, so each value keeps its node and its position; an invalid file is refused
 with `file:line:column: reason` (1-based) at the offending node. Unknown keys are refused, so a typo does not
 silently drop a setting. `parse_rule_file` is pure; the records are in rule_model, the directory loader in
@@ -37,9 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from eventbridge.errors import RuleFileError
+from eventbridge.errors import RuleFileError, ScheduleError
 from eventbridge.node_reader import NodeReader
 from eventbridge.rule_model import (
     DEFAULT_BUS,
@@ -50,6 +55,7 @@ from eventbridge.rule_model import (
     RulePattern,
     Target,
 )
+from eventbridge.schedule_expression import Schedule, parse_schedule
 from eventbridge.source_file import BUS_NAME, read_schemas, read_sources
 from eventbridge.target_file import read_target
 
@@ -146,11 +152,11 @@ def _max_flow_or_block_nesting(text: str) -> tuple[int, int] | None:
 # to read 10,000 rules. Same nodes, same positions.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-_RULE_KEYS = ("name", "bus", "description", "enabled", "pattern", "targets")
+_RULE_KEYS = ("name", "bus", "description", "enabled", "pattern", "schedule", "targets")
 
 
 def _read_rule(reader: NodeReader, node: Node, compile_pattern: PatternCompileHook | None) -> Rule:
-    fields = reader.mapping(node, "rule", _RULE_KEYS, ["name", "pattern", "targets"])
+    fields = reader.mapping(node, "rule", _RULE_KEYS, ["name", "targets"])
     name = reader.string(fields["name"][1], "rule name", _RULE_NAME, "use 1 to 64 of letters, digits, '.', '_', '-'")
     where = f"rule {name!r}"
     bus = DEFAULT_BUS
@@ -163,12 +169,10 @@ def _read_rule(reader: NodeReader, node: Node, compile_pattern: PatternCompileHo
     )
     enabled = reader.boolean(fields["enabled"][1], f"{where}: enabled") if "enabled" in fields else True
 
-    pattern_node = fields["pattern"][1]
-    if not isinstance(pattern_node, MappingNode) or not pattern_node.value:
-        raise reader.error(pattern_node, f"{where}: pattern must be a non-empty mapping")
-    pattern = RulePattern(reader.json_value(pattern_node, f"{where}: pattern"), reader.position(pattern_node))
-    if compile_pattern is not None:
-        _check_pattern(reader, where, pattern_node, pattern, compile_pattern)
+    if "pattern" not in fields and "schedule" not in fields:
+        raise reader.error(node, f"{where}: give a 'pattern', a 'schedule' (rate(...) or cron(...)), or both")
+    pattern = _read_pattern(reader, where, fields["pattern"][1], compile_pattern) if "pattern" in fields else None
+    schedule = _read_schedule(reader, where, fields["schedule"][1]) if "schedule" in fields else None
 
     target_nodes = reader.sequence(fields["targets"][1], f"{where}: targets")
     if not target_nodes:
@@ -179,7 +183,34 @@ def _read_rule(reader: NodeReader, node: Node, compile_pattern: PatternCompileHo
         if any(t.id == target.id for t in targets):
             raise reader.error(target_node, f"{where}: target id {target.id!r} is used twice")
         targets.append(target)
-    return Rule(name, bus, pattern, tuple(targets), enabled, description, reader.position(node))
+    return Rule(name, bus, pattern, tuple(targets), enabled, description, reader.position(node), schedule)
+
+
+def _read_pattern(
+    reader: NodeReader, where: str, node: Node, compile_pattern: PatternCompileHook | None
+) -> RulePattern:
+    if not isinstance(node, MappingNode) or not node.value:
+        raise reader.error(node, f"{where}: pattern must be a non-empty mapping")
+    pattern = RulePattern(reader.json_value(node, f"{where}: pattern"), reader.position(node))
+    if compile_pattern is not None:
+        _check_pattern(reader, where, node, pattern, compile_pattern)
+    return pattern
+
+
+def _read_schedule(reader: NodeReader, where: str, node: Node) -> Schedule:
+    """A schedule expression; a refusal points at the column of the part at fault when the scalar is written on
+    one line as its text is (plain, or quoted without escapes), else at the scalar."""
+    text = reader.string(node, f"{where}: schedule")
+    try:
+        return parse_schedule(text)
+    except ScheduleError as exc:
+        error = reader.error(node, f"{where}: schedule {text!r}: {exc.reason}")
+        assert isinstance(node, ScalarNode)
+        quote = 0 if node.style in (None, "") else 1
+        written = node.end_mark.column - node.start_mark.column - 2 * quote
+        if node.style in (None, "", "'", '"') and node.start_mark.line == node.end_mark.line and written == len(text):
+            error = RuleFileError(reader.path, error.line, error.column + quote + exc.offset, error.reason)
+        raise error from None
 
 
 def _check_pattern(

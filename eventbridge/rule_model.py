@@ -13,6 +13,7 @@ from typing import Any
 
 from eventbridge.json_path import JsonPath
 from eventbridge.retry_policy import BackoffRetry, RetryPolicy
+from eventbridge.schedule_expression import Schedule
 from eventbridge.transform import Transform, TransformSpec, canonical_json, compile_transform
 
 # The MQTT gateway's topic mapping: pure, shared with the gateway so that a source reads where messages are stored.
@@ -156,13 +157,17 @@ class RuleKey:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """As AWS PutRule: a pattern, a schedule, or both. A rule without a pattern is matched by no event; it receives
+    only the events its schedule puts on its bus for it (scheduler.py)."""
+
     name: str
     bus: str
-    pattern: RulePattern
+    pattern: RulePattern | None
     targets: tuple[Target, ...]
     enabled: bool = True
     description: str = ""
     position: SourcePosition | None = field(default=None, compare=False)
+    schedule: Schedule | None = None
 
     @property
     def key(self) -> RuleKey:

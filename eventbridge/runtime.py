@@ -15,6 +15,8 @@ rule target delivering the bus's matching events.
   (events from its creation on, as a new AWS rule); a target that existed before a restart goes on from its
   committed offset. A deleted or disabled target's queue and offsets are deleted, so when it comes back it starts
   at the end too (a disabled AWS rule sees nothing).
+- Scheduled rules (scheduler.py): each enabled rule with a schedule has a timer on the runtime's clock that puts
+  an event restricted to the rule on its bus at each fire time; a reload keeps the timers of unchanged schedules.
 - Data written before routing existed: a target whose group still has offsets in the bus topic itself (it read
   the bus as a whole) has the events it had not delivered, from those offsets to the end of the bus, matched with
   its rule and copied into its queue first (in batches, the offsets committed after each: a crash repeats at most
@@ -44,6 +46,7 @@ from eventbridge.pattern_compiler import compile_pattern
 from eventbridge.router import EventRouter, target_queue
 from eventbridge.rule_directory import load_rule_directory, rule_files
 from eventbridge.rule_model import DEFAULT_BUS, BusTarget, EventSource, Rule, RuleSet, Target
+from eventbridge.scheduler import Scheduler
 from eventbridge.source_task import EventSourceTask
 from eventbridge.target_task import TargetTask
 
@@ -121,6 +124,7 @@ class EventBridgeRuntime:
         # HTTP targets through `deliverer`; core topics, MQTT (when the gateway runs) and buses inside mqgate.
         self.deliverer = Deliverers(deliverer, LocalTargets(broker, self.buses, mqtt))
         self.router = EventRouter.of(broker)
+        self.scheduler = Scheduler(self.buses, self.clock)
         self.rules = RuleSet()
         self.schemas = SchemaRegistry()
         self.errors: tuple[RuleFileError, ...] = ()
@@ -149,6 +153,7 @@ class EventBridgeRuntime:
                 await self._watcher
             self._watcher = None
         async with self._lock:
+            await self.scheduler.close()
             runners = [r.runner for r in self._sources.values()] + [r.runner for r in self._running.values()]
             await asyncio.gather(*(_stop(runner) for runner in runners))
             self._running.clear()
@@ -218,6 +223,8 @@ class EventBridgeRuntime:
             await self._copy_legacy_backlog(key, rule)
             self._running[key] = self._start(key, rule, target)
             log.info("eventbridge: target %s started", key)
+        # After the targets: a schedule's first event finds its rule's targets started and routed to.
+        self.scheduler.update(rules)
 
         wanted_sources = {source.name: source for source in rules.sources.values() if source.enabled}
         for name, running_source in list(self._sources.items()):
@@ -304,7 +311,8 @@ class EventBridgeRuntime:
         }
         if not legacy:
             return
-        matcher: Matcher[str] = Matcher([(rule.name, rule.pattern.value)])
+        # A rule without a pattern matched nothing of the bus: its offsets there are forgotten, nothing copied.
+        matcher: Matcher[str] = Matcher([(rule.name, rule.pattern.value)] if rule.pattern is not None else [])
         only = OnlyFor(str(rule.key), key.target)
         reader = PullConsumer(self.broker, group)
         copied = 0

@@ -1,9 +1,12 @@
 """Rules, targets and sources created, changed, disabled and deleted through the HTTP API of a real `mqgate serve`,
-with events flowing to a real CloudEvents receiver; an operator's file stays the operator's."""
+with events flowing to a real CloudEvents receiver; an operator's file stays the operator's; scheduled rules with
+their next fire time."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -119,3 +122,44 @@ async def test_source_life_cycle_through_the_api(serve: ServeProcess) -> None:
         assert status == 204
         status, listed = await call(http, "GET", f"{serve.http_url}/sources")
         assert listed == []
+
+
+async def test_a_scheduled_rule_through_the_api(serve: ServeProcess, target: TargetServer) -> None:
+    base = f"{serve.http_url}/rules/default/nightly"
+    rule = {"schedule": "rate(1 day)", "targets": [{"id": "a", "type": "http", "url": target.url}]}
+    async with aiohttp.ClientSession() as http:
+        before = time.time()
+        status, created = await call(http, "PUT", base, rule)
+        after = time.time()
+        assert status == 201, created
+        assert created["pattern"] is None and created["schedule"] == "rate(1 day)"
+        # rate(1 day) fires at 00:00 UTC: the first midnight after the rule was made.
+        midnights = {_rfc3339((int(moment) // 86400 + 1) * 86400) for moment in (before, after)}
+        state = created["schedule_state"]
+        assert state["state"] == "SCHEDULED" and state["next_fire"] in midnights, state
+        assert (state["fires"], state["missed"], state["last_error"]) == (0, 0, None)
+        status, listed = await call(http, "GET", f"{serve.http_url}/rules")
+        (nightly,) = [r for r in listed if r["name"] == "nightly"]
+        assert nightly["schedule_state"]["next_fire"] == state["next_fire"]
+        assert [r["schedule"] for r in listed if r["name"] == "from-file"] == [None]
+        assert "schedule_state" not in next(r for r in listed if r["name"] == "from-file")
+
+        status, both = await call(http, "PUT", base, {**rule, "schedule": "cron(0 9 ? * 2#1 *)",
+                                                      "pattern": {"type": ["order"]}})  # fmt: skip
+        assert status == 200 and both["schedule"] == "cron(0 9 ? * 2#1 *)" and both["pattern"] == {"type": ["order"]}
+        assert both["schedule_state"]["next_fire"].endswith("T09:00:00Z")
+        status, disabled = await call(http, "PUT", f"{base}/disable")
+        assert status == 200 and disabled["schedule_state"] == {"state": "DISABLED", "next_fire": None}
+
+        status, answer = await call(http, "PUT", base, {**rule, "schedule": "cron(0 25 * * ? *)"})
+        assert status == 400 and "hours: 25 is out of range; give 0-23" in answer["message"], answer
+        status, answer = await call(http, "PUT", base, {**rule, "schedule": "rate(1 days)"})
+        assert status == 400 and "takes the singular unit, day" in answer["message"], answer
+        status, answer = await call(http, "PUT", base, {"targets": rule["targets"]})
+        assert status == 400 and "give a 'pattern', a 'schedule'" in answer["message"], answer
+        status, kept = await call(http, "GET", base)
+        assert kept["schedule"] == "cron(0 9 ? * 2#1 *)"  # refused changes leave the rule as it was
+
+
+def _rfc3339(seconds: int) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat().replace("+00:00", "Z")

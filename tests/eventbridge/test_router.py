@@ -121,3 +121,16 @@ async def test_a_rule_change_applies_to_events_put_after_it(make_broker):  # noq
     await buses.put("default", [{"specversion": "1.0", "id": n, "source": "s", "type": n and "ab"[int(n) % 2]}
                                 for n in ("2", "3")])  # fmt: skip
     assert await queue_ids(broker, queue) == ["1", "3"]
+
+
+async def test_a_rule_without_a_pattern_gets_only_the_copies_restricted_to_it(make_broker):  # noqa: F811
+    text = rules_text([{"source": ["s"]}], targets=1) + (
+        "  - name: ticks\n    schedule: rate(5 minutes)\n    targets:\n      - {id: t0, type: http, url: 'http://x/'}\n"
+    )
+    broker, router, buses = await routed_broker(make_broker, text)
+    event = {"specversion": "1.0", "id": "a", "source": "s", "type": "t"}
+    await buses.put("default", [event])
+    await buses.put("default", [{**event, "id": "b"}], OnlyFor("default/ticks"))
+    assert await queue_ids(broker, target_queue("default", "ticks", "t0")) == ["b"]
+    assert await queue_ids(broker, target_queue("default", "r0", "t0")) == ["a"]
+    assert router.queues_of("default") == {target_queue("default", "ticks", "t0"), target_queue("default", "r0", "t0")}

@@ -26,6 +26,7 @@ from eventbridge.rule_model import (
     TopicTarget,
     diff_rule_sets,
 )
+from eventbridge.schedule_expression import CronSchedule, RateSchedule
 from eventbridge.transform import TEXT_CONTENT_TYPE, TransformKind
 
 FULL = textwrap.dedent(
@@ -118,7 +119,12 @@ def test_full_file_parsed() -> None:
         ("rules: []\n", 1, 8, "rules is empty"),
         ("rules:\n  - name: r\n    name: s\n", 3, 5, "'name' given twice"),
         ("rules:\n  - name: 'bad name'\n    pattern: {a: [1]}\n    targets: []\n", 2, 11, "rule name 'bad name'"),
-        ("rules:\n  - name: r\n    targets: [{}]\n", 2, 5, "'pattern' is missing"),
+        (
+            "rules:\n  - name: r\n    targets: [{}]\n",
+            2,
+            5,
+            "give a 'pattern', a 'schedule' (rate(...) or cron(...)), or both",
+        ),
         ("rules:\n  - name: r\n    pattern: [1]\n    targets: []\n", 3, 14, "pattern must be a non-empty mapping"),
         ("rules:\n  - name: r\n    pattern: {a: [2026-01-01]}\n    targets: []\n", 3, 19, "timestamp is not a JSON"),
         ("rules:\n  - name: r\n    pattern: {a: [1]}\n    targets: []\n", 4, 14, "targets is empty"),
@@ -431,3 +437,52 @@ rules:
         "ops-dlq",
         "ExponentialDecayRetry",
     )
+
+
+# --- schedules ---------------------------------------------------------------------------------------------------
+
+
+def scheduled(schedule: str, pattern: str = "") -> str:
+    return f"rules:\n  - name: r\n{pattern}    schedule: {schedule}\n    targets:\n      - {{id: t, type: http, url: 'http://x/'}}\n"
+
+
+def test_a_rule_with_a_schedule_a_pattern_or_both() -> None:
+    (only,) = parse_rule_file("a.yaml", scheduled("rate(5 minutes)"))
+    assert only.pattern is None and isinstance(only.schedule, RateSchedule) and only.schedule.interval_s == 300
+    (both,) = parse_rule_file("a.yaml", scheduled("'cron(0 9 ? * 2#1 *)'", "    pattern: {type: [a]}\n"))
+    assert both.pattern is not None and both.pattern.value == {"type": ["a"]}
+    assert isinstance(both.schedule, CronSchedule) and str(both.schedule) == "cron(0 9 ? * 2#1 *)"
+    (plain,) = parse_rule_file("a.yaml", minimal())
+    assert plain.schedule is None
+
+
+@pytest.mark.parametrize(
+    ("schedule", "column", "reason"),
+    [
+        # Plain, single- and double-quoted: the column of the part at fault.
+        ("cron(0 25 * * ? *)", 22, "hours: 25 is out of range; give 0-23"),
+        ("'cron(0 10 * * * *)'", 30, "one of day-of-month and day-of-week must be '?'"),
+        ('"rate(1 minutes)"', 23, "a value of 1 takes the singular unit, minute"),
+        ("rate(5 minute)", 22, "a value other than 1 takes the plural unit, minutes"),
+        ("cron(0 10 ? * 3#1,6#3 *)", 30, "a '#' expression stands alone"),
+        # Written otherwise than as its text (an escape): the scalar itself.
+        ('"cron(0 25 * * ? \\x2a)"', 15, "hours: 25 is out of range"),
+        ("every minute", 15, "a schedule is rate(<value> <unit>)"),
+        ("5", 15, "schedule must be a string"),
+        ("[rate(5 minutes)]", 15, "schedule must be a string"),
+    ],
+)
+def test_a_bad_schedule_is_refused_at_its_column(schedule: str, column: int, reason: str) -> None:
+    error = fail(scheduled(schedule))
+    assert (error.line, error.column) == (3, column), str(error)
+    assert reason in error.reason
+    assert str(error).startswith(f"rules/a.yaml:3:{column}: rule 'r': schedule")
+
+
+def test_a_changed_schedule_changes_the_rule_and_a_rewritten_one_does_not() -> None:
+    (a,) = parse_rule_file("a.yaml", scheduled("cron(0 18 ? * MON-FRI *)"))
+    (same,) = parse_rule_file("a.yaml", scheduled("cron(0  18 ? * 2-6 *)"))
+    (other,) = parse_rule_file("a.yaml", scheduled("cron(0 19 ? * MON-FRI *)"))
+    assert a == same and a != other
+    diff = diff_rule_sets(RuleSet({a.key: a}), RuleSet({other.key: other}))
+    assert len(diff.changed) == 1

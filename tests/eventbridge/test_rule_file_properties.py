@@ -44,9 +44,16 @@ _target = st.fixed_dictionaries(
         "transform": _values, "retry_policy": _values, "dead_letter_topic": _values, "extra": _values,
     },
 )  # fmt: skip
+# Schedules good and bad, so that a refusal's column inside the expression is checked to stay on its line.
+_schedules = st.one_of(
+    _values,
+    st.sampled_from(["rate(5 minutes)", "rate(1 minutes)", "cron(0 10 * * ? *)", "cron(0 25 * * ? *)", "cron(",
+                     "cron(0 10 * * * *)", "rate(5 minutes", "cron(0 10 ? * 3#1,6#3 *)", "  rate(1 hour)  "]),
+    st.text(alphabet="cront(0123456789 *?,-/LW#)", max_size=24),
+)  # fmt: skip
 _rule = st.fixed_dictionaries(
-    {"name": st.sampled_from(["r", "r2", ""]), "pattern": _values, "targets": st.lists(_target, max_size=2)},
-    optional={"bus": _values, "enabled": _values, "description": _values},
+    {"name": st.sampled_from(["r", "r2", ""]), "targets": st.lists(_target, max_size=2)},
+    optional={"pattern": _values, "schedule": _schedules, "bus": _values, "enabled": _values, "description": _values},
 )
 
 
@@ -64,14 +71,17 @@ def test_any_document_loads_or_is_refused_inside_the_file(document: Any, flow_st
     else:
         assert rules
         for rule in rules:
-            assert rule.targets and rule.pattern.value
+            assert rule.targets and ((rule.pattern is not None and rule.pattern.value) or rule.schedule is not None)
 
 
 def test_example_rules_load() -> None:
     result = load_rule_directory(EXAMPLES)
     assert result.errors == ()
     names = sorted(str(rule.key) for rule in result.rules)
-    assert names == ["default/cold-rooms", "default/heat-cold-rooms", "default/readings-archive"]
+    assert names == ["default/cold-rooms", "default/heat-cold-rooms", "default/readings-archive",
+                     "default/weekday-report"]  # fmt: skip
+    report = next(rule for rule in result.rules if rule.name == "weekday-report")
+    assert report.pattern is None and str(report.schedule) == "cron(0 18 ? * MON-FRI *)"
     assert list(result.rules.sources) == ["plant-sensors"]
     assert result.rules.sources["plant-sensors"].core_topic == "plant"
     assert len(result.rules.schemas) == 1
