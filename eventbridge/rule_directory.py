@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eventbridge.errors import RuleFileError
-from eventbridge.rule_file import PatternCompileHook, parse_rule_document
+from eventbridge.pattern_field import PatternCompileHook
+from eventbridge.rule_file import parse_rule_document
 from eventbridge.rule_model import EventSchema, EventSource, Rule, RuleKey, RuleSet, SourcePosition
 
 logger = logging.getLogger(__name__)

@@ -32,15 +32,14 @@ rule_directory.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import Node
 
 from eventbridge.errors import RuleFileError
 from eventbridge.node_reader import NodeReader
+from eventbridge.pattern_field import PatternCompileHook, read_pattern
 from eventbridge.rule_model import (
     DEFAULT_BUS,
     EventSchema,
@@ -48,12 +47,9 @@ from eventbridge.rule_model import (
     HttpTarget,
     Rule,
     RuleKey,
-    RulePattern,
 )
 from eventbridge.source_file import BUS_NAME, read_schemas, read_sources
 from eventbridge.target_file import read_target
-
-# The MQTT topic-filter grammar, pure (no I/O, no gateway): one definition for the gateway and event sources.
 
 # AWS EventBridge: rule names and target ids are 1 to 64 of [.-_A-Za-z0-9].
 _RULE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -62,15 +58,6 @@ _RULE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 MAX_RULE_FILE_CHARS = 1024 * 1024
 # PyYAML's composer recurses per nesting level; deeper documents are refused before Python's recursion limit.
 MAX_NESTING = 64
-
-
-# HOOK(pattern compiler): the pattern compiler (eventbridge/pattern*.py) is called here, at load, so that a bad
-# pattern refuses its file like any other bad field. It receives the pattern as parsed JSON and raises ValueError
-# to refuse it; if the exception has a `path` attribute (a dotted path such as `detail.temp[0].numeric`, as
-# eventbridge.pattern_errors.PatternError carries, or a sequence of keys and indexes), the error points at that
-# node inside the pattern, else at the pattern itself. The loader keeps only the parsed JSON: the
-# matcher is built from the RuleSet by its owner.
-PatternCompileHook = Callable[[Mapping[str, Any]], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,12 +150,7 @@ def _read_rule(reader: NodeReader, node: Node, compile_pattern: PatternCompileHo
     )
     enabled = reader.boolean(fields["enabled"][1], f"{where}: enabled") if "enabled" in fields else True
 
-    pattern_node = fields["pattern"][1]
-    if not isinstance(pattern_node, MappingNode) or not pattern_node.value:
-        raise reader.error(pattern_node, f"{where}: pattern must be a non-empty mapping")
-    pattern = RulePattern(reader.json_value(pattern_node, f"{where}: pattern"), reader.position(pattern_node))
-    if compile_pattern is not None:
-        _check_pattern(reader, where, pattern_node, pattern, compile_pattern)
+    pattern = read_pattern(reader, fields["pattern"][1], where, compile_pattern)
 
     target_nodes = reader.sequence(fields["targets"][1], f"{where}: targets")
     if not target_nodes:
@@ -180,39 +162,3 @@ def _read_rule(reader: NodeReader, node: Node, compile_pattern: PatternCompileHo
             raise reader.error(target_node, f"{where}: target id {target.id!r} is used twice")
         targets.append(target)
     return Rule(name, bus, pattern, tuple(targets), enabled, description, reader.position(node))
-
-
-def _check_pattern(
-    reader: NodeReader, where: str, node: Node, pattern: RulePattern, compile_pattern: PatternCompileHook
-) -> None:
-    try:
-        compile_pattern(pattern.value)
-    except ValueError as exc:
-        raise reader.error(_node_at(node, getattr(exc, "path", ())), f"{where}: pattern: {exc}") from None
-
-
-_PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def _path_steps(path: object) -> list[object]:
-    """`detail.temp[0].numeric` -> ["detail", "temp", 0, "numeric"]; a sequence is taken as it is."""
-    if isinstance(path, str):
-        return [key if key else int(index) for key, index in _PATH_STEP.findall(path)]
-    if isinstance(path, Sequence):
-        return list(path)
-    return []
-
-
-def _node_at(node: Node, path: object) -> Node:
-    """The deepest node reachable along `path` (mapping keys and list indexes) from `node`."""
-    for step in _path_steps(path):
-        if isinstance(node, MappingNode):
-            match = [value for key, value in node.value if key.value == step]
-            if not match:
-                break
-            node = match[0]
-        elif isinstance(node, SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
-            node = node.value[step]
-        else:
-            break
-    return node
