@@ -26,7 +26,8 @@ A rule file holds one or more rules:
 Files are parsed with `yaml.compose`, so each value keeps its node and its position; an invalid file is refused
 with `file:line:column: reason` (1-based) at the offending node. Unknown keys are refused, so a typo does not
 silently drop a setting. `parse_rule_file` is pure; the records are in rule_model, the directory loader in
-rule_directory.
+rule_directory. Targets (target_file), sources and schemas (source_file) and archives (`archives:`, archive_file)
+are read by modules of their own.
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ from dataclasses import dataclass
 import yaml
 from yaml.nodes import Node
 
+from eventbridge.archive_file import read_archives
 from eventbridge.errors import RuleFileError
 from eventbridge.node_reader import NodeReader
 from eventbridge.pattern_field import PatternCompileHook, read_pattern
 from eventbridge.rule_model import (
     DEFAULT_BUS,
+    Archive,
     EventSchema,
     EventSource,
     HttpTarget,
@@ -65,6 +68,7 @@ class RuleDocument:
     rules: tuple[Rule, ...]
     sources: tuple[EventSource, ...]
     schemas: tuple[EventSchema, ...] = ()
+    archives: tuple[Archive, ...] = ()
 
 
 def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook | None = None) -> tuple[Rule, ...]:
@@ -73,7 +77,7 @@ def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook
 
 
 def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompileHook | None = None) -> RuleDocument:
-    """Parse and validate one rule file's text: its rules and its event sources."""
+    """Parse and validate one rule file's text: its rules, event sources, schemas and archives."""
     reader = NodeReader(path)
     if len(text) > MAX_RULE_FILE_CHARS:
         raise RuleFileError(path, 1, 1, f"file longer than {MAX_RULE_FILE_CHARS} characters; split it")
@@ -90,13 +94,16 @@ def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompile
         raise RuleFileError(path, 1, 1, f"not valid YAML: {exc}") from None
     if root is None:
         raise RuleFileError(path, 1, 1, "file is empty; write 'rules:' with a list, or delete the file")
-    top = reader.mapping(root, "rule file", ["rules", "sources", "schemas"])
+    top = reader.mapping(root, "rule file", ["rules", "sources", "schemas", "archives"])
     if not top:
-        raise reader.error(root, "rule file: write 'rules:', 'sources:' or 'schemas:' with a list, or delete the file")
+        raise reader.error(
+            root, "rule file: write 'rules:', 'sources:', 'schemas:' or 'archives:' with a list, or delete the file"
+        )
     sources = read_sources(reader, top["sources"][1]) if "sources" in top else ()
     schemas = read_schemas(reader, top["schemas"][1]) if "schemas" in top else ()
+    archives = read_archives(reader, top["archives"][1], compile_pattern) if "archives" in top else ()
     if "rules" not in top:
-        return RuleDocument((), sources, schemas)
+        return RuleDocument((), sources, schemas, archives)
     rule_nodes = reader.sequence(top["rules"][1], "rules")
     if not rule_nodes:
         raise reader.error(top["rules"][1], "rules is empty; give at least one rule, or delete the file")
@@ -108,7 +115,7 @@ def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompile
             raise reader.error(node, f"rule {rule.name!r} is defined twice on bus {rule.bus!r}")
         names.add(rule.key)
         rules.append(rule)
-    return RuleDocument(tuple(rules), sources, schemas)
+    return RuleDocument(tuple(rules), sources, schemas, archives)
 
 
 def _max_flow_or_block_nesting(text: str) -> tuple[int, int] | None:
