@@ -163,6 +163,14 @@ def encode_seal(summary: SegmentSummary) -> bytes:
     return _frame(KIND_SEAL, payload)
 
 
+def event_record_size(event: ArchivedEvent) -> int:
+    return FRAME_SIZE + _EVENT_HEAD.size + len(event.body)
+
+
+def commit_record_size(queues: int) -> int:
+    return FRAME_SIZE + _COMMIT_COUNT.size + queues * _COMMIT_ENTRY.size
+
+
 def record_length(data: bytes | memoryview, position: int) -> int | None:
     """The whole size of the record starting at `position` (frame included), or None when fewer than its frame's
     bytes are there. Raises ArchiveFormatError for a length out of range."""
