@@ -13,7 +13,9 @@ is not read again, and what was not is read again. Two other ways were turned do
   with a narrow pattern may have read a million events past its last match, all read again after a restart, and
   a new archive, which holds no event yet, would not know where it started.
 Batches are fsync'ed as they come: a batch is whatever arrived while the previous fsync ran (group commit), at
-most ROUND_BATCH events a queue and about ROUND_MAX_BYTES.
+most ROUND_BATCH events a queue and about ROUND_MAX_BYTES. Positions that moved only past events the archive does
+not keep are written at most every POSITIONS_ONLY_INTERVAL_S: after a crash those events are read again and left
+out again, so nothing is archived twice.
 
 What is not archived, as AWS does not archive it: replayed copies (they carry `replayname`), and any copy restricted
 to one rule or target (EB_ONLY_RULE: replays and redrives): the event it copies is archived as itself. Nor bodies of
@@ -31,6 +33,7 @@ import contextlib
 import enum
 import logging
 import shutil
+import time
 from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -61,6 +64,10 @@ ROUND_MAX_BYTES = 4 * 1024 * 1024
 IDLE_WAIT_S = 1.0
 # Retention is checked this often (on the runtime's clock): segments span a day, so a minute is plenty.
 RETENTION_CHECK_INTERVAL_S = 60.0
+# A round that kept no event (none matched) still moves the positions; writing them alone costs an fsync, so they
+# are written at most this often (an idle archive within IDLE_WAIT_S more). Read again after a crash, those events
+# are left out again: only a pattern changed meanwhile could take one of them, and then once.
+POSITIONS_ONLY_INTERVAL_S = 1.0
 # After a failed round (a full disk), the next one waits this long.
 ERROR_BACKOFF_S = 5.0
 # How long creating an archive waits for appended events to become visible before it takes the ends of the bus.
@@ -133,6 +140,8 @@ class ArchiveFiller:
         self.reason: str | None = "not started"
         self.last_error: str | None = None
         self._positions: dict[int, int] = {}
+        self._written: dict[int, int] = {}  # the positions of the archive's last COMMIT on disk
+        self._last_write = 0.0  # time.monotonic()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._idle = False
@@ -147,8 +156,9 @@ class ArchiveFiller:
 
     @property
     def positions(self) -> dict[int, int]:
-        """Where reading each queue of the bus goes on: everything before is archived (or did not match)."""
-        return dict(self._positions)
+        """Where reading each queue of the bus goes on, as on disk: every event before is archived (or is not
+        the archive's)."""
+        return dict(self._written)
 
     def stats(self) -> ArchiveStats | None:
         return self.log.stats() if self.log is not None else None
@@ -165,7 +175,7 @@ class ArchiveFiller:
             else:
                 self.log = await asyncio.to_thread(ArchiveLog.create, self.directory, archive.bus, await self._ends())
                 log.info("archive %r created on bus %r at %s", archive.name, archive.bus, self.directory)
-            self._positions = self.log.positions
+            self._positions = self._written = self.log.positions
         except (OSError, ValueError, CoreError) as exc:
             self.reason = f"cannot open {self.directory}: {exc}"
             log.error("archive %r not started: %s", archive.name, self.reason)
@@ -200,6 +210,8 @@ class ArchiveFiller:
                 await self._task
             self._task = None
         if self.log is not None:
+            with contextlib.suppress(OSError):
+                await self._write_positions()
             await asyncio.to_thread(self.log.close)
 
     async def delete(self) -> None:
@@ -224,6 +236,8 @@ class ArchiveFiller:
                 await self._idle_for(asyncio.sleep(ERROR_BACKOFF_S))
                 continue
             if not moved and not self._stopping:
+                if time.monotonic() - self._last_write >= POSITIONS_ONLY_INTERVAL_S:
+                    await self._write_positions()
                 topic = bus_topic(self.archive.bus)
                 await self._idle_for(self.arrivals.wait([(topic, queue_id) for queue_id in self._positions],
                                                         IDLE_WAIT_S))  # fmt: skip
@@ -273,9 +287,20 @@ class ArchiveFiller:
             self._next_queue = start + 1
         if positions == self._positions:
             return False
-        await asyncio.to_thread(self.log.append, kept, positions)
+        if kept or time.monotonic() - self._last_write >= POSITIONS_ONLY_INTERVAL_S:
+            await self._write(kept, positions)
         self._positions = positions
         return True
+
+    async def _write(self, events: list[ArchivedEvent], positions: dict[int, int]) -> None:
+        assert self.log is not None
+        await asyncio.to_thread(self.log.append, events, positions)
+        self._written, self._last_write = positions, time.monotonic()
+
+    async def _write_positions(self) -> None:
+        """Write positions that moved past events the archive did not keep, if they are not on disk yet."""
+        if self.log is not None and self._positions != self._written and self.state is ArchiveState.ENABLED:
+            await self._write([], self._positions)
 
     async def _enforce_retention(self) -> None:
         assert self.log is not None

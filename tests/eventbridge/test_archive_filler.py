@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,15 @@ from typing import Any
 import pytest
 
 from core import Broker
-from eventbridge.archive_filler import ArchiveFiller, ArchiveState, event_time_ms, select_for_archive
+from eventbridge.archive_filler import (
+    POSITIONS_ONLY_INTERVAL_S,
+    ArchiveFiller,
+    ArchiveState,
+    event_time_ms,
+    select_for_archive,
+)
 from eventbridge.archive_log import DAY_MS
+from eventbridge.archive_record import HEADER_SIZE, Commit, decode_record
 from eventbridge.bus import PROPERTY_ONLY_RULE, REPLAY_NAME_EXTENSION, bus_topic, default_dead_letter_topic
 from eventbridge.clock import ManualClock
 from eventbridge.dead_letters import DeadLetterQueues
@@ -284,3 +292,29 @@ def test_selection_skips_copies_and_non_events_and_takes_the_event_time() -> Non
     only_readings = Matcher([("a", {"type": ["sensor.reading"]})])
     assert [e.queue_offset for e in select_for_archive(messages, 2, only_readings)] == [10, 15]
     assert event_time_ms({"time": "2024-05-01T12:00:00+02:00"}, 0) == 1_714_557_600_000
+
+
+def commits_in(directory: Path) -> int:
+    count = 0
+    for path in directory.glob("*.seg"):
+        data, position = path.read_bytes(), HEADER_SIZE
+        while position < len(data):
+            record, position = decode_record(data, position)
+            count += isinstance(record, Commit)
+    return count
+
+
+async def test_positions_past_events_it_does_not_keep_are_written_at_most_every_interval(
+    runtimes: Callable[..., Any], tmp_path: Path
+) -> None:
+    write_rules(tmp_path / "rules", "a.yaml", "archives: [{name: rare, pattern: {type: [never]}}]\n")
+    runtime = await runtimes()
+    started = time.monotonic()
+    for n in range(40):  # forty rounds' worth of events, none of them the archive's
+        await runtime.buses.put("default", [event(n)])
+        await asyncio.sleep(0.005)
+    elapsed = time.monotonic() - started
+    filler = await caught_up(runtime, "rare")  # idle: the positions are written within a second or two
+    assert filler.stats().events == 0  # type: ignore[union-attr]
+    # The creation's commit, one per interval while events flowed, and the idle one: not one per event.
+    assert commits_in(runtime.archives_dir / "rare") <= 1 + elapsed / POSITIONS_ONLY_INTERVAL_S + 2
