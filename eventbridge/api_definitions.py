@@ -1,11 +1,13 @@
-"""Rules and event sources created through the HTTP API, kept as rule files of their own in the rules directory.
+"""Rules, event sources and archives created through the HTTP API, kept as rule files of their own in the rules
+directory.
 
 An operator's files and the API's live side by side, so the directory stays the one truth that a reload reads:
 
     api-rule@<bus>@<rule>.yaml      one rule (rules: [...]), written by PUT /rules/{bus}/{name}
     api-source@<source>.yaml        one event source (sources: [...]), written by PUT /sources/{name}
+    api-archive@<archive>.yaml      one archive (archives: [...]), written by PUT /archives/{name}
 
-'@' cannot occur in bus, rule or source names, so no two definitions share a file. The API changes only the
+'@' cannot occur in bus, rule, source or archive names, so no two definitions share a file. The API changes only the
 definitions it wrote: a rule from an operator's file is refused with the file's name (edit the file instead).
 A definition is checked by the same parser as any rule file before its file is written, and the file is
 written under a hidden temporary name and renamed, so a reload never reads half of it.
@@ -26,6 +28,7 @@ from eventbridge.rule_file import RuleDocument, parse_rule_document
 
 RULE_FILE_PREFIX = "api-rule@"
 SOURCE_FILE_PREFIX = "api-source@"
+ARCHIVE_FILE_PREFIX = "api-archive@"
 
 
 class DefinitionError(ValueError):
@@ -40,13 +43,16 @@ def source_file_path(directory: Path, name: str) -> Path:
     return directory / f"{SOURCE_FILE_PREFIX}{name}.yaml"
 
 
+def archive_file_path(directory: Path, name: str) -> Path:
+    return directory / f"{ARCHIVE_FILE_PREFIX}{name}.yaml"
+
+
 def is_api_file(path: str | Path) -> bool:
-    name = Path(path).name
-    return name.startswith(RULE_FILE_PREFIX) or name.startswith(SOURCE_FILE_PREFIX)
+    return Path(path).name.startswith((RULE_FILE_PREFIX, SOURCE_FILE_PREFIX, ARCHIVE_FILE_PREFIX))
 
 
 def read_definition(path: Path, kind: str) -> dict[str, Any]:
-    """The one rule or source an API file holds, as the dict it was written from."""
+    """The one rule, source or archive an API file holds, as the dict it was written from."""
     document = yaml.safe_load(path.read_text())
     found: dict[str, Any] = document[kind][0]
     return found

@@ -1,6 +1,8 @@
-"""Replay (AWS EventBridge archive and replay): the events a bus stored in a time range, appended to it again.
+"""Replay (AWS EventBridge archive and replay): the events a bus stored in a time range, or those an archive holds,
+appended to the bus again.
 
-A bus keeps its events in its core topic for the store's retention, so the bus is its own archive. A replay reads
+Without an archive, a bus keeps its events in its core topic for the store's retention, so the bus is its own
+archive, and the range is of store times. A replay reads
 each queue of `%EVENTBUS%<bus>` from the first message stored at or after `from` (the broker's search_offset) up
 to the first one stored after `to`, and appends every event it finds again, as a copy that carries the
 CloudEvents extension `replayname` (AWS's `replay-name`, spelt as CloudEvents extension names must be), and that
@@ -12,6 +14,11 @@ Not replayed (counted as skipped):
 - copies restricted to one rule (EB_ONLY_RULE, a replay's or a redrive's): the event they copy is on the bus
   itself, and is replayed as that;
 - messages of the bus topic that are not events (a body sent to the topic by hand).
+
+From an archive (archive_log.py, filled by archive_filler.py), which keeps events for a retention of its own: the
+range is of the events' `time`, as AWS replays by event time, and the archive is read in the order it was filled,
+up to what it held when the replay started (an event put just before may not be archived yet). The destination
+is the archive's bus, as AWS requires. Copies carry `replayname` and are restricted to a rule just the same.
 
 Memory is bounded by REPLAY_BATCH: each batch read is appended before the next is read. The end of each queue is
 taken before the first copy is appended, so the copies (which go to the same queues) are never read by the replay
@@ -29,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core import PullStatus
-from eventbridge.bus import PROPERTY_ONLY_RULE, BusError, OnlyFor, bus_topic, decode_event
+from eventbridge.archive_filler import ArchiveState
+from eventbridge.bus import PROPERTY_ONLY_RULE, REPLAY_NAME_EXTENSION, BusError, OnlyFor, bus_topic, decode_event
 from eventbridge.errors import NotFoundError, ReprocessError
 from eventbridge.rule_model import RuleKey
 from eventbridge.runtime import EventBridgeRuntime
@@ -37,8 +45,6 @@ from eventbridge.time_range import TimeRange
 
 log = logging.getLogger(__name__)
 
-# The CloudEvents extension a replayed copy carries: its replay's name. Extension names are [a-z0-9]{1,20}.
-REPLAY_NAME_EXTENSION = "replayname"
 # AWS's ReplayName: 1 to 64 of [.-_A-Za-z0-9].
 REPLAY_NAME = re.compile(r"[.\-_A-Za-z0-9]{1,64}")
 # Events read (and then appended) at a time: the target runner's batch, so a replay holds as much as a target does.
@@ -122,20 +128,30 @@ class QueueReplay:
 
 
 @dataclass(frozen=True, slots=True)
+class ArchiveReplay:
+    """What a replay from an archive read: the events it appended again, and those it skipped (not events)."""
+
+    archive: str
+    replayed: int
+    skipped: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReplaySummary:
     name: str
     bus: str
     rule: str | None
     range: TimeRange
-    queues: tuple[QueueReplay, ...]
+    queues: tuple[QueueReplay, ...]  # none for a replay from an archive
+    archive: ArchiveReplay | None = None
 
     @property
     def replayed(self) -> int:
-        return sum(queue.replayed for queue in self.queues)
+        return sum(queue.replayed for queue in self.queues) + (self.archive.replayed if self.archive else 0)
 
     @property
     def skipped(self) -> int:
-        return sum(queue.skipped for queue in self.queues)
+        return sum(queue.skipped for queue in self.queues) + (self.archive.skipped if self.archive else 0)
 
 
 class Replayer:
@@ -149,11 +165,17 @@ class Replayer:
         self.batch = batch
 
     async def replay(
-        self, bus: str, time_range: TimeRange, rule: str | None = None, name: str | None = None
+        self,
+        bus: str,
+        time_range: TimeRange,
+        rule: str | None = None,
+        name: str | None = None,
+        archive: str | None = None,
     ) -> ReplaySummary:
-        """Append again the events of `bus` stored in `time_range` (to `rule` only, if given). Raises
-        NotFoundError for an unknown bus or rule, ReprocessError for a bad name or a disabled rule, BusError if
-        the copies cannot be stored (those of earlier batches are then already appended)."""
+        """Append again the events of `bus` stored in `time_range`, or with `archive` those of the archive whose
+        time is in it (to `rule` only, if given). Raises NotFoundError for an unknown bus, rule or archive,
+        ReprocessError for a bad name, a disabled rule, or an archive of another bus or that is not ENABLED,
+        BusError if the copies cannot be stored (those of earlier batches are then already appended)."""
         runtime = self.runtime
         if not runtime.buses.exists(bus):
             raise NotFoundError(f"bus {bus!r} does not exist (GET /buses lists them)")
@@ -168,6 +190,8 @@ class Replayer:
                 raise ReprocessError(f"rule {bus}/{rule} is disabled; enable it, then replay")
             only_for = OnlyFor(str(found.key))
         name = check_replay_name(name) if name is not None else new_replay_name(runtime.clock.time(), self.rng)
+        if archive is not None:
+            return await self._replay_archive(archive, bus, time_range, rule, name, only_for)
         broker = runtime.broker
         topic = bus_topic(bus)
         # Every event appended so far must be in the consume queues before their ends are taken.
@@ -184,6 +208,34 @@ class Replayer:
         log.info("replay %s of bus %r%s: %d events appended again, %d skipped", name, bus,
                  f" to rule {rule!r}" if rule else "", summary.replayed, summary.skipped)  # fmt: skip
         return summary
+
+    async def _replay_archive(
+        self, archive: str, bus: str, time_range: TimeRange, rule: str | None, name: str, only_for: OnlyFor | None
+    ) -> ReplaySummary:
+        filler = self.runtime.archives().get(archive)
+        if filler is None:
+            raise NotFoundError(f"no archive {archive!r} (GET /archives lists them)")
+        if filler.archive.bus != bus:
+            raise ReprocessError(
+                f"archive {archive!r} holds events of bus {filler.archive.bus!r}; a replay from it goes to that bus "
+                f"(POST /buses/{filler.archive.bus}/replays), as AWS replays to an archive's source bus"
+            )
+        if filler.log is None or filler.state is not ArchiveState.ENABLED:
+            raise ReprocessError(f"archive {archive!r} is {filler.state.value}: {filler.reason}")
+        replayed = skipped = 0
+        async for events in filler.log.read(time_range.from_ms, time_range.to_ms, self.batch):
+            copies = []
+            for archived in events:
+                try:
+                    copies.append(replay_copy(decode_event(archived.body), name))
+                except BusError:
+                    skipped += 1
+            if copies:
+                await self.runtime.buses.put(bus, copies, only_for)
+            replayed += len(copies)
+        log.info("replay %s of archive %r to bus %r%s: %d events appended again", name, archive, bus,
+                 f" (rule {rule!r})" if rule else "", replayed)  # fmt: skip
+        return ReplaySummary(name, bus, rule, time_range, (), ArchiveReplay(archive, replayed, skipped))
 
     async def _replay_queue(
         self,

@@ -1,9 +1,12 @@
 """The HTTP API of replays and dead letters, as aiohttp routes on mqgate's HTTP port.
 
-    POST /buses/{bus}/replays              {"from": T, "to": T, "rule"?: name, "name"?: replay name}: 200
-                                           {name, bus, rule, from, to, replayed, skipped, queues: [{queue_id,
-                                           from_offset, to_offset, replayed, skipped}]}; T is ISO 8601 (naive: UTC)
-                                           or epoch milliseconds; 404 for an unknown bus or rule
+    POST /buses/{bus}/replays              {"from": T, "to": T, "rule"?: name, "name"?: replay name, "archive"?:
+                                           archive name}: 200 {name, bus, rule, archive, from, to, replayed,
+                                           skipped, queues: [{queue_id, from_offset, to_offset, replayed,
+                                           skipped}]}; T is ISO 8601 (naive: UTC) or epoch milliseconds, a store
+                                           time, or with "archive" an event time (the archive's events are
+                                           replayed; queues is then empty); 404 for an unknown bus, rule or
+                                           archive, 400 for an archive of another bus
     GET  /dead-letters/{topic}             ?limit=100&offset=0: {topic, total, offset, limit, entries: [{id, type,
                                            bus, rule, target, status, error, attempts, origin, store_time,
                                            store_timestamp_ms, queue_id, offset, redriven}]}
@@ -76,9 +79,10 @@ async def start_replay(request: web.Request) -> web.Response:
     if missing:
         raise web.HTTPBadRequest(text=f'give {{"from": ..., "to": ...}} (missing: {", ".join(missing)})')
     rule, name = _optional_string(body, "rule"), _optional_string(body, "name")
+    archive = _optional_string(body, "archive")
     try:
         time_range = TimeRange(parse_time_ms(body["from"], "from"), parse_time_ms(body["to"], "to"))
-        summary = await request.app[REPLAYER_KEY].replay(request.match_info["bus"], time_range, rule, name)
+        summary = await request.app[REPLAYER_KEY].replay(request.match_info["bus"], time_range, rule, name, archive)
     except (ReprocessError, BusError) as exc:
         raise _refusal(exc) from None
     return web.json_response(replay_json(summary))
@@ -89,6 +93,7 @@ def replay_json(summary: ReplaySummary) -> dict[str, Any]:
         "name": summary.name,
         "bus": summary.bus,
         "rule": summary.rule,
+        "archive": summary.archive.archive if summary.archive else None,
         "from": format_ms(summary.range.from_ms),
         "to": format_ms(summary.range.to_ms),
         "replayed": summary.replayed,

@@ -22,12 +22,20 @@
     PUT    /sources/{name}           create or replace an event source ({"mqtt"} or {"topic"}, "bus", "type")
     DELETE /sources/{name}           204
     PUT    /sources/{name}/enable|disable                     200 and the source
+    GET    /archives                 [{name, bus, description, pattern, retention_days, file, state, reason,
+                                     last_error, event_count, size_bytes, segments, oldest_event_time,
+                                     newest_event_time}] (times are the events' `time`)
+    GET    /archives/{name}          one archive
+    PUT    /archives/{name}          create or change an archive ({"bus", "description", "pattern",
+                                     "retention_days"}, as in a rule file): 201 or 200 and the archive; 409 for
+                                     another bus than it has (an archive keeps its bus)
+    DELETE /archives/{name}          204: stopped, and its files deleted with its events (AWS DeleteArchive)
     POST   /rules/reload             read the rules directory now: {"rules": n, "errors": ["file:line:col: ..."]}
     POST   /test-event-pattern       {"pattern": {...}, "event": {...}}: {"result": true|false} (AWS
                                      TestEventPattern); an invalid pattern or event is a 400 saying where
 
-Rules and sources written through the API are files of the rules directory (api_definitions); those of an
-operator's file are changed in the file (409 names it). Errors are mqgate's `{"error_code": N, "message": "..."}`.
+Rules, sources and archives written through the API are files of the rules directory (api_definitions); those of
+an operator's file are changed in the file (409 names it). Errors are mqgate's `{"error_code": N, "message": "..."}`.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from aiohttp import web
 
 from eventbridge.api_definitions import (
     DefinitionError,
+    archive_file_path,
     is_api_file,
     read_definition,
     rule_file_path,
@@ -57,6 +66,7 @@ from eventbridge.rule_file import BUS_NAME
 from eventbridge.rule_model import DEFAULT_BUS, HttpTarget, MqttTarget, Rule, Target, TopicTarget
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
 from eventbridge.scheduler import rfc3339
+from eventbridge.time_range import format_ms
 from eventbridge.transform import event_as_json
 
 log = logging.getLogger(__name__)
@@ -87,6 +97,10 @@ def add_routes(app: web.Application, runtime: EventBridgeRuntime) -> None:
     app.router.add_delete("/sources/{name}", delete_source)
     app.router.add_put("/sources/{name}/enable", functools.partial(enable_source, enabled=True))
     app.router.add_put("/sources/{name}/disable", functools.partial(enable_source, enabled=False))
+    app.router.add_get("/archives", list_archives)
+    app.router.add_get("/archives/{name}", get_archive)
+    app.router.add_put("/archives/{name}", put_archive)
+    app.router.add_delete("/archives/{name}", delete_archive)
     app.router.add_post("/rules/reload", reload_rules)
     app.router.add_post("/test-event-pattern", test_event_pattern)
 
@@ -165,6 +179,9 @@ async def delete_bus(request: web.Request) -> web.Response:
         raise web.HTTPConflict(text=f"bus {DEFAULT_BUS!r} always exists; it cannot be deleted")
     if users:
         raise web.HTTPConflict(text=f"bus {bus!r} has rules ({', '.join(users)}); delete them first")
+    archives = sorted(name for name, archive in runtime.rules.archives.items() if archive.bus == bus)
+    if archives:
+        raise web.HTTPConflict(text=f"bus {bus!r} has archives ({', '.join(archives)}); delete them first")
     runtime.buses.delete(bus)
     return web.Response(status=204)
 
@@ -417,3 +434,69 @@ async def enable_source(request: web.Request, *, enabled: bool) -> web.Response:
     path, definition = _api_source(runtime, request)
     await _apply(runtime, path, "sources", {**definition, "enabled": enabled})
     return web.json_response(_source_json(runtime, request.match_info["name"]))
+
+
+# --- archives ------------------------------------------------------------------------------------------------
+
+
+def _archive_json(runtime: EventBridgeRuntime, name: str) -> dict[str, Any]:
+    archive = runtime.rules.archives[name]
+    filler = runtime.archives().get(name)
+    stats = filler.stats() if filler is not None else None
+    return {
+        "name": name,
+        "bus": archive.bus,
+        "description": archive.description,
+        "pattern": archive.pattern.value if archive.pattern is not None else None,
+        "retention_days": archive.retention_days,
+        "file": str(archive.position) if archive.position else None,
+        "state": filler.state.value if filler is not None else "FAILED",
+        "reason": filler.reason if filler is not None else "not started",
+        "last_error": filler.last_error if filler is not None else None,
+        "event_count": stats.events if stats else 0,
+        "size_bytes": stats.size_bytes if stats else 0,
+        "segments": stats.segments if stats else 0,
+        "oldest_event_time": format_ms(stats.oldest_event_ms) if stats and stats.oldest_event_ms is not None else None,
+        "newest_event_time": format_ms(stats.newest_event_ms) if stats and stats.newest_event_ms is not None else None,
+    }
+
+
+def _known_archive(runtime: EventBridgeRuntime, request: web.Request) -> str:
+    name = request.match_info["name"]
+    if name not in runtime.rules.archives:
+        raise web.HTTPNotFound(text=f"no archive {name!r} (GET /archives lists them)")
+    return name
+
+
+async def list_archives(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    return web.json_response([_archive_json(runtime, name) for name in sorted(runtime.rules.archives)])
+
+
+async def get_archive(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    return web.json_response(_archive_json(runtime, _known_archive(runtime, request)))
+
+
+async def put_archive(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    name = request.match_info["name"]
+    definition = {**await _definition_body(request), "name": name}
+    existing = runtime.rules.archives.get(name)
+    if existing is not None:
+        _owned_file(existing.position, f"archive {name!r}")
+        bus = definition.get("bus", DEFAULT_BUS)
+        if bus != existing.bus:
+            raise web.HTTPConflict(
+                text=f"archive {name!r} holds events of bus {existing.bus!r}, not {bus!r}: an archive keeps its bus; "
+                "delete it (its events go with it) and create it again"
+            )
+    await _apply(runtime, archive_file_path(runtime.rules_dir, name), "archives", definition)
+    return web.json_response(_archive_json(runtime, name), status=200 if existing else 201)
+
+
+async def delete_archive(request: web.Request) -> web.Response:
+    runtime = _runtime(request)
+    name = _known_archive(runtime, request)
+    _owned_file(runtime.rules.archives[name].position, f"archive {name!r}")
+    return await _delete_definition(runtime, archive_file_path(runtime.rules_dir, name))

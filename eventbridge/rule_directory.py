@@ -1,4 +1,5 @@
-"""Loading a directory of rule files into a RuleSet, keeping the rules in force of a file that is refused.
+"""Loading a directory of rule files into a RuleSet, keeping the rules (and sources, schemas and archives) in force
+of a file that is refused.
 
 The only module of the rule loader that reads files; parsing and validation are in rule_file.
 """
@@ -10,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eventbridge.errors import RuleFileError
-from eventbridge.rule_file import PatternCompileHook, parse_rule_document
-from eventbridge.rule_model import EventSchema, EventSource, Rule, RuleKey, RuleSet, SourcePosition
+from eventbridge.pattern_field import PatternCompileHook
+from eventbridge.rule_file import parse_rule_document
+from eventbridge.rule_model import Archive, EventSchema, EventSource, Rule, RuleKey, RuleSet, SourcePosition
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ def load_rule_directory(
     accepted: dict[RuleKey, Rule] = {}
     accepted_sources: dict[str, EventSource] = {}
     accepted_schemas: list[EventSchema] = []
+    accepted_archives: dict[str, Archive] = {}
     errors: list[RuleFileError] = []
     for file_path in rule_files(directory):
         name = str(file_path)
@@ -54,7 +57,7 @@ def load_rule_directory(
             except OSError as exc:
                 raise RuleFileError(name, 1, 1, f"cannot be read: {exc.strerror or exc}") from None
             document = parse_rule_document(name, text, compile_pattern=compile_pattern)
-            rules, sources, schemas = document.rules, document.sources, document.schemas
+            rules, sources, schemas, archives = document.rules, document.sources, document.schemas, document.archives
             for rule in rules:
                 if rule.key in accepted:
                     other = accepted[rule.key].position
@@ -67,18 +70,29 @@ def load_rule_directory(
                     raise RuleFileError(
                         name, pos.line, pos.column, f"source {source.name!r} is already defined at {other}"
                     )
+            for archive in archives:
+                if archive.name in accepted_archives:
+                    other = accepted_archives[archive.name].position
+                    pos = archive.position or SourcePosition(name, 1, 1)
+                    raise RuleFileError(
+                        name, pos.line, pos.column, f"archive {archive.name!r} is already defined at {other}"
+                    )
         except RuleFileError as exc:
             logger.warning("rule file refused, its rules in force stay: %s", exc)
             errors.append(exc)
             rules = tuple(rule for rule in in_force.from_file(name) if rule.key not in accepted)
             sources = tuple(s for s in in_force.sources_from_file(name) if s.name not in accepted_sources)
             schemas = tuple(in_force.schemas_from_file(name))
+            archives = tuple(a for a in in_force.archives_from_file(name) if a.name not in accepted_archives)
         for rule in rules:
             accepted[rule.key] = rule
         for source in sources:
             accepted_sources[source.name] = source
         accepted_schemas += schemas
-    return ReloadResult(RuleSet(accepted, accepted_sources, tuple(accepted_schemas)), tuple(errors))
+        for archive in archives:
+            accepted_archives[archive.name] = archive
+    result = RuleSet(accepted, accepted_sources, tuple(accepted_schemas), accepted_archives)
+    return ReloadResult(result, tuple(errors))
 
 
 def _read_text(path: Path) -> str:

@@ -31,35 +31,34 @@ with only a schedule is matched by no event.
 Files are parsed with `yaml.compose`, so each value keeps its node and its position; an invalid file is refused
 with `file:line:column: reason` (1-based) at the offending node. Unknown keys are refused, so a typo does not
 silently drop a setting. `parse_rule_file` is pure; the records are in rule_model, the directory loader in
-rule_directory.
+rule_directory. Targets (target_file), sources and schemas (source_file) and archives (`archives:`, archive_file)
+are read by modules of their own.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.nodes import Node, ScalarNode
 
+from eventbridge.archive_file import read_archives
 from eventbridge.errors import RuleFileError, ScheduleError
 from eventbridge.node_reader import NodeReader
+from eventbridge.pattern_field import PatternCompileHook, read_pattern
 from eventbridge.rule_model import (
     DEFAULT_BUS,
+    Archive,
     EventSchema,
     EventSource,
     Rule,
     RuleKey,
-    RulePattern,
     Target,
 )
 from eventbridge.schedule_expression import Schedule, parse_schedule
 from eventbridge.source_file import BUS_NAME, read_schemas, read_sources
 from eventbridge.target_file import read_target
-
-# The MQTT topic-filter grammar, pure (no I/O, no gateway): one definition for the gateway and event sources.
 
 # AWS EventBridge: rule names and target ids are 1 to 64 of [.-_A-Za-z0-9].
 _RULE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -70,20 +69,12 @@ MAX_RULE_FILE_CHARS = 1024 * 1024
 MAX_NESTING = 64
 
 
-# HOOK(pattern compiler): the pattern compiler (eventbridge/pattern*.py) is called here, at load, so that a bad
-# pattern refuses its file like any other bad field. It receives the pattern as parsed JSON and raises ValueError
-# to refuse it; if the exception has a `path` attribute (a dotted path such as `detail.temp[0].numeric`, as
-# eventbridge.pattern_errors.PatternError carries, or a sequence of keys and indexes), the error points at that
-# node inside the pattern, else at the pattern itself. The loader keeps only the parsed JSON: the
-# matcher is built from the RuleSet by its owner.
-PatternCompileHook = Callable[[Mapping[str, Any]], object]
-
-
 @dataclass(frozen=True, slots=True)
 class RuleDocument:
     rules: tuple[Rule, ...]
     sources: tuple[EventSource, ...]
     schemas: tuple[EventSchema, ...] = ()
+    archives: tuple[Archive, ...] = ()
 
 
 def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook | None = None) -> tuple[Rule, ...]:
@@ -92,7 +83,7 @@ def parse_rule_file(path: str, text: str, *, compile_pattern: PatternCompileHook
 
 
 def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompileHook | None = None) -> RuleDocument:
-    """Parse and validate one rule file's text: its rules and its event sources."""
+    """Parse and validate one rule file's text: its rules, event sources, schemas and archives."""
     reader = NodeReader(path)
     if len(text) > MAX_RULE_FILE_CHARS:
         raise RuleFileError(path, 1, 1, f"file longer than {MAX_RULE_FILE_CHARS} characters; split it")
@@ -109,13 +100,16 @@ def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompile
         raise RuleFileError(path, 1, 1, f"not valid YAML: {exc}") from None
     if root is None:
         raise RuleFileError(path, 1, 1, "file is empty; write 'rules:' with a list, or delete the file")
-    top = reader.mapping(root, "rule file", ["rules", "sources", "schemas"])
+    top = reader.mapping(root, "rule file", ["rules", "sources", "schemas", "archives"])
     if not top:
-        raise reader.error(root, "rule file: write 'rules:', 'sources:' or 'schemas:' with a list, or delete the file")
+        raise reader.error(
+            root, "rule file: write 'rules:', 'sources:', 'schemas:' or 'archives:' with a list, or delete the file"
+        )
     sources = read_sources(reader, top["sources"][1]) if "sources" in top else ()
     schemas = read_schemas(reader, top["schemas"][1]) if "schemas" in top else ()
+    archives = read_archives(reader, top["archives"][1], compile_pattern) if "archives" in top else ()
     if "rules" not in top:
-        return RuleDocument((), sources, schemas)
+        return RuleDocument((), sources, schemas, archives)
     rule_nodes = reader.sequence(top["rules"][1], "rules")
     if not rule_nodes:
         raise reader.error(top["rules"][1], "rules is empty; give at least one rule, or delete the file")
@@ -127,7 +121,7 @@ def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompile
             raise reader.error(node, f"rule {rule.name!r} is defined twice on bus {rule.bus!r}")
         names.add(rule.key)
         rules.append(rule)
-    return RuleDocument(tuple(rules), sources, schemas)
+    return RuleDocument(tuple(rules), sources, schemas, archives)
 
 
 def _max_flow_or_block_nesting(text: str) -> tuple[int, int] | None:
@@ -171,7 +165,7 @@ def _read_rule(reader: NodeReader, node: Node, compile_pattern: PatternCompileHo
 
     if "pattern" not in fields and "schedule" not in fields:
         raise reader.error(node, f"{where}: give a 'pattern', a 'schedule' (rate(...) or cron(...)), or both")
-    pattern = _read_pattern(reader, where, fields["pattern"][1], compile_pattern) if "pattern" in fields else None
+    pattern = read_pattern(reader, fields["pattern"][1], where, compile_pattern) if "pattern" in fields else None
     schedule = _read_schedule(reader, where, fields["schedule"][1]) if "schedule" in fields else None
 
     target_nodes = reader.sequence(fields["targets"][1], f"{where}: targets")
@@ -184,17 +178,6 @@ def _read_rule(reader: NodeReader, node: Node, compile_pattern: PatternCompileHo
             raise reader.error(target_node, f"{where}: target id {target.id!r} is used twice")
         targets.append(target)
     return Rule(name, bus, pattern, tuple(targets), enabled, description, reader.position(node), schedule)
-
-
-def _read_pattern(
-    reader: NodeReader, where: str, node: Node, compile_pattern: PatternCompileHook | None
-) -> RulePattern:
-    if not isinstance(node, MappingNode) or not node.value:
-        raise reader.error(node, f"{where}: pattern must be a non-empty mapping")
-    pattern = RulePattern(reader.json_value(node, f"{where}: pattern"), reader.position(node))
-    if compile_pattern is not None:
-        _check_pattern(reader, where, node, pattern, compile_pattern)
-    return pattern
 
 
 def _read_schedule(reader: NodeReader, where: str, node: Node) -> Schedule:
@@ -211,39 +194,3 @@ def _read_schedule(reader: NodeReader, where: str, node: Node) -> Schedule:
         if node.style in (None, "", "'", '"') and node.start_mark.line == node.end_mark.line and written == len(text):
             error = RuleFileError(reader.path, error.line, error.column + quote + exc.offset, error.reason)
         raise error from None
-
-
-def _check_pattern(
-    reader: NodeReader, where: str, node: Node, pattern: RulePattern, compile_pattern: PatternCompileHook
-) -> None:
-    try:
-        compile_pattern(pattern.value)
-    except ValueError as exc:
-        raise reader.error(_node_at(node, getattr(exc, "path", ())), f"{where}: pattern: {exc}") from None
-
-
-_PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def _path_steps(path: object) -> list[object]:
-    """`detail.temp[0].numeric` -> ["detail", "temp", 0, "numeric"]; a sequence is taken as it is."""
-    if isinstance(path, str):
-        return [key if key else int(index) for key, index in _PATH_STEP.findall(path)]
-    if isinstance(path, Sequence):
-        return list(path)
-    return []
-
-
-def _node_at(node: Node, path: object) -> Node:
-    """The deepest node reachable along `path` (mapping keys and list indexes) from `node`."""
-    for step in _path_steps(path):
-        if isinstance(node, MappingNode):
-            match = [value for key, value in node.value if key.value == step]
-            if not match:
-                break
-            node = match[0]
-        elif isinstance(node, SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
-            node = node.value[step]
-        else:
-            break
-    return node

@@ -1,4 +1,5 @@
-"""The EventBridge rule model: rules, their HTTP targets and where each was written; rule sets and their diff.
+"""The EventBridge rule model: rules, their HTTP targets, event sources, schemas and archives, and where each was
+written; rule sets and their diff.
 
 Records are frozen. Equality is content: where a rule was written (file, line) is not part of it, so a rule moved
 within or across files is the same rule, and reloading does not restart its consumers (`diff_rule_sets`).
@@ -215,14 +216,34 @@ class EventSchema:
         object.__setattr__(self, "canonical", canonical_json(self.schema))
 
 
+# AWS RetentionDays is an integer, 0 meaning "indefinitely", with no stated upper bound; a thousand years keeps the
+# arithmetic in milliseconds far inside 64 bits while refusing a misplaced unit (seconds typed as days).
+MAX_RETENTION_DAYS = 365_000
+
+
+@dataclass(frozen=True, slots=True)
+class Archive:
+    """An archive of a bus's events (AWS EventBridge CreateArchive): every event put on `bus` from its creation on
+    that matches `pattern` (all of them when there is none), kept `retention_days` after it reached the bus (0:
+    indefinitely). Names are unique across buses, as ArchiveName is per account and region."""
+
+    name: str
+    bus: str = DEFAULT_BUS
+    pattern: RulePattern | None = None
+    retention_days: int = 0
+    description: str = ""
+    position: SourcePosition | None = field(default=None, compare=False)
+
+
 @dataclass(frozen=True, slots=True)
 class RuleSet:
-    """The rules and event sources in force, rules by (bus, name) and sources by name, with the file each came
-    from."""
+    """The rules, event sources, schemas and archives in force, rules by (bus, name), sources and archives by name,
+    with the file each came from."""
 
     rules: Mapping[RuleKey, Rule] = field(default_factory=dict)
     sources: Mapping[str, EventSource] = field(default_factory=dict)
     schemas: tuple[EventSchema, ...] = ()
+    archives: Mapping[str, Archive] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Rule]:
         return iter(self.rules.values())
@@ -244,6 +265,9 @@ class RuleSet:
 
     def schemas_from_file(self, path: str) -> list[EventSchema]:
         return [s for s in self.schemas if s.position is not None and s.position.path == path]
+
+    def archives_from_file(self, path: str) -> list[Archive]:
+        return [a for a in self.archives.values() if a.position is not None and a.position.path == path]
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,10 @@ rule target delivering the bus's matching events.
   at the end too (a disabled AWS rule sees nothing).
 - Scheduled rules (scheduler.py): each enabled rule with a schedule has a timer on the runtime's clock that puts
   an event restricted to the rule on its bus at each fire time; a reload keeps the timers of unchanged schedules.
+- Archives (archive_filler.py): each reads its bus's topic into files of its own under `archives_dir`, with a
+  retention of its own. A new archive starts at the end of its bus; a changed pattern or retention applies from the
+  next batch; an archive removed from the files is stopped and its files deleted (AWS DeleteArchive). One found
+  on disk at start with no definition is left alone, not deleted: its rule file may be refused only for now.
 - Data written before routing existed: a target whose group still has offsets in the bus topic itself (it read
   the bus as a whole) has the events it had not delivered, from those offsets to the end of the bus, matched with
   its rule and copied into its queue first (in batches, the offsets committed after each: a crash repeats at most
@@ -29,6 +33,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +41,7 @@ from typing import Any
 from connectors.sink_runner import SinkRunner, sink_group
 from connectors.task_runner import Arrivals
 from core import Broker, CoreError, MessageQueue, PullConsumer, PullStatus
+from eventbridge.archive_filler import ArchiveFiller
 from eventbridge.bus import BusError, EventBuses, OnlyFor, bus_topic, decode_event, default_dead_letter_topic
 from eventbridge.clock import Clock, SystemClock
 from eventbridge.errors import RuleFileError
@@ -45,7 +51,7 @@ from eventbridge.matcher import Matcher
 from eventbridge.pattern_compiler import compile_pattern
 from eventbridge.router import EventRouter, target_queue
 from eventbridge.rule_directory import load_rule_directory, rule_files
-from eventbridge.rule_model import DEFAULT_BUS, BusTarget, EventSource, Rule, RuleSet, Target
+from eventbridge.rule_model import DEFAULT_BUS, Archive, BusTarget, EventSource, Rule, RuleSet, Target
 from eventbridge.scheduler import Scheduler
 from eventbridge.source_task import EventSourceTask
 from eventbridge.target_task import TargetTask
@@ -65,6 +71,9 @@ VISIBLE_TIMEOUT_S = 10.0
 TARGET_IDLE_WAIT_S = 30.0
 # Events of the bus read per step when a target's backlog from before routing is copied into its queue.
 LEGACY_BATCH = 256
+# Where archives keep their files when the runtime is not told (mqgate serve: DATA_DIR/eventbridge/archives), next
+# to the rules directory.
+ARCHIVES_SUBDIR = Path("eventbridge") / "archives"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +123,11 @@ class EventBridgeRuntime:
         rng: random.Random | None = None,
         reload_interval_s: float = DEFAULT_RELOAD_INTERVAL_S,
         mqtt: MqttPublisher | None = None,
+        archives_dir: Path | None = None,
     ) -> None:
         self.broker = broker
         self.rules_dir = Path(rules_dir)
+        self.archives_dir = Path(archives_dir) if archives_dir is not None else self.rules_dir.parent / ARCHIVES_SUBDIR
         self.clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.reload_interval_s = reload_interval_s
@@ -131,6 +142,7 @@ class EventBridgeRuntime:
         self._arrivals = Arrivals()
         self._running: dict[TargetKey, _Running] = {}
         self._sources: dict[str, _RunningSource] = {}
+        self._archives: dict[str, ArchiveFiller] = {}
         self._signature: tuple[tuple[str, int, int], ...] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -156,8 +168,10 @@ class EventBridgeRuntime:
             await self.scheduler.close()
             runners = [r.runner for r in self._sources.values()] + [r.runner for r in self._running.values()]
             await asyncio.gather(*(_stop(runner) for runner in runners))
+            await asyncio.gather(*(filler.stop() for filler in self._archives.values()))
             self._running.clear()
             self._sources.clear()
+            self._archives.clear()
 
     # --- rules ---------------------------------------------------------------------------------------------
 
@@ -253,6 +267,32 @@ class EventBridgeRuntime:
         for name, source, queues in starting:
             self._sources[name] = self._start_source(source, queues)
             log.info("eventbridge: source %r started (%s -> bus %r)", name, source.mqtt or source.topic, source.bus)
+        await self._apply_archives(rules.archives)
+
+    # --- archives ------------------------------------------------------------------------------------------
+
+    def archives(self) -> dict[str, ArchiveFiller]:
+        return dict(self._archives)
+
+    async def _apply_archives(self, wanted: Mapping[str, Archive]) -> None:
+        for name, filler in list(self._archives.items()):
+            want = wanted.get(name)
+            if want is None:
+                del self._archives[name]
+                await filler.delete()
+                log.info("eventbridge: archive %r deleted, its files with it", name)
+            elif want.bus != filler.archive.bus:
+                # Started again below, where its files refuse the other bus (the archive is then FAILED).
+                del self._archives[name]
+                await filler.stop()
+            else:
+                filler.update(want)
+        for name, archive in wanted.items():
+            if name not in self._archives:
+                self.buses.create(archive.bus)
+                filler = ArchiveFiller(self.broker, archive, self.archives_dir / name, self._arrivals, self.clock)
+                await filler.start()
+                self._archives[name] = filler
 
     def source_runner(self, name: str) -> SinkRunner:
         return self._sources[name].runner

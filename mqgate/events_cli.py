@@ -1,10 +1,11 @@
 """`mqgate events`: replays and dead letters of a running `mqgate serve`'s EventBridge, from the command line.
 
-    mqgate events replay --bus B --from T1 --to T2 [--rule R] [--name N]
+    mqgate events replay --bus B --from T1 --to T2 [--rule R] [--name N] [--archive A]
     mqgate events dlq list [--topic T | --bus B] [--limit N] [--offset N]
     mqgate events dlq redrive [--topic T | --bus B] [--rule R [--target ID]]
 
-Times are ISO 8601 (2024-05-01T12:00:00Z, or with an offset; without one they are UTC) or epoch milliseconds.
+Times are ISO 8601 (2024-05-01T12:00:00Z, or with an offset; without one they are UTC) or epoch milliseconds: store
+times, or with --archive the events' own `time` (an archive is replayed to its bus by event time, as AWS does).
 `--bus B` names the bus's default dead-letter topic, %EVENTBUS-DLQ%B; a target's own dead_letter_topic is given
 with --topic. It speaks HTTP to `--url` with `--token` as `mqgate connect` does, and exits as it does: 0 done,
 1 the server refused (its error is shown) or cannot be reached, 2 a bad command line.
@@ -30,6 +31,7 @@ EPILOG = """\
 examples:
   mqgate events replay --bus orders --from 2024-05-01T12:00:00Z --to 2024-05-01T13:00:00Z
   mqgate events replay --bus orders --from 1714564800000 --to 1714568400000 --rule to-billing --name billing-fix
+  mqgate events replay --bus orders --archive orders-2024 --from 2024-01-01 --to 2024-02-01
   mqgate events dlq list --bus orders --limit 20
   mqgate events dlq redrive --bus orders --rule to-billing --target billing-api
 
@@ -57,6 +59,9 @@ def add_events_parser(
     replay.add_argument("--to", required=True, metavar="TIME", help="last store time (included)")
     replay.add_argument("--rule", help="replay to this rule of the bus only (default: to every rule)")
     replay.add_argument("--name", help="the replay's name, the `replayname` of its copies (default: generated)")
+    replay.add_argument(
+        "--archive", help="replay this archive of the bus (times are then event times) instead of the bus itself"
+    )
     replay.set_defaults(events_handler=_replay)
 
     dlq = actions.add_parser("dlq", formatter_class=formatter, help="dead letters: list, redrive")
@@ -131,8 +136,16 @@ def _replay(client: RestClient, args: argparse.Namespace) -> int:
         body["rule"] = args.rule
     if args.name is not None:
         body["name"] = args.name
+    if args.archive is not None:
+        body["archive"] = args.archive
     summary = client.call("POST", f"/buses/{_quote(args.bus)}/replays", body)
     to = f"rule {summary['rule']!r}" if summary["rule"] else "every rule"
+    if summary.get("archive"):
+        print(
+            f"replay {summary['name']}: {summary['replayed']} events of archive {summary['archive']!r} with event "
+            f"times from {summary['from']} to {summary['to']} sent again to {to} of bus {summary['bus']!r}"
+        )
+        return EXIT_OK
     print(
         f"replay {summary['name']}: {summary['replayed']} events of bus {summary['bus']!r} stored from "
         f"{summary['from']} to {summary['to']} sent again to {to} ({summary['skipped']} replayed copies skipped)"

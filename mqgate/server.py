@@ -31,7 +31,7 @@ from core.grpc.server import EndpointError, GrpcEndpoint
 from eventbridge.http_target import HttpTargetClient
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
-from eventbridge.runtime import EventBridgeRuntime
+from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
 from mqgate.http_api import HttpServer, build_app
 from mqgate.settings import ConfigError, Settings
 from mqtt_bridge.config import MqttConfig
@@ -267,11 +267,14 @@ async def _start_connectors(settings: Settings, broker: Broker, stack: contextli
 async def _start_eventbridge(
     settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, gateway: MqttGateway | None
 ) -> EventBridgeRuntime:
-    """Start EventBridge: buses, the rules of DATA_DIR/rules and their targets. Closed by `stack` (targets first,
-    then their HTTP client). MQTT targets publish through `gateway` (None: the gateway is off; they dead-letter)."""
+    """Start EventBridge: buses, the rules of DATA_DIR/rules and their targets, archives in
+    DATA_DIR/eventbridge/archives. Closed by `stack` (targets first, then their HTTP client). MQTT targets publish
+    through `gateway` (None: the gateway is off; they dead-letter)."""
     client = HttpTargetClient()
     stack.push_async_callback(client.close)
-    runtime = EventBridgeRuntime(broker, settings.data_dir / RULES_SUBDIR, client, mqtt=gateway)
+    runtime = EventBridgeRuntime(
+        broker, settings.data_dir / RULES_SUBDIR, client, mqtt=gateway, archives_dir=settings.data_dir / ARCHIVES_SUBDIR
+    )
     await runtime.start()
     stack.push_async_callback(runtime.close)
     for error in runtime.errors:

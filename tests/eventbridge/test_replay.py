@@ -219,3 +219,37 @@ def test_times_are_iso_8601_or_epoch_milliseconds(text: object, expected: int) -
 def test_other_times_are_refused_naming_the_field(bad: object) -> None:
     with pytest.raises(ReprocessError, match="'to'"):
         parse_time_ms(bad, "to")
+
+
+# --- from an archive -------------------------------------------------------------------------------------------
+
+
+async def test_a_replay_from_an_archive_selects_by_event_time_and_reaches_one_rule(
+    setup: Setup, broker: Broker, tmp_path: Path
+) -> None:
+    write_rules(tmp_path / "rules", "archive.yaml", "archives: [{name: kept}, {name: elsewhere, bus: shop}]\n")
+    assert await setup.runtime.reload() == ()
+    january = [{**event(n), "time": f"2020-01-{n:02d}T00:00:00Z"} for n in range(1, 7)]
+    await setup.runtime.buses.put("default", january)
+    await setup.a.wait_for(6)
+    await setup.b.wait_for(6)
+    kept = setup.runtime.archives()["kept"]
+    async with asyncio.timeout(10):
+        while kept.stats().events < 6:  # type: ignore[union-attr]
+            await asyncio.sleep(0.02)
+    second_to_fourth = TimeRange(parse_time_ms("2020-01-02", "from"), parse_time_ms("2020-01-04T00:00:00Z", "to"))
+
+    summary = await Replayer(setup.runtime, batch=2).replay("default", second_to_fourth, "b", "jan", archive="kept")
+    assert (summary.replayed, summary.skipped, summary.queues) == (3, 0, ())
+    assert summary.archive is not None and summary.archive.archive == "kept"
+    await setup.b.wait_for(9)
+    await asyncio.sleep(QUIET_S)
+    assert replayed(setup.b) == [("e2", "jan"), ("e3", "jan"), ("e4", "jan")]
+    assert len(setup.a.received) == 6 and replayed(setup.a) == []
+    # The bus itself replays by store time: its events were stored now, not in January 2020.
+    assert (await Replayer(setup.runtime).replay("default", second_to_fourth)).replayed == 0
+
+    with pytest.raises(NotFoundError, match="no archive 'nope'"):
+        await Replayer(setup.runtime).replay("default", second_to_fourth, archive="nope")
+    with pytest.raises(ReprocessError, match="archive 'elsewhere' holds events of bus 'shop'"):
+        await Replayer(setup.runtime).replay("default", second_to_fourth, archive="elsewhere")

@@ -85,6 +85,7 @@ def test_example_rules_load() -> None:
     assert list(result.rules.sources) == ["plant-sensors"]
     assert result.rules.sources["plant-sensors"].core_topic == "plant"
     assert len(result.rules.schemas) == 1
+    assert [(a.name, a.retention_days) for a in result.rules.archives.values()] == [("plant-readings", 365)]
     cold = next(rule for rule in result.rules if rule.name == "cold-rooms")
     event = {"subject": "plant/a/room-7", "data": {"temp": 3}}
     assert cold.targets[0].transform.apply(event).value == {"text": "Room plant/a/room-7 is at 3 C"}

@@ -200,3 +200,36 @@ async def test_the_rest_api_refuses_bad_requests_saying_what_to_do(serve: ServeP
             assert response.status == 400 and "limit='many'" in (await response.json())["message"]
         async with http.post(f"{base}/dead-letters/%25EVENTBUS-DLQ%25default/redrive", json={"target": "t"}) as r:
             assert r.status == 400 and "give its 'rule' too" in (await r.json())["message"]
+
+
+async def test_replay_from_an_archive_by_event_time(serve: ServeProcess, targets: Targets) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with aiohttp.ClientSession(headers=headers) as http:
+        async with http.put(f"{serve.http_url}/archives/kept", json={"pattern": {"source": ["cli-test"]}}) as r:
+            assert r.status == 201, await r.text()
+        batch = [
+            {"specversion": "1.0", "id": f"j{n}", "source": "cli-test", "type": "t", "time": f"2020-01-0{n}T00:00:00Z"}
+            for n in range(1, 5)
+        ]
+        url = f"{serve.http_url}/buses/default/events"
+        async with http.post(url, json=batch, headers={"Content-Type": "application/cloudevents-batch+json"}) as r:
+            assert r.status == 200
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                async with http.get(f"{serve.http_url}/archives/kept") as r:
+                    if (await r.json())["event_count"] == 4:
+                        break
+                await asyncio.sleep(0.05)
+    await targets.other.wait_for(4)
+    out = ok(
+        await events_cli(
+            serve, "replay", "--bus", "default", "--archive", "kept", "--from", "2020-01-02", "--to",
+            "2020-01-03T00:00:00Z", "--rule", "other", "--name", "from-kept",
+        )
+    )  # fmt: skip
+    assert "replay from-kept: 2 events of archive 'kept' with event times from 2020-01-02T00:00:00.000Z" in out
+    await targets.other.wait_for(6)
+    copies = sorted((r.attributes["id"], r.attributes.get("replayname")) for r in targets.other.received[4:])
+    assert copies == [("j2", "from-kept"), ("j3", "from-kept")]
+    refused = await events_cli(serve, "replay", "--bus", "default", "--archive", "nope", "--from", "0", "--to", "1")
+    assert refused.returncode == 1 and "no archive 'nope'" in refused.stderr
