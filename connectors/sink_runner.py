@@ -117,36 +117,48 @@ class SinkRunner(TaskRunner):
             self.offsets[queue] = offset
             self.consumer.commit(queue, offset)
         log.info("%s reads %s", self.label, {f"{q.topic}/{q.queue_id}": o for q, o in self.offsets.items()})
-        waiting_on = [(queue.topic, queue.queue_id) for queue in self.queues]
-        while True:
-            await self._gate()
-            async with self._busy:
-                if self.paused:
-                    continue
-                records, next_offsets = await self._fetch()
-                if records:
-                    await self._deliver(records)
-                    flushed = {QueueRef(q.topic, q.queue_id): o for q, o in next_offsets.items()}
-                    await self.policy.retry(f"{self.label}: flush", functools.partial(self.task.flush, flushed))
-                    for queue, offset in next_offsets.items():
-                        if offset != self.offsets[queue]:
-                            self.consumer.commit(queue, offset)
-                    self.offsets = next_offsets
-                    continue
-            await self.arrivals.wait(waiting_on, self.idle_wait_s)
+        # Set by every arrival in the queues; cleared before each read, so after a read that reached the end of
+        # every queue the runner waits only if nothing arrived since (one read per batch, not one more to find
+        # the queues empty: with thousands of EventBridge targets of an event or two each, that read doubled
+        # the reads).
+        arrived = self.arrivals.flag((queue.topic, queue.queue_id) for queue in self.queues)
+        try:
+            while True:
+                await self._gate()
+                async with self._busy:
+                    if self.paused:
+                        continue
+                    arrived.clear()
+                    records, next_offsets, more = await self._fetch()
+                    if records:
+                        await self._deliver(records)
+                        flushed = {QueueRef(q.topic, q.queue_id): o for q, o in next_offsets.items()}
+                        await self.policy.retry(f"{self.label}: flush", functools.partial(self.task.flush, flushed))
+                        for queue, offset in next_offsets.items():
+                            if offset != self.offsets[queue]:
+                                self.consumer.commit(queue, offset)
+                        self.offsets = next_offsets
+                if not more and not arrived.is_set():
+                    await arrived.wait(self.idle_wait_s)
+        finally:
+            arrived.close()
 
-    async def _fetch(self) -> tuple[list[SinkRecord], dict[MessageQueue, int]]:
-        """Up to batch_size records from the queues, in queue order per queue, and the offsets past them."""
+    async def _fetch(self) -> tuple[list[SinkRecord], dict[MessageQueue, int], bool]:
+        """Up to batch_size records from the queues, in queue order per queue, the offsets past them, and whether
+        a queue has more than was read (past the batch, or past what one read returns)."""
         records: list[SinkRecord] = []
         offsets = dict(self.offsets)
+        more = False
         for queue in self.queues:
             room = self.batch_size - len(records)
             if room <= 0:
+                more = True  # this queue was not read
                 break
             got = await self.consumer.pull(queue, offsets[queue], room)
             if got.status is PullStatus.FOUND:
                 records.extend(sink_record(message) for message in got.messages)
                 offsets[queue] = got.next_begin_offset
+                more = more or got.next_begin_offset < got.max_offset
             elif got.status is PullStatus.OFFSET_ILLEGAL and got.next_begin_offset != offsets[queue]:
                 log.warning(
                     "%s: %s/%d offset %d is out of range (retention?); going on from %d",
@@ -157,10 +169,11 @@ class SinkRunner(TaskRunner):
                     got.next_begin_offset,
                 )
                 offsets[queue] = got.next_begin_offset
+                more = True  # read again from there
         # Queues read first get a turn last next time, so one busy queue does not starve the others.
         if len(self.queues) > 1:
             self.queues = self.queues[1:] + self.queues[:1]
-        return records, offsets
+        return records, offsets, more
 
     async def _deliver(self, records: list[SinkRecord]) -> None:
         failed, named = await self._put(records)

@@ -98,6 +98,22 @@ class Arrivals:
             for event in self._waiters.get(queue, ()):
                 event.set()
 
+    def flag(self, queues: Iterable[tuple[str, int]]) -> ArrivalFlag:
+        """A flag set by every arrival in `queues` until it is closed: a reader clears it, reads, and waits on it
+        only if nothing arrived since (no registration, no empty read per wait)."""
+        flag = ArrivalFlag(self, list(queues))
+        for key in flag.queues:
+            self._waiters.setdefault(key, set()).add(flag.event)
+        return flag
+
+    def _discard(self, keys: list[tuple[str, int]], event: asyncio.Event) -> None:
+        for key in keys:
+            waiters = self._waiters.get(key)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    del self._waiters[key]
+
     async def wait(self, queues: Iterable[tuple[str, int]], timeout_s: float) -> None:
         event = asyncio.Event()
         keys = list(queues)
@@ -108,12 +124,33 @@ class Arrivals:
                 async with asyncio.timeout(timeout_s):
                     await event.wait()
         finally:
-            for key in keys:
-                waiters = self._waiters.get(key)
-                if waiters is not None:
-                    waiters.discard(event)
-                    if not waiters:
-                        del self._waiters[key]
+            self._discard(keys, event)
+
+
+class ArrivalFlag:
+    """Set when a message arrives in one of its queues (Arrivals.flag); closed when its reader stops."""
+
+    __slots__ = ("arrivals", "event", "queues")
+
+    def __init__(self, arrivals: Arrivals, queues: list[tuple[str, int]]) -> None:
+        self.arrivals = arrivals
+        self.queues = queues
+        self.event = asyncio.Event()
+
+    def clear(self) -> None:
+        self.event.clear()
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until an arrival, or `timeout_s` (a backstop for a wake-up that was missed)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self.event.wait()
+
+    def close(self) -> None:
+        self.arrivals._discard(self.queues, self.event)
 
 
 class TaskRunner(abc.ABC):

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from core import MAX_BATCH_BYTES, Broker, Message, Producer, SendResult, SendStatus, StoredMessage
 from eventbridge.errors import EventBridgeError
@@ -59,23 +62,44 @@ def bus_of_topic(topic: str) -> str | None:
 
 
 # json.dumps with options builds an encoder per call; this one is built once (the same options, the same bytes).
-_encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 def encode_event(event: Mapping[str, Any]) -> bytes:
-    return _encode_json(event).encode()
+    """Compact UTF-8 JSON. orjson writes it in a tenth of the stdlib's time; an integer past 64 bits (which JSON
+    allows and orjson does not take) falls back to the stdlib."""
+    try:
+        return orjson.dumps(event)
+    except TypeError:
+        return _encode_json(event).encode()
 
 
 def decode_event(body: bytes) -> dict[str, Any]:
     """The event of a bus message. Raises BusError for a body that is not a JSON object with an id (a message
-    someone sent to the bus topic by hand)."""
+    someone sent to the bus topic by hand). Every event is decoded on each hop (routing, each target, replays):
+    orjson reads it in a third of the stdlib's time. NaN and
+    Infinity, which the stdlib would take, are refused, as PutEvents and sources refuse them."""
     try:
-        event = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        # orjson reads an integer past 64 bits as a float, silently: a body with such a run of digits (or a long
+        # number or digit string, which cost nothing to read the slow way) goes to the stdlib.
+        event = orjson.loads(body) if _LONG_DIGITS.search(body) is None else _stdlib_decode(body)
+    except (UnicodeDecodeError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
         raise BusError(f"not a CloudEvent in JSON: {exc}") from None
     if not isinstance(event, dict) or not isinstance(event.get("id"), str):
         raise BusError("not a CloudEvent in JSON: expected an object with a string 'id'")
     return event
+
+
+# Integers orjson reads exactly have at most 19 digits (2**64 - 1 has 20, but -2**63 - 1 has 19 and overflows).
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+def _stdlib_decode(body: bytes) -> Any:
+    return json.loads(body, parse_constant=_refuse_constant)
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
 
 
 def now_rfc3339() -> str:

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 from cloudevents.core.bindings.http import HTTPMessage, to_binary, to_structured
 from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.spec import SPECVERSION_V1_0
@@ -133,7 +134,10 @@ class _JsonDataFormat(JSONFormat):
         is_json = self.JSON_CONTENT_TYPE_PATTERN.match(datacontenttype or self.DEFAULT_CONTENT_TYPE)
         if data is None or isinstance(data, bytes | bytearray) or not is_json:
             return super().write_data(data, datacontenttype)
-        return _encode_json(data).encode("utf-8")
+        try:
+            return orjson.dumps(data)  # a tenth of the stdlib's time
+        except TypeError:  # an integer past 64 bits, which JSON allows and orjson does not write
+            return _encode_json(data).encode("utf-8")
 
 
 DATA_FORMAT = _FORMAT = _JsonDataFormat()  # also the other targets' (local_targets)
