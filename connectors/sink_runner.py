@@ -32,7 +32,7 @@ from connectors.api import (
     SinkTask,
     TaskContext,
 )
-from connectors.task_runner import Arrivals, ErrorPolicy, TaskRunner
+from connectors.task_runner import Arrivals, Backoff, ErrorPolicy, TaskRunner
 from core import MAX_PROPERTIES_LENGTH, Broker, MessageQueue, Producer, PullConsumer, PullStatus, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -122,6 +122,9 @@ class SinkRunner(TaskRunner):
         # the queues empty: with thousands of EventBridge targets of an event or two each, that read doubled
         # the reads).
         arrived = self.arrivals.flag((queue.topic, queue.queue_id) for queue in self.queues)
+        # A task that keeps SinkTask's flush (nothing to make durable: each put delivered its records) is not
+        # called for it after every batch.
+        flushes = type(self.task).flush is not SinkTask.flush
         try:
             while True:
                 await self._gate()
@@ -132,8 +135,9 @@ class SinkRunner(TaskRunner):
                     records, next_offsets, more = await self._fetch()
                     if records:
                         await self._deliver(records)
-                        flushed = {QueueRef(q.topic, q.queue_id): o for q, o in next_offsets.items()}
-                        await self.policy.retry(f"{self.label}: flush", functools.partial(self.task.flush, flushed))
+                        if flushes:
+                            flushed = {QueueRef(q.topic, q.queue_id): o for q, o in next_offsets.items()}
+                            await self.policy.retry(f"{self.label}: flush", functools.partial(self.task.flush, flushed))
                         for queue, offset in next_offsets.items():
                             if offset != self.offsets[queue]:
                                 self.consumer.commit(queue, offset)
@@ -193,7 +197,8 @@ class SinkRunner(TaskRunner):
     async def _put(self, records: list[SinkRecord]) -> tuple[list[tuple[SinkRecord, BaseException]], bool]:
         """Put with retries; the records that still fail with their errors, and whether the task named them
         (api.RecordsFailed) rather than failing the whole call."""
-        backoff = self.policy.backoff()
+        started = asyncio.get_running_loop().time()
+        backoff: Backoff | None = None  # made on the first failure: most puts succeed at once
         remaining = records
         while True:
             try:
@@ -203,6 +208,8 @@ class SinkRunner(TaskRunner):
                 failed, named = exc.failures, True
             except Exception as exc:
                 failed, named = [(record, exc) for record in remaining], False
+            if backoff is None:
+                backoff = Backoff(self.policy, started)
             wait = backoff.next_wait()
             if wait is None:
                 return failed, named

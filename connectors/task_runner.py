@@ -11,7 +11,7 @@ import logging
 import traceback
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from connectors.api import Task
 
@@ -54,11 +54,14 @@ class ErrorPolicy:
     async def retry(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """`call()`, again after a failure with exponential backoff until `retry_timeout_ms` has passed; the last
         failure is raised."""
-        backoff = self.backoff()
+        started = asyncio.get_running_loop().time()
+        backoff: Backoff | None = None  # made on the first failure: most calls succeed at once
         while True:
             try:
                 return await call()
             except Exception as exc:
+                if backoff is None:
+                    backoff = Backoff(self, started)
                 wait = backoff.next_wait()
                 if wait is None:
                     raise
@@ -87,32 +90,65 @@ class Backoff:
         return wait
 
 
+class _Settable(Protocol):
+    def set(self) -> None: ...
+
+
+# How often the waits on arrival flags are looked over for one past its backstop (ArrivalFlag.wait).
+BACKSTOP_TICK_S = 1.0
+
+
 class Arrivals:
     """Wakes runners waiting for messages in given queues (one broker arrival listener for the whole worker)."""
 
     def __init__(self) -> None:
-        self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
+        self._waiters: dict[tuple[str, int], set[_Settable]] = {}
+        # Flags being waited on, with when each wait's backstop ends; one task looks them over every tick, so a
+        # wait costs no timer of its own (10,000 idle EventBridge targets kept 10,000 timers and their objects).
+        self._waiting: dict[ArrivalFlag, float] = {}
+        self._backstop: asyncio.Task[None] | None = None
 
     def notify(self, queues: set[tuple[str, int]]) -> None:
         for queue in queues:
-            for event in self._waiters.get(queue, ()):
-                event.set()
+            for waiter in self._waiters.get(queue, ()):
+                waiter.set()
 
     def flag(self, queues: Iterable[tuple[str, int]]) -> ArrivalFlag:
         """A flag set by every arrival in `queues` until it is closed: a reader clears it, reads, and waits on it
         only if nothing arrived since (no registration, no empty read per wait)."""
         flag = ArrivalFlag(self, list(queues))
         for key in flag.queues:
-            self._waiters.setdefault(key, set()).add(flag.event)
+            self._waiters.setdefault(key, set()).add(flag)
         return flag
 
-    def _discard(self, keys: list[tuple[str, int]], event: asyncio.Event) -> None:
+    def _discard(self, keys: list[tuple[str, int]], waiter: _Settable) -> None:
         for key in keys:
             waiters = self._waiters.get(key)
             if waiters is not None:
-                waiters.discard(event)
+                waiters.discard(waiter)
                 if not waiters:
                     del self._waiters[key]
+
+    def _waiting_until(self, flag: ArrivalFlag, deadline: float) -> None:
+        self._waiting[flag] = deadline
+        if self._backstop is None or self._backstop.done():
+            self._backstop = asyncio.get_running_loop().create_task(self._look_over(), name="arrival backstop")
+
+    async def _look_over(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._waiting:
+            await asyncio.sleep(BACKSTOP_TICK_S)
+            now = loop.time()
+            for flag in [flag for flag, deadline in self._waiting.items() if deadline <= now]:
+                flag.set()
+
+    async def close(self) -> None:
+        """Stop looking over the waits (their runners are stopped)."""
+        if self._backstop is not None:
+            self._backstop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._backstop
+            self._backstop = None
 
     async def wait(self, queues: Iterable[tuple[str, int]], timeout_s: float) -> None:
         event = asyncio.Event()
@@ -130,27 +166,41 @@ class Arrivals:
 class ArrivalFlag:
     """Set when a message arrives in one of its queues (Arrivals.flag); closed when its reader stops."""
 
-    __slots__ = ("arrivals", "event", "queues")
+    __slots__ = ("_set", "_waiter", "arrivals", "queues")
 
     def __init__(self, arrivals: Arrivals, queues: list[tuple[str, int]]) -> None:
         self.arrivals = arrivals
         self.queues = queues
-        self.event = asyncio.Event()
+        self._set = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self._set = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def clear(self) -> None:
-        self.event.clear()
+        self._set = False
 
     def is_set(self) -> bool:
-        return self.event.is_set()
+        return self._set
 
     async def wait(self, timeout_s: float) -> None:
-        """Until an arrival, or `timeout_s` (a backstop for a wake-up that was missed)."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                await self.event.wait()
+        """Until an arrival, or about `timeout_s` (to within BACKSTOP_TICK_S; a backstop for a missed wake-up)."""
+        if self._set:
+            return
+        loop = asyncio.get_running_loop()
+        self._waiter = loop.create_future()
+        self.arrivals._waiting_until(self, loop.time() + timeout_s)
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+            self.arrivals._waiting.pop(self, None)
 
     def close(self) -> None:
-        self.arrivals._discard(self.queues, self.event)
+        self.arrivals._discard(self.queues, self)
 
 
 class TaskRunner(abc.ABC):

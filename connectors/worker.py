@@ -164,6 +164,7 @@ class Worker:
             for connector in self._connectors.values():
                 await self._stop_tasks(connector)
             self._connectors.clear()
+            await self._arrivals.close()
         await self._positions.close()
         await self._configs.close()
 

@@ -58,6 +58,7 @@ from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.spec import SPECVERSION_V1_0
 from cloudevents.core.v1.event import OPTIONAL_ATTRIBUTES, REQUIRED_ATTRIBUTES, CloudEvent
 from dateutil.parser import isoparse
+from yarl import URL
 
 from eventbridge.errors import TransformRenderError
 from eventbridge.retry_policy import retryable
@@ -97,6 +98,8 @@ _NO_SESSION_TIMEOUT = aiohttp.ClientTimeout()
 # Without a bound, thousands of targets on one host each opened a connection per event (10,000 rules to one
 # service: 5,700 connects for 2,000 events). Per host, so a slow host holds up only its own targets.
 MAX_CONNECTIONS_PER_HOST = 64
+# Target URLs kept parsed (HttpTargetClient._urls).
+MAX_PARSED_URLS = 100_000
 
 # We read at most MAX_DRAINED_BODY_BYTES and show only a prefix; a compressed body would be unreadable as text
 # and, decompressed, could be far larger than what arrived.
@@ -222,6 +225,9 @@ class HttpTargetClient:
     def __init__(self, session: aiohttp.ClientSession | None = None) -> None:
         self._session = session
         self._owns_session = session is None
+        # Each target's URL parsed once (aiohttp parses a string URL on every request; yarl's own cache holds a
+        # few hundred, and thousands of targets each have their own).
+        self._urls: dict[str, URL] = {}
 
     async def deliver(self, target: HttpTarget, event: Mapping[str, Any]) -> DeliveryOutcome:
         """POST `event` to `target` within target.timeout_ms; never raises for an HTTP or network problem."""
@@ -233,8 +239,13 @@ class HttpTargetClient:
         deadline = asyncio.get_running_loop().time() + target.timeout_ms / 1000
         try:
             async with asyncio.timeout_at(deadline):
+                url = self._urls.get(request.url)
+                if url is None:
+                    if len(self._urls) >= MAX_PARSED_URLS:
+                        self._urls.clear()  # targets come and go with reloads; start again rather than grow
+                    url = self._urls[request.url] = URL(request.url)
                 response = await session.post(
-                    request.url,
+                    url,
                     data=request.body,
                     headers=request.headers,
                     allow_redirects=False,

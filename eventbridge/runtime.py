@@ -172,6 +172,7 @@ class EventBridgeRuntime:
             self._running.clear()
             self._sources.clear()
             self._archives.clear()
+            await self._arrivals.close()
 
     # --- rules ---------------------------------------------------------------------------------------------
 
