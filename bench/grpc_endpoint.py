@@ -1,7 +1,7 @@
 """RocketMQ 5 gRPC endpoint benchmark: `mqgate serve`'s SendMessage and ReceiveMessage+Ack, driven by the official
 client (rocketmq-python-client), against the floor of this transport here. One run measures all three.
 
-    python bench/grpc.py [--quick] [--rounds N]
+    python bench/grpc_endpoint.py [--quick] [--rounds N]
 
 * echo, the floor: the official client and grpc.aio with a server that stores nothing. A child process serves the
   same service, apache.rocketmq.v2.MessagingService, on grpc.aio (on uvloop when installed, as `mqgate serve`):
@@ -62,8 +62,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# `python bench/grpc.py` puts bench/ first on sys.path, where this file would stand for the grpc package.
-sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
+sys.path.insert(0, str(ROOT))
 
 from bench.serve_child import ServeChild  # noqa: E402
 from core.grpc.stubs import (  # noqa: E402
