@@ -40,8 +40,8 @@ from eventbridge.pattern_operators import (
     SuffixIgnoreCase,
     Wildcard,
     exact_key,
+    ip_number,
     is_number,
-    parse_ip,
 )
 
 RuleId = TypeVar("RuleId", bound=Hashable)
@@ -225,12 +225,12 @@ class LeafIndex:
             if candidates:
                 out.update(ident for wildcard, ident in candidates if wildcard.regex.fullmatch(value) is not None)
         if self.cidrs:
-            address = parse_ip(value)
+            address = ip_number(value)
             if address is not None:
-                number = int(address)
+                address_version, number = address
                 for (version, prefixlen), by_network in self.cidrs.items():
-                    if version == address.version:
-                        hits = by_network.get(number >> (address.max_prefixlen - prefixlen))
+                    if version == address_version:
+                        hits = by_network.get(number >> ((32 if version == 4 else 128) - prefixlen))
                         if hits:
                             out.update(hits)
 
