@@ -61,6 +61,9 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
     ("wildcard escaped star", {"k": [{"wildcard": "a\\*"}]}, {"k": "a*"}, True),
     ("wildcard escaped star no", {"k": [{"wildcard": "a\\*"}]}, {"k": "ab"}, False),
     ("wildcard no star is exact", {"k": [{"wildcard": "abc"}]}, {"k": "abcd"}, False),
+    ("wildcard no star equal", {"k": [{"wildcard": "abc"}]}, {"k": "abc"}, True),
+    ("wildcard head and tail overlap", {"k": [{"wildcard": "ab*ba"}]}, {"k": "aba"}, False),
+    ("wildcard head then tail", {"k": [{"wildcard": "ab*ba"}]}, {"k": "abba"}, True),
     # anything-but
     ("anything-but value", {"s": [{"anything-but": "a"}]}, {"s": "b"}, True),
     ("anything-but value no", {"s": [{"anything-but": "a"}]}, {"s": "a"}, False),
@@ -110,6 +113,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
     ("cidr v4", {"ip": [{"cidr": "10.0.0.0/24"}]}, {"ip": "10.0.0.255"}, True),
     ("cidr v4 no", {"ip": [{"cidr": "10.0.0.0/24"}]}, {"ip": "10.0.1.0"}, False),
     ("cidr v4 not an address", {"ip": [{"cidr": "10.0.0.0/24"}]}, {"ip": "10.0.0.x"}, False),
+    ("cidr v4 leading zero", {"ip": [{"cidr": "10.0.0.0/24"}]}, {"ip": "10.0.0.07"}, False),
     ("cidr v6", {"ip": [{"cidr": "2001:db8::/32"}]}, {"ip": "2001:db8:1::7"}, True),
     ("cidr v6 no", {"ip": [{"cidr": "2001:db8::/32"}]}, {"ip": "2001:db9::1"}, False),
     ("cidr v6 rejects v4", {"ip": [{"cidr": "::/0"}]}, {"ip": "10.0.0.1"}, False),
