@@ -24,7 +24,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import Generic, NamedTuple, TypeVar
 
 from eventbridge.field_trie import FieldNode
-from eventbridge.leaf_index import LeafIndex
+from eventbridge.leaf_index import LeafIndex, frozen
 from eventbridge.pattern_compiler import CompiledPattern, Path, compile_pattern
 from eventbridge.pattern_operators import (
     AnythingBut,
@@ -46,7 +46,7 @@ RuleId = TypeVar("RuleId", bound=Hashable)
 
 class _Alternative(NamedTuple, Generic[RuleId]):
     rule_id: RuleId
-    required: frozenset[int]  # condition ids that must be satisfied by some leaf value (but the key, known to be)
+    required: tuple[int, ...]  # condition ids that must be satisfied by some leaf value (but the key, known to be)
     absent_or: tuple[tuple[int, int], ...]  # (condition id, node presence id): satisfied, or the field is absent
 
 
@@ -74,17 +74,28 @@ class Matcher(Generic[RuleId]):
         for _, required, _ in conjunctions:
             for c in required:
                 uses[c] = uses.get(c, 0) + 1
-        self._by_key: dict[int, list[_Alternative[RuleId]]] = {}
-        self._always: list[_Alternative[RuleId]] = []
+        by_key: dict[int, list[_Alternative[RuleId]]] = {}
+        always: list[_Alternative[RuleId]] = []
         for rule_id, required, absent_or in conjunctions:
             absent = tuple((c, self._condition_node[c].presence) for c in absent_or)
             if required:
                 key = min(required, key=uses.__getitem__)
-                rest = frozenset(c for c in required if c != key)
-                self._by_key.setdefault(key, []).append(_Alternative(rule_id, rest, absent))
+                rest = tuple(c for c in required if c != key)
+                by_key.setdefault(key, []).append(_Alternative(rule_id, rest, absent))
             else:
-                self._always.append(_Alternative(rule_id, frozenset(), absent))
-        self._keys = set(self._by_key)
+                always.append(_Alternative(rule_id, (), absent))
+        # Against 10,000 rules these objects outgrow the CPU caches, and each one an event's match fetches is a
+        # likely miss (see `leaf_index.frozen`). So a key with one alternative and no `exists: false`, nearly every
+        # key, is a bare (rule id, required) pair, one object fewer; and `required` is a tuple, not a frozenset
+        # (whose table spans four cache lines): its ids were hashed into the satisfied set by this very event.
+        self._single: dict[int, tuple[RuleId, tuple[int, ...]]] = {
+            key: (alternatives[0].rule_id, alternatives[0].required)
+            for key, alternatives in by_key.items()
+            if len(alternatives) == 1 and not alternatives[0].absent_or
+        }
+        self._by_key = frozen({key: alternatives for key, alternatives in by_key.items() if key not in self._single})
+        self._always = tuple(always)
+        self._keys = set(by_key)
 
     def matches(self, event: Mapping[str, object]) -> set[RuleId]:
         satisfied: set[int] = set()
@@ -97,14 +108,16 @@ class Matcher(Generic[RuleId]):
         else:
             raise TypeError(f"an event must be a JSON object (a mapping), not {type(event).__name__}")
         matched: set[RuleId] = set()
-        by_key = self._by_key
+        holds = satisfied.issuperset
+        single = self._single
         for key in satisfied & self._keys:  # a set intersection iterates the smaller set
-            for rule_id, required, absent_or in by_key[key]:
-                if (
-                    rule_id not in matched
-                    and required <= satisfied
-                    and (not absent_or or _absent_hold(absent_or, satisfied))
-                ):
+            pair = single.get(key)
+            if pair is not None:
+                if holds(pair[1]):
+                    matched.add(pair[0])
+                continue
+            for rule_id, required, absent_or in self._by_key[key]:
+                if rule_id not in matched and holds(required) and (not absent_or or _absent_hold(absent_or, satisfied)):
                     matched.add(rule_id)
         for rule_id, _, absent_or in self._always:
             if rule_id not in matched and _absent_hold(absent_or, satisfied):
