@@ -11,7 +11,7 @@ node adds to one set the ids its leaf values satisfy:
   that it cannot be a condition id) if some ``exists: false`` condition needs to know the field was there.
 
 Decoded JSON holds only dict, list, str, int, float, bool and None, so `visit` dispatches on the exact type (one
-pointer comparison) and leaves the ``isinstance`` checks (``Mapping`` is an ABC, about ten times dearer) to any
+pointer comparison) and leaves the ``isinstance`` checks (``Mapping`` is an ABC: 77 ns against 11 ns) to any
 other value, which it takes as the matcher always has: a Mapping is an object, a list an array, a str subclass a
 string, an int or float subclass other than bool a number, anything else a value looked up by its exact key.
 """
