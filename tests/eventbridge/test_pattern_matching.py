@@ -3,12 +3,17 @@ is also checked against the reference evaluator so the two cannot drift apart un
 
 from __future__ import annotations
 
+import gc
+from types import ModuleType
 from typing import Any
 
 import pytest
 
+from eventbridge.field_trie import FieldNode
+from eventbridge.leaf_index import LeafIndex
 from eventbridge.matcher import Matcher
 from eventbridge.pattern_compiler import compile_pattern
+from eventbridge.pattern_operators import Prefix, Wildcard
 from tests.eventbridge.pattern_reference import reference_matches
 
 CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
@@ -61,6 +66,9 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
     ("wildcard escaped star", {"k": [{"wildcard": "a\\*"}]}, {"k": "a*"}, True),
     ("wildcard escaped star no", {"k": [{"wildcard": "a\\*"}]}, {"k": "ab"}, False),
     ("wildcard no star is exact", {"k": [{"wildcard": "abc"}]}, {"k": "abcd"}, False),
+    ("wildcard no star equal", {"k": [{"wildcard": "abc"}]}, {"k": "abc"}, True),
+    ("wildcard head and tail overlap", {"k": [{"wildcard": "ab*ba"}]}, {"k": "aba"}, False),
+    ("wildcard head then tail", {"k": [{"wildcard": "ab*ba"}]}, {"k": "abba"}, True),
     # anything-but
     ("anything-but value", {"s": [{"anything-but": "a"}]}, {"s": "b"}, True),
     ("anything-but value no", {"s": [{"anything-but": "a"}]}, {"s": "a"}, False),
@@ -110,6 +118,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
     ("cidr v4", {"ip": [{"cidr": "10.0.0.0/24"}]}, {"ip": "10.0.0.255"}, True),
     ("cidr v4 no", {"ip": [{"cidr": "10.0.0.0/24"}]}, {"ip": "10.0.1.0"}, False),
     ("cidr v4 not an address", {"ip": [{"cidr": "10.0.0.0/24"}]}, {"ip": "10.0.0.x"}, False),
+    ("cidr v4 leading zero", {"ip": [{"cidr": "10.0.0.0/24"}]}, {"ip": "10.0.0.07"}, False),
     ("cidr v6", {"ip": [{"cidr": "2001:db8::/32"}]}, {"ip": "2001:db8:1::7"}, True),
     ("cidr v6 no", {"ip": [{"cidr": "2001:db8::/32"}]}, {"ip": "2001:db9::1"}, False),
     ("cidr v6 rejects v4", {"ip": [{"cidr": "::/0"}]}, {"ip": "10.0.0.1"}, False),
@@ -159,3 +168,19 @@ def test_nested_and_overlapping_ranges(count: int) -> None:
     for number in (-float(count), -3, -2.5, -1, 0, 1, 1.5, 2, 7, count - 1, count + 1):
         event = {"n": number}
         assert matcher.matches(event) == {i for i, p in patterns.items() if reference_matches(p, event)}
+
+
+def test_the_compiled_matcher_keeps_no_registration_state() -> None:
+    """The trie's nodes, their unfrozen indexes and the operators are needed only to build the matcher (8 of 13 MB
+    at 10,000 rules): nothing reachable from the built matcher is one of them."""
+    matcher = Matcher([(name, compile_pattern(pattern)) for name, pattern, _, _ in CASES])
+    seen: set[int] = set()
+    pending: list[object] = [matcher]
+    while pending:
+        obj = pending.pop()
+        if id(obj) in seen or isinstance(obj, type | ModuleType):
+            continue
+        seen.add(id(obj))
+        assert not isinstance(obj, FieldNode | LeafIndex | Wildcard | Prefix), obj
+        pending.extend(gc.get_referents(obj))
+    assert len(seen) > 100  # the walk did reach the compiled closures and tables
