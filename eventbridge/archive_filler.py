@@ -42,7 +42,14 @@ from connectors.task_runner import Arrivals
 from core import Broker, CoreError, PullStatus
 from eventbridge.archive_log import ArchiveLog, ArchiveStats
 from eventbridge.archive_record import ArchivedEvent
-from eventbridge.bus import PROPERTY_ONLY_RULE, REPLAY_NAME_EXTENSION, BusError, bus_topic, decode_event
+from eventbridge.bus import (
+    PROPERTY_ONLY_RULE,
+    REPLAY_NAME_EXTENSION,
+    BusError,
+    StoredEvent,
+    bus_topic,
+    decode_event,
+)
 from eventbridge.clock import Clock
 from eventbridge.errors import ReprocessError
 from eventbridge.matcher import Matcher
@@ -93,15 +100,9 @@ def event_time_ms(event: Mapping[str, Any], default: int) -> int:
         return default
 
 
-class BusMessage(Protocol):
-    """What the selection needs of a message read from the bus (core.StoredMessage has it)."""
+class BusMessage(StoredEvent, Protocol):
+    """What the selection needs of a message read from the bus, its queue offset too (core.StoredMessage has it)."""
 
-    @property
-    def body(self) -> bytes: ...
-    @property
-    def properties(self) -> dict[str, str]: ...
-    @property
-    def store_timestamp(self) -> int: ...
     @property
     def queue_offset(self) -> int: ...
 

@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -100,6 +100,17 @@ def _stdlib_decode(body: bytes) -> Any:
 
 def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
+
+
+class StoredEvent(Protocol):
+    """What selecting events for a replay or an archive needs of a message of a bus (core.StoredMessage has it)."""
+
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def properties(self) -> dict[str, str]: ...
+    @property
+    def store_timestamp(self) -> int: ...
 
 
 def now_rfc3339() -> str:

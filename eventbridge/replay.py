@@ -33,11 +33,19 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from core import PullStatus
 from eventbridge.archive_filler import ArchiveState
-from eventbridge.bus import PROPERTY_ONLY_RULE, REPLAY_NAME_EXTENSION, BusError, OnlyFor, bus_topic, decode_event
+from eventbridge.bus import (
+    PROPERTY_ONLY_RULE,
+    REPLAY_NAME_EXTENSION,
+    BusError,
+    OnlyFor,
+    StoredEvent,
+    bus_topic,
+    decode_event,
+)
 from eventbridge.errors import NotFoundError, ReprocessError
 from eventbridge.rule_model import RuleKey
 from eventbridge.runtime import EventBridgeRuntime
@@ -51,17 +59,6 @@ REPLAY_NAME = re.compile(r"[.\-_A-Za-z0-9]{1,64}")
 REPLAY_BATCH = 256
 # The consumer group the replay reads as; it commits nothing, the name only shows who read in the broker's logs.
 REPLAY_GROUP = "eventbridge-replay"
-
-
-class StoredEvent(Protocol):
-    """What the selection needs of a stored message (core.StoredMessage has it)."""
-
-    @property
-    def body(self) -> bytes: ...
-    @property
-    def properties(self) -> dict[str, str]: ...
-    @property
-    def store_timestamp(self) -> int: ...
 
 
 def new_replay_name(now_s: float, rng: random.Random) -> str:

@@ -33,24 +33,10 @@ from eventbridge.matcher import Matcher
 from eventbridge.replay import Replayer
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
 from eventbridge.time_range import TimeRange
-from tests.core.conftest import make_broker  # noqa: F401
 from tests.eventbridge.target_server import TargetServer
 from tests.eventbridge.test_runtime import event, read_topic, write_rules
 
 EVERYTHING = TimeRange(0, 2**42)  # epoch ms up to the year 2109
-
-
-@pytest.fixture
-async def broker(make_broker: Callable[..., Any]) -> Broker:  # noqa: F811
-    made: Broker = await make_broker()
-    return made
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[HttpTargetClient]:
-    made = HttpTargetClient()
-    yield made
-    await made.close()
 
 
 @pytest.fixture
@@ -230,7 +216,7 @@ async def test_retention_of_its_own_drops_events_the_store_still_has(
 
 
 async def test_an_archive_keeps_what_the_store_deleted_and_a_replay_reaches_it(
-    make_broker: Callable[..., Any],  # noqa: F811
+    make_broker: Callable[..., Any],
     client: HttpTargetClient,
     target: TargetServer,
     tmp_path: Path,

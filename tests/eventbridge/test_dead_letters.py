@@ -4,10 +4,9 @@ it is fixed); listing, redriving to the failed target only, and redrive progress
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,7 +17,6 @@ from eventbridge.errors import NotFoundError, ReprocessError
 from eventbridge.http_target import HttpTargetClient
 from eventbridge.rule_model import RuleKey
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
-from tests.core.conftest import make_broker  # noqa: F401
 from tests.eventbridge.target_server import TargetServer
 from tests.eventbridge.test_runtime import event, write_rules
 
@@ -49,12 +47,6 @@ rules:
         type: http
         url: {also_bad}
 """
-
-
-@pytest.fixture
-async def broker(make_broker: Callable[..., Any]) -> Broker:  # noqa: F811
-    made: Broker = await make_broker()
-    return made
 
 
 @dataclass

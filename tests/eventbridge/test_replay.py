@@ -7,7 +7,7 @@ import asyncio
 import datetime
 import json
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,6 @@ from eventbridge.http_target import HttpTargetClient
 from eventbridge.replay import REPLAY_NAME_EXTENSION, Replayer, check_replay_name, new_replay_name, select_for_replay
 from eventbridge.runtime import EventBridgeRuntime
 from eventbridge.time_range import TimeRange, format_ms, parse_time_ms
-from tests.core.conftest import make_broker  # noqa: F401
 from tests.eventbridge.target_server import TargetServer
 from tests.eventbridge.test_runtime import event, read_topic, rule_yaml, write_rules
 
@@ -29,12 +28,6 @@ from tests.eventbridge.test_runtime import event, read_topic, rule_yaml, write_r
 GAP_S = 0.02
 # How long "nothing more arrives" is watched for.
 QUIET_S = 0.3
-
-
-@pytest.fixture
-async def broker(make_broker: Callable[..., Any]) -> Broker:  # noqa: F811
-    made: Broker = await make_broker()
-    return made
 
 
 @dataclass

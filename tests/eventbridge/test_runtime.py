@@ -23,7 +23,6 @@ from eventbridge.target_task import (
     PROPERTY_DLQ_STATUS,
     PROPERTY_DLQ_TARGET,
 )
-from tests.core.conftest import make_broker  # noqa: F401
 from tests.eventbridge.target_server import TargetServer, unused_port
 
 
@@ -57,19 +56,6 @@ rules:
         url: {url}
         {extra}
 """
-
-
-@pytest.fixture
-async def broker(make_broker: Callable[..., Any]) -> Broker:  # noqa: F811
-    made: Broker = await make_broker()
-    return made
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[HttpTargetClient]:
-    made = HttpTargetClient()
-    yield made
-    await made.close()
 
 
 @pytest.fixture

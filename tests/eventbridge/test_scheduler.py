@@ -245,13 +245,6 @@ def rules_text(url: str, schedule: str | None) -> str:
     return "rules:\n" + tick + EVERYTHING_RULE.format(url=url)
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[HttpTargetClient]:
-    made = HttpTargetClient()
-    yield made
-    await made.close()
-
-
 def write_rules(directory: Path, text: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     temporary = directory / ".r.yaml.tmp"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -21,7 +21,6 @@ from eventbridge.http_target import DeliveryOutcome
 from eventbridge.rule_file import parse_rule_file
 from eventbridge.rule_model import HttpTarget, Rule
 from eventbridge.target_task import PROPERTY_DLQ_ATTEMPTS, TargetTask
-from tests.core.conftest import make_broker  # noqa: F401
 
 OK = DeliveryOutcome(ok=True, status=204, error="", retryable=False)
 UNAVAILABLE = DeliveryOutcome(ok=False, status=503, error="HTTP 503: busy", retryable=True)
@@ -66,12 +65,6 @@ class ScriptedDeliverer:
             return answer
         finally:
             self.in_flight -= 1
-
-
-@pytest.fixture
-async def broker(make_broker: Callable[..., Any]) -> Broker:  # noqa: F811
-    made: Broker = await make_broker()
-    return made
 
 
 def task_for(broker: Broker, rule: Rule, deliverer: ScriptedDeliverer, clock: ManualClock | None = None) -> TargetTask:
