@@ -84,6 +84,7 @@ from mqtt_load import (
     run_publisher,
     run_subscribers,
 )
+from serve_child import serve_command
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKERS = ("mqgate", "mosquitto", "amqtt")
@@ -292,19 +293,7 @@ def start_mqgate(work: Path, executable: str, inflight: int, extra: Sequence[str
         f"[mqtt]\nmax_queued_messages = {MQGATE_NO_QUEUE_LIMIT}\nmax_inflight = {inflight}\n"
     )
     log_path = work / "mqgate.log"
-    command = [
-        executable,
-        "serve",
-        "--data-dir",
-        str(data_dir),
-        "--mqtt-port",
-        "0",
-        "--grpc-port",
-        "0",
-        "--http-port",
-        "0",
-        *extra,
-    ]
+    command = serve_command([executable], data_dir, *extra)
     log(f"starting {' '.join(command)}")
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file)

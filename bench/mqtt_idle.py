@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from serve_child import serve_command  # bench/ is on sys.path: this script's directory
+
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 MQGATE = [sys.executable, "-m", "mqgate.cli"]
@@ -74,20 +76,7 @@ def free_port() -> int:
 def start_mqgate(work: Path) -> tuple[subprocess.Popen[str], int]:
     data_dir = work / "mqgate"
     process = subprocess.Popen(
-        [
-            *MQGATE,
-            "serve",
-            "--data-dir",
-            str(data_dir),
-            "--mqtt-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--http-port",
-            "0",
-            "--log-level",
-            "WARNING",
-        ],
+        serve_command(MQGATE, data_dir, "--log-level", "WARNING"),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=open(work / "mqgate.log", "w"),  # noqa: SIM115

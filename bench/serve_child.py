@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -19,14 +20,18 @@ STOP_TIMEOUT_S = 120
 PROFILE = ["-m", "cProfile", "-o", os.environ["MQGATE_BENCH_PROFILE"]] if os.environ.get("MQGATE_BENCH_PROFILE") else []
 
 
+def serve_command(launcher: Sequence[str], data_dir: Path, *args: str) -> list[str]:
+    """`mqgate serve` on `data_dir` with every listener on a free port (0), then `args` (a later flag wins);
+    `launcher` runs mqgate (its console script, or the interpreter with `-m mqgate.cli`)."""
+    return [*launcher, "serve", "--data-dir", str(data_dir), "--mqtt-port", "0", "--grpc-port", "0",
+            "--http-port", "0", *args]  # fmt: skip
+
+
 class ServeChild:
     def __init__(self, data_dir: Path, stderr_path: Path | None = None) -> None:
         """Start it on `data_dir`; its stderr goes to `stderr_path` (None: discarded)."""
         self.stderr_path = stderr_path
-        command = [
-            sys.executable, *PROFILE, "-m", "mqgate.cli", "serve", "--data-dir", str(data_dir),
-            "--mqtt-port", "0", "--grpc-port", "0", "--http-port", "0",
-        ]  # fmt: skip
+        command = serve_command([sys.executable, *PROFILE, "-m", "mqgate.cli"], data_dir)
         stderr: IO[bytes] | int = open(stderr_path, "wb") if stderr_path is not None else subprocess.DEVNULL  # noqa: SIM115
         try:
             self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr)

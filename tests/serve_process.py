@@ -19,6 +19,14 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 
 
+def serve_command(*args: str | Path) -> list[str]:
+    """The `mqgate serve` command line with every listener on a free port (0), then `args` (a later flag wins)."""
+    return [
+        sys.executable, "-m", "mqgate.cli", "serve", "--mqtt-port", "0", "--http-port", "0", "--grpc-port", "0",
+        *map(str, args),
+    ]  # fmt: skip
+
+
 class ServeProcess:
     def __init__(self, data_dir: Path, *args: str | Path, env: dict[str, str] | None = None) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -26,21 +34,7 @@ class ServeProcess:
         self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
         with open(self.stderr_path, "ab") as stderr:
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "mqgate.cli",
-                    "serve",
-                    "--data-dir",
-                    str(data_dir),
-                    "--mqtt-port",
-                    "0",
-                    "--http-port",
-                    "0",
-                    "--grpc-port",
-                    "0",
-                    *map(str, args),
-                ],
+                serve_command("--data-dir", data_dir, *args),
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
                 stderr=stderr,

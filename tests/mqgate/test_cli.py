@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.serve_process import serve_command
+
 ROOT = Path(__file__).resolve().parents[2]
 # Generous: a loaded CI machine can take seconds to start Python and import the store.
 START_TIMEOUT_S = 30.0
@@ -37,7 +39,7 @@ class Server:
     def __init__(self, *args: str | Path) -> None:
         self.process = subprocess.Popen(
             # A free HTTP port: 8082 may be taken by another server of the suite (a later flag still wins).
-            [sys.executable, "-m", "mqgate.cli", "serve", "--http-port", "0", "--grpc-port", "0", *map(str, args)],
+            serve_command(*args),
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from mqgate.http_api import DEFAULT_HOST, DEFAULT_PORT, HttpConfig, build_app
 from mqgate.settings import HTTP_KEY_HELP, ConfigError, Override, load_settings, render_toml
-from tests.serve_process import ROOT, ServeProcess
+from tests.serve_process import ROOT, ServeProcess, serve_command
 
 TOKEN = "t0ken-for-tests"
 MQGATE = [sys.executable, "-m", "mqgate.cli"]
@@ -80,18 +80,7 @@ def test_a_port_in_use_stops_serve_with_exit_2_naming_the_flag(tmp_path: Path):
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [
-                *MQGATE,
-                "serve",
-                "--data-dir",
-                str(tmp_path / "data"),
-                "--mqtt-port",
-                "0",
-                "--grpc-port",
-                "0",
-                "--http-port",
-                str(port),
-            ],
+            serve_command("--data-dir", tmp_path / "data", "--http-port", port),
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import resource
 import signal
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.serve_process import serve_command
 
 ROOT = Path(__file__).resolve().parents[2]
 LOW_SOFT_LIMIT = 256
@@ -28,20 +29,7 @@ def test_serve_raises_the_soft_open_file_limit_to_the_hard_limit(tmp_path: Path)
         resource.setrlimit(resource.RLIMIT_NOFILE, (LOW_SOFT_LIMIT, hard))
 
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mqgate.cli",
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--mqtt-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--http-port",
-            "0",
-        ],
+        serve_command("--data-dir", tmp_path / "data"),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

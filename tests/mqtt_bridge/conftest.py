@@ -21,6 +21,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from tests.core.conftest import make_broker  # noqa: F401  (the in-process broker fixture, shared)
+from tests.serve_process import serve_command
 
 ROOT = Path(__file__).resolve().parents[2]
 MQGATE = [sys.executable, "-m", "mqgate.cli"]
@@ -46,21 +47,7 @@ class Server:
 
 def start_server(data_dir: Path, *args: str) -> Server:
     process = subprocess.Popen(
-        [
-            *MQGATE,
-            "serve",
-            "--data-dir",
-            str(data_dir),
-            "--mqtt-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--http-port",
-            "0",
-            "--log-level",
-            "WARNING",
-            *args,
-        ],
+        serve_command("--data-dir", data_dir, "--log-level", "WARNING", *args),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=open(data_dir.parent / f"{data_dir.name}.stderr", "a"),  # noqa: SIM115

@@ -14,8 +14,9 @@ import paho.mqtt.client as paho
 import pytest
 
 from mqtt_bridge.password_file import set_password
+from tests.serve_process import serve_command
 
-from .conftest import MQGATE, ROOT, Client, Server
+from .conftest import ROOT, Client, Server
 
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd")
 
@@ -298,18 +299,7 @@ def test_unusable_password_or_acl_file_stops_serve_with_exit_2(tmp_path, name, c
     config = tmp_path / "mqgate.toml"
     config.write_text(f'[mqtt]\n{name} = "{path}"\n')
     result = subprocess.run(
-        [
-            *MQGATE,
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--config",
-            str(config),
-            "--mqtt-port",
-            "0",
-            "--grpc-port",
-            "0",
-        ],
+        serve_command("--data-dir", tmp_path / "data", "--config", config),
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -19,7 +19,9 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as websocket_connect
 
-from .conftest import MQGATE, Client, Server, start_server
+from tests.serve_process import serve_command
+
+from .conftest import Client, Server, start_server
 
 # A name and an address the server certificate is valid for; clients connect by name so hostname checks run.
 SERVER_NAME = "localhost"
@@ -342,18 +344,7 @@ def test_unreadable_certfile_stops_serve_with_exit_2_naming_the_key(tmp_path, ce
     missing = tmp_path / "missing.pem"
     config.write_text(f'[mqtt]\ntls_port = 0\ncertfile = "{missing}"\nkeyfile = "{certificates.key}"\n')
     result = subprocess.run(
-        [
-            *MQGATE,
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--config",
-            str(config),
-            "--mqtt-port",
-            "0",
-            "--grpc-port",
-            "0",
-        ],
+        serve_command("--data-dir", tmp_path / "data", "--config", config),
         capture_output=True,
         text=True,
         timeout=60,
@@ -367,18 +358,7 @@ def test_unreadable_certfile_stops_serve_with_exit_2_naming_the_key(tmp_path, ce
         f'[mqtt]\ntls_port = 0\ncertfile = "{certificates.cert}"\nkeyfile = "{certificates.ca.with_suffix(".key")}"\n'
     )
     result = subprocess.run(
-        [
-            *MQGATE,
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--config",
-            str(config),
-            "--mqtt-port",
-            "0",
-            "--grpc-port",
-            "0",
-        ],
+        serve_command("--data-dir", tmp_path / "data", "--config", config),
         capture_output=True,
         text=True,
         timeout=60,

@@ -8,7 +8,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,22 +18,10 @@ import pytest
 from core import Broker, MessageStore, Producer, StoreConfig
 from spark_sink.table_commit import read_manifest
 from spark_sink.table_reader import read_table
+from tests.serve_process import serve_command
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVE = [
-    sys.executable,
-    "-m",
-    "mqgate.cli",
-    "serve",
-    "--mqtt-port",
-    "0",
-    "--grpc-port",
-    "0",
-    "--http-port",
-    "0",
-    "--log-level",
-    "WARNING",
-]
+SERVE = serve_command("--log-level", "WARNING")
 KILLS = 5
 MESSAGES = 30_000
 BATCH = 2_000
