@@ -228,9 +228,28 @@ class HttpTargetClient:
         # Each target's URL parsed once (aiohttp parses a string URL on every request; yarl's own cache holds a
         # few hundred, and thousands of targets each have their own).
         self._urls: dict[str, URL] = {}
+        # A request slot per host (scheme, host, port), as many as the connections kept to it. A delivery waits
+        # for a slot before its request is built: with thousands of targets on one host, hundreds of deliveries
+        # at once otherwise each built a request and waited in aiohttp's connection pool, where waiting costs
+        # more, and their objects kept the garbage collector busy. The target's timeout runs from the slot.
+        self._slots: dict[tuple[str, str | None, int | None], asyncio.Semaphore] = {}
 
     async def deliver(self, target: HttpTarget, event: Mapping[str, Any]) -> DeliveryOutcome:
-        """POST `event` to `target` within target.timeout_ms; never raises for an HTTP or network problem."""
+        """POST `event` to `target` within target.timeout_ms, counted from when a request slot to its host is
+        free; never raises for an HTTP or network problem."""
+        url = self._urls.get(target.url)
+        if url is None:
+            if len(self._urls) >= MAX_PARSED_URLS:
+                self._urls.clear()  # targets come and go with reloads; start again rather than grow
+            url = self._urls[target.url] = URL(target.url)
+        host = (url.scheme, url.host, url.port)
+        slots = self._slots.get(host)
+        if slots is None:
+            slots = self._slots[host] = asyncio.Semaphore(MAX_CONNECTIONS_PER_HOST)
+        async with slots:
+            return await self._post(target, url, event)
+
+    async def _post(self, target: HttpTarget, url: URL, event: Mapping[str, Any]) -> DeliveryOutcome:
         try:
             request = outgoing_request(target, event)
         except TransformRenderError as exc:
@@ -239,11 +258,6 @@ class HttpTargetClient:
         deadline = asyncio.get_running_loop().time() + target.timeout_ms / 1000
         try:
             async with asyncio.timeout_at(deadline):
-                url = self._urls.get(request.url)
-                if url is None:
-                    if len(self._urls) >= MAX_PARSED_URLS:
-                        self._urls.clear()  # targets come and go with reloads; start again rather than grow
-                    url = self._urls[request.url] = URL(request.url)
                 response = await session.post(
                     url,
                     data=request.body,

@@ -26,6 +26,7 @@ from dateutil.parser import isoparse
 
 from eventbridge.http_target import (
     ERROR_TEXT_CHARS,
+    MAX_CONNECTIONS_PER_HOST,
     MAX_DRAINED_BODY_BYTES,
     HttpTargetClient,
     outgoing_event,
@@ -533,3 +534,20 @@ async def test_a_short_answer_read_whole_leaves_the_connection_for_the_next_even
     outcomes = [await client.deliver(target_from(receiver.url), EVENT) for _ in range(3)]
     assert [outcome.status for outcome in outcomes] == [status] * 3
     assert len(set(peers)) == 1  # one connection for the three
+
+
+async def test_a_delivery_s_timeout_counts_from_its_request_slot_not_from_the_queue_before_it(
+    receiver: Receiver, client: HttpTargetClient
+) -> None:
+    # Five rounds of requests to one host, each answered in 0.25 s: the last round waits a second for a slot, longer
+    # than the timeout, and still has the whole timeout for its own request.
+    async def slowly(_request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.25)
+        return web.Response(status=204)
+
+    receiver.respond = slowly
+    target = target_from(receiver.url, "timeout_ms: 1000\n")
+    events = [{**EVENT, "id": f"evt-{n}"} for n in range(5 * MAX_CONNECTIONS_PER_HOST)]
+    outcomes = await asyncio.gather(*(client.deliver(target, event) for event in events))
+    assert [outcome.error for outcome in outcomes if not outcome.ok] == []
+    assert len(receiver.received) == len(events)
