@@ -95,9 +95,7 @@ class LocalTargets:
             return _failed(exc, retryable=True)
 
     async def _to_topic(self, target: TopicTarget, event: Mapping[str, Any]) -> DeliveryOutcome:
-        binary = target.mode is TargetMode.BINARY
-        cloud_event = cloud_event_of(target.transform, event, canonical_extensions=binary)
-        message = (kafka.to_binary if binary else kafka.to_structured)(cloud_event, DATA_FORMAT)
+        message = _bound(target, event)
         properties = {name: value.decode("utf-8") for name, value in message.headers.items()}
         tag = target.tag if target.tag is not None else str(event.get("type") or "") or None
         result = await self.producer.send(
@@ -111,9 +109,7 @@ class LocalTargets:
                 ok=False, status=None, error="the MQTT gateway is not running ([mqtt] enabled = false)", retryable=False
             )
         topic = render_topic(target.topic, event)
-        binary = target.mode is TargetMode.BINARY
-        cloud_event = cloud_event_of(target.transform, event, canonical_extensions=binary)
-        message = (kafka.to_binary if binary else kafka.to_structured)(cloud_event, DATA_FORMAT)
+        message = _bound(target, event)
         content_type = message.headers.get(_CONTENT_TYPE)
         user_properties = [
             (name[len(_ATTRIBUTE_PREFIX) :], value.decode("utf-8"))
@@ -135,6 +131,13 @@ class LocalTargets:
             return DeliveryOutcome(ok=False, status=None, error=f"bus {target.bus!r} does not exist", retryable=False)
         await self.buses.put(target.bus, [event])
         return _DELIVERED
+
+
+def _bound(target: TopicTarget | MqttTarget, event: Mapping[str, Any]) -> kafka.KafkaMessage:
+    """The target's CloudEvent for `event` in the Kafka binding, in the target's mode (raises TransformRenderError)."""
+    binary = target.mode is TargetMode.BINARY
+    cloud_event = cloud_event_of(target.transform, event, canonical_extensions=binary)
+    return (kafka.to_binary if binary else kafka.to_structured)(cloud_event, DATA_FORMAT)
 
 
 def _stored(status: SendStatus) -> DeliveryOutcome:
