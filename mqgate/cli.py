@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from core import CoreError, FlushMode, MessageStore, RecoveryReport, open_store
@@ -34,6 +33,7 @@ from mqgate.settings import (
     load_settings,
     render_toml,
 )
+from mqgate.terminal_output import stdout_console
 from mqtt_bridge.errors import ConfigError as MqttConfigError
 from mqtt_bridge.password_file import DEFAULT_ITERATIONS, delete_user, hash_plain_passwords, set_password
 
@@ -386,7 +386,7 @@ def cmd_store_stats(args: argparse.Namespace) -> int:
         stats = store.stats()
     finally:
         store.close()
-    console = Console()
+    console = stdout_console()
     console.print(_stats_table(store_dir, stats))
     console.print(_recovery_table(report))
     return EXIT_OK

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from rich.console import Console
 from rich.table import Table
 
 from mqgate.http_api import DEFAULT_PORT
+from mqgate.terminal_output import stdout_console
 
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 URL_ENV = "MQGATE_URL"
@@ -200,7 +200,7 @@ def _list(client: RestClient, args: argparse.Namespace) -> int:
         table.add_row(
             name, status["type"], config.get("connector.class", ""), status["connector"]["state"], tasks, topics
         )
-    Console().print(table)
+    stdout_console().print(table)
     return EXIT_OK
 
 
@@ -210,7 +210,7 @@ def _plugins(client: RestClient, args: argparse.Namespace) -> int:
         table.add_column(column)
     for plugin in client.call("GET", "/connector-plugins"):
         table.add_row(plugin["name"], plugin["type"], plugin["version"], plugin["class"])
-    Console().print(table)
+    stdout_console().print(table)
     return EXIT_OK
 
 
@@ -222,7 +222,7 @@ def _status(client: RestClient, args: argparse.Namespace) -> int:
     table.add_row("connector", status["connector"]["state"], status["connector"]["worker_id"])
     for task in status["tasks"]:
         table.add_row(f"task {task['id']}", task["state"], task["worker_id"])
-    console = Console()
+    console = stdout_console()
     console.print(table)
     for part, trace in [("connector", status["connector"].get("trace"))] + [
         (f"task {task['id']}", task.get("trace")) for task in status["tasks"]

@@ -18,7 +18,6 @@ import sys
 import urllib.parse
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from eventbridge.bus import default_dead_letter_topic
@@ -26,6 +25,7 @@ from eventbridge.errors import ReprocessError
 from eventbridge.rule_model import DEFAULT_BUS
 from eventbridge.time_range import parse_time_ms
 from mqgate.connect_cli import EXIT_OK, EXIT_USAGE, CliError, RestClient, add_server_options
+from mqgate.terminal_output import stdout_console
 
 EPILOG = """\
 examples:
@@ -155,7 +155,7 @@ def _replay(client: RestClient, args: argparse.Namespace) -> int:
         table.add_column(column, justify="right")
     for queue in summary["queues"]:
         table.add_row(*(str(queue[key]) for key in ("queue_id", "from_offset", "to_offset", "replayed", "skipped")))
-    Console().print(table)
+    stdout_console().print(table)
     return EXIT_OK
 
 
@@ -179,7 +179,7 @@ def _dlq_list(client: RestClient, args: argparse.Namespace) -> int:
             "yes" if entry["redriven"] else "no",
             entry["error"],
         )
-    Console().print(table)
+    stdout_console().print(table)
     return EXIT_OK
 
 
@@ -208,5 +208,5 @@ def _dlq_redrive(client: RestClient, args: argparse.Namespace) -> int:
             table.add_column(column, justify="right" if column == "events" else "left")
         for entry in summary["by_target"]:
             table.add_row(entry["bus"], entry["rule"], entry["target"], str(entry["redriven"]))
-        Console().print(table)
+        stdout_console().print(table)
     return EXIT_OK

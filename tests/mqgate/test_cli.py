@@ -264,6 +264,15 @@ def test_store_stats_prints_tables(tmp_path: Path, servers: list[Server]) -> Non
     assert not (data_dir / "store" / "abort").exists()  # stats closed the store again
 
 
+def test_store_stats_piped_prints_whole_rows(tmp_path: Path, servers: list[Server]) -> None:
+    # A path far wider than 80 columns: rich cut tables to 80 columns off a terminal, wrapping the title.
+    data_dir = tmp_path / ("deep-" * 20) / "data"
+    assert start(servers, "--data-dir", data_dir).stop(signal.SIGTERM) == 0
+    result = mqgate("store", "stats", "--data-dir", data_dir)
+    assert result.returncode == 0, result.stderr
+    assert f"store {data_dir / 'store'}" in result.stdout.splitlines()[0]
+
+
 def test_store_stats_without_a_store_fails_without_creating_one(tmp_path: Path) -> None:
     result = mqgate("store", "stats", "--data-dir", tmp_path / "nowhere")
     assert result.returncode == 1
