@@ -9,6 +9,9 @@ gRPC endpoint core/grpc) and the wiring (mqgate) use of the core, and nothing el
 - Scheduled work: the broker's Clock (SystemClock; ManualClock for tests), the system topics and properties of
   delay levels, timers, retries and dead letters (core/system_topics.py), and send_back (a failed message to its
   group's retry or dead-letter topic).
+- Administration: `Broker.admin` (BrokerAdmin, as mqadmin: topic status QueueStatus, topic updates and deletes,
+  groups (SubscriptionGroupConfig), consumer progress QueueProgress, live members ConsumerMember, offsets reset by
+  time; ConsumersOnlineError while live push consumers would undo a change; topic_kind).
 - Admin look-ups: `Broker.queries` (MessageQueries: by offset message id, unique id, key and time range; a message's
   consumption state per group, MessageTrack/ConsumeState) and `Broker.dead_letters` (DeadLetters: a group's dead
   letters listed a page at a time, DeadLetterPage/DeadLetter, and resent, ResendSummary/ResendOutcome/ResendStatus).
@@ -42,6 +45,7 @@ from core.broker import (
     StoredListener,
     open_store,
 )
+from core.broker_admin import BrokerAdmin, ConsumerMember, QueueProgress, QueueStatus, topic_kind
 from core.client import (
     ConsumeContext,
     ConsumeFromWhere,
@@ -72,6 +76,7 @@ from core.dead_letters import (
 from core.errors import (
     BrokerError,
     ConfigFileError,
+    ConsumersOnlineError,
     CoreError,
     GroupConfigError,
     GroupNotFoundError,
@@ -106,6 +111,7 @@ from core.store.config import FlushMode, StoreConfig
 from core.store.message import INTERNAL_PROPERTIES, LIGHT_QUEUE_PREFIX, MAX_PROPERTIES_LENGTH, Message, StoredMessage
 from core.store.message_store import MessageStore, RecoveryReport
 from core.store.topic_name import MAX_TOPIC_LENGTH
+from core.subscription_group import SubscriptionGroupConfig
 from core.system_topics import (
     DLQ_PREFIX,
     PROPERTY_DELAY_LEVEL,
@@ -143,6 +149,7 @@ __all__ = [
     "SCHEDULE_TOPIC",
     "TIMER_TOPIC",
     "Broker",
+    "BrokerAdmin",
     "BrokerConfig",
     "BrokerError",
     "Clock",
@@ -152,6 +159,8 @@ __all__ = [
     "ConsumeOrderlyStatus",
     "ConsumeState",
     "ConsumeStatus",
+    "ConsumerMember",
+    "ConsumersOnlineError",
     "CoreError",
     "DeadLetter",
     "DeadLetterPage",
@@ -190,6 +199,8 @@ __all__ = [
     "PullStatus",
     "PushConsumer",
     "PushConsumerOptions",
+    "QueueProgress",
+    "QueueStatus",
     "ReceiptHandleError",
     "ReceiptHandleProblem",
     "RecoveryReport",
@@ -209,6 +220,7 @@ __all__ = [
     "StoreConfig",
     "StoredListener",
     "StoredMessage",
+    "SubscriptionGroupConfig",
     "SystemClock",
     "TopicConfig",
     "TopicConfigError",
@@ -225,5 +237,6 @@ __all__ = [
     "parse_offset_msg_id",
     "retry_topic",
     "send_back",
+    "topic_kind",
     "validate_topic",
 ]

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.broker_admin import BrokerAdmin
 from core.clock import Clock, SystemClock
 from core.consumer_offsets import ConsumerOffsetManager
 from core.consumer_registry import DEFAULT_EXPIRE_AFTER_S, ConsumerRegistry
@@ -159,6 +160,7 @@ class Broker:
         # Admin look-ups and dead letters (core.message_queries, core.dead_letters): no state of their own to start.
         self.queries = MessageQueries(self)
         self.dead_letters = DeadLetters(self)
+        self.admin = BrokerAdmin(self)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -147,6 +147,17 @@ class ConsumerOffsetManager:
         with self._lock:
             return dict(self._table.get(f"{topic}{SEPARATOR}{group}", {}))
 
+    def groups(self) -> set[str]:
+        """Every group with a committed offset somewhere."""
+        with self._lock:
+            return {key.partition(SEPARATOR)[2] for key in self._table}
+
+    def topics_of(self, group: str) -> list[str]:
+        """The topics (and light queues) `group` has committed offsets in, sorted."""
+        with self._lock:
+            keys = [key.partition(SEPARATOR) for key in self._table]
+        return sorted(topic for topic, _, name in keys if name == group)
+
     def reset_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         """Set the offsets of the queues in `offsets`, all or none; queues not named keep their offsets."""
         if not offsets:

@@ -21,6 +21,8 @@
     ├── MessageNotFoundError       LookupError   no stored message has the id asked for (removed by retention, or
     │                                            never there); queries by key answer an empty list instead
     ├── ConfigFileError                          a JSON config file cannot be used (path, line, column)
+    ├── ConsumersOnlineError                     an admin change a live consumer of the group would undo (a reset
+    │                                            of offsets while push consumers hold them in memory): stop them
     ├── FilterExpressionError      ValueError    core.filter: a TAG or SQL92 expression that does not parse
     ├── UnsupportedExpressionTypeError ValueError core.filter: neither TAG nor SQL92
     └── PopError                                 core.pop_errors: pop consumption
@@ -118,6 +120,12 @@ class IllegalArgumentError(CoreError, ValueError):
 class MessageNotFoundError(CoreError, LookupError):
     """No stored message answers to the id asked for: an offset message id naming no record here (another broker's,
     or a record retention removed), or a unique id the index does not know in the topics searched."""
+
+
+class ConsumersOnlineError(CoreError):
+    """An admin change that the group's live consumers would undo, such as resetting offsets that its push consumers
+    hold in memory and commit again; the message names the consumers to stop first (as Kafka's offset reset asks
+    for an inactive group)."""
 
 
 class ConfigFileError(CoreError):

@@ -8,7 +8,8 @@ these through `Broker.queries`.
 - A unique id (UNIQ_KEY) and a key (KEYS) are found through the index files, which hold "topic#key": the topic is
   part of the question, as in RocketMQ. One unique id can name several records: a consumer group's retry and
   dead-letter copies keep it, and so does a dead letter resent to its topic, so the user can follow a message.
-- A query by key returns at most MAX_QUERY_COUNT messages stored in [begin_ms, end_ms], newest first.
+- A query by key returns at most MAX_QUERY_COUNT messages stored in [begin_ms, end_ms], newest first; a query by
+  time range alone, the first MAX_QUERY_COUNT stored in the range, oldest first.
 
 Every message is returned as consumers see it (core.compression.decode_for_consumer: the body decompressed), with
 its properties, store time, queue, queue offset and commit-log offset (StoredMessage). The dispatcher indexes a
@@ -172,6 +173,38 @@ class MessageQueries:
                 break
             asked *= 4
         found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True)
+        return [decode_for_consumer(message) for message in found[:max_count]]
+
+    def by_time_range(
+        self, topic: str, begin_ms: int, end_ms: int, max_count: int = DEFAULT_QUERY_COUNT
+    ) -> list[StoredMessage]:
+        """Messages of `topic` stored in [begin_ms, end_ms], oldest first over all its queues, at most `max_count`
+        (1 to MAX_QUERY_COUNT): the first of the range, as the RocketMQ Dashboard's topic search by time. Each queue
+        is entered at the first offset stored at or after begin_ms (the consume queue's time search) and read on
+        until past end_ms."""
+        self._check_topic(topic)
+        check_time_range(begin_ms, end_ms)
+        if not isinstance(max_count, int) or not 1 <= max_count <= MAX_QUERY_COUNT:
+            raise IllegalArgumentError(
+                f"query of topic {topic!r} by time: max count {max_count!r} is out of range; give 1 to"
+                f" {MAX_QUERY_COUNT}"
+            )
+        store = self._broker.store
+        found: list[StoredMessage] = []
+        for queue_id in range(self._broker.topic_config(topic).read_queue_nums):
+            offset = store.offset_by_time(topic, queue_id, begin_ms)
+            taken = 0
+            while taken < max_count:
+                got = store.get_messages(topic, queue_id, offset, max_count - taken)
+                if not got.messages:
+                    break
+                in_range = [m for m in got.messages if begin_ms <= m.store_timestamp <= end_ms]
+                found += in_range
+                taken += len(in_range)
+                if got.messages[-1].store_timestamp > end_ms or got.next_begin_offset <= offset:
+                    break
+                offset = got.next_begin_offset
+        found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset))
         return [decode_for_consumer(message) for message in found[:max_count]]
 
     def track(self, group: str, topic: str, unique_id: str) -> MessageTrack:
