@@ -109,7 +109,7 @@ from core.retry import send_back
 from core.state_table import StateTable
 from core.store.config import FlushMode, StoreConfig
 from core.store.message import INTERNAL_PROPERTIES, LIGHT_QUEUE_PREFIX, MAX_PROPERTIES_LENGTH, Message, StoredMessage
-from core.store.message_store import MessageStore, RecoveryReport
+from core.store.message_store import END_OF_TIME_MS, MessageStore, RecoveryReport
 from core.store.topic_name import MAX_TOPIC_LENGTH
 from core.subscription_group import SubscriptionGroupConfig
 from core.system_topics import (
@@ -131,6 +131,7 @@ from core.transaction_checkers import TransactionCheck, TransactionChecker
 __all__ = [
     "DEFAULT_QUERY_COUNT",
     "DLQ_PREFIX",
+    "END_OF_TIME_MS",
     "INTERNAL_PROPERTIES",
     "LIGHT_QUEUE_PREFIX",
     "MAX_BATCH_BYTES",

@@ -188,6 +188,10 @@ class BrokerAdmin:
             topics.add(retry_topic(group))
         return sorted(topics)
 
+    def groups_of(self, topic: str) -> list[str]:
+        """The groups that consume `topic` (offsets or live subscriptions), sorted."""
+        return [group for group in self.groups() if topic in self.topics_of(group)]
+
     def consumer_progress(self, group: str) -> list[QueueProgress]:
         """Per queue of every topic the group consumes: broker offset, committed offset, lag and last consume time.
         GroupNotFoundError when the broker knows nothing of the group."""

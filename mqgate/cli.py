@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.table import Table
 
 from core import CoreError, FlushMode, MessageStore, RecoveryReport, open_store
+from mqgate.admin_cli import add_admin_parser
 from mqgate.connect_cli import add_connect_parser
 from mqgate.events_cli import add_events_parser
 from mqgate.rules_cli import add_rules_parser
@@ -62,6 +63,8 @@ subcommands in detail:
   connect       list, create, pause, resume, restart and delete connectors through the REST API
   rules test    does an event (JSON file) match an EventBridge pattern (JSON file)? exit 0 yes, 1 no, 2 invalid
   events        replay a bus's events in a time range; list and redrive dead letters (through the REST API)
+  admin         topics, consumer groups and their lag, clients, messages, dead letters and the store of a
+                running mqgate serve (its admin API), as RocketMQ's mqadmin
 
 configuration:
   Values come from built-in defaults, then a file (--config PATH, or DATA_DIR/{CONFIG_FILE_NAME} when it
@@ -75,6 +78,7 @@ examples:
   mqgate passwd -c /etc/mqgate/passwd alice
   mqgate connect list --url http://127.0.0.1:8082
   mqgate rules test pattern.json event.json
+  mqgate admin consumer progress billing
   mqgate events replay --bus default --from 2024-05-01T12:00:00Z --to 2024-05-01T13:00:00Z
 
 exit codes: 0 success or clean stop, 1 store unusable (e.g. open in another process), 2 bad usage or config"""
@@ -149,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter)
     commands = parser.add_subparsers(
-        dest="command", metavar="{serve,config,store,passwd,connect,rules,events}", title="commands"
+        dest="command", metavar="{serve,config,store,passwd,connect,rules,events,admin}", title="commands"
     )
     options = _settings_options()
 
@@ -206,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_connect_parser(commands, formatter)
     add_rules_parser(commands, formatter)
     add_events_parser(commands, formatter)
+    add_admin_parser(commands, formatter)
     return parser
 
 

@@ -25,7 +25,7 @@ from eventbridge.errors import ReprocessError
 from eventbridge.rule_model import DEFAULT_BUS
 from eventbridge.time_range import parse_time_ms
 from mqgate.connect_cli import EXIT_OK, EXIT_USAGE, CliError, RestClient, add_server_options
-from mqgate.terminal_output import stdout_console
+from mqgate.terminal_output import stdout_console, working
 
 EPILOG = """\
 examples:
@@ -138,7 +138,8 @@ def _replay(client: RestClient, args: argparse.Namespace) -> int:
         body["name"] = args.name
     if args.archive is not None:
         body["archive"] = args.archive
-    summary = client.call("POST", f"/buses/{_quote(args.bus)}/replays", body)
+    with working(f"replaying bus {args.bus}"):
+        summary = client.call("POST", f"/buses/{_quote(args.bus)}/replays", body)
     to = f"rule {summary['rule']!r}" if summary["rule"] else "every rule"
     if summary.get("archive"):
         print(
@@ -196,7 +197,8 @@ def _dlq_redrive(client: RestClient, args: argparse.Namespace) -> int:
         body["rule"] = f"{bus}/{args.rule}" if bus and "/" not in args.rule else args.rule
     if args.target is not None:
         body["target"] = args.target
-    summary = client.call("POST", f"/dead-letters/{_quote(topic)}/redrive", body)
+    with working(f"redriving {topic}"):
+        summary = client.call("POST", f"/dead-letters/{_quote(topic)}/redrive", body)
     skipped = summary["skipped_gone"] + summary["skipped_not_dead_letters"]
     print(
         f"redrive of {topic}: {summary['redriven']} events sent again"

@@ -4,12 +4,11 @@ routes to before it starts, served by `mqgate serve` and named in the ready line
 Every error is answered as Kafka Connect answers, `{"error_code": 404, "message": "..."}`, whatever raised it:
 a handler raises an aiohttp HTTP exception whose text is the message (or whose body is already such JSON, with
 more fields), and the middleware here shapes the rest, including unknown routes and unexpected exceptions.
-With `[http] token` set, every request needs `Authorization: Bearer <token>` (401 otherwise).
+Who may use the port, and the log of changes, are mqgate.http_access's.
 """
 
 from __future__ import annotations
 
-import hmac
 import importlib.metadata
 import logging
 from collections.abc import Awaitable, Callable
@@ -17,6 +16,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+
+from mqgate.http_access import Access, access_middleware
+from mqtt_bridge.password_file import PasswordFile
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +40,17 @@ class HttpConfig:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT  # 0: a free port, named in the ready line
     token: str | None = None  # bearer token every request must carry (None: no authentication)
+    # Users of [mqtt] password_file who may use the port with HTTP Basic (the admin role).
+    admin_users: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"http port {self.port}: must be 0 (a free port) to 65535")
         if self.token is not None and (not self.token or any(char.isspace() for char in self.token)):
             raise ValueError("http token: must be non-empty without spaces (it travels in an Authorization header)")
+        for user in self.admin_users:
+            if not user or ":" in user:
+                raise ValueError(f"http admin_users: {user!r} cannot be a user of a password file (empty, or has ':')")
 
 
 def error_body(status: int, message: str) -> dict[str, object]:
@@ -81,28 +88,13 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
 
 
-def bearer_auth(token: str) -> Middleware:
-    expected = token.encode()
-
-    @web.middleware
-    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not given:
-            message = "authentication required: send the header 'Authorization: Bearer <token>' ([http] token)"
-        elif not hmac.compare_digest(given.strip().encode(), expected):
-            message = "invalid bearer token"
-        else:
-            return await handler(request)
-        return error_response(401, message, {"WWW-Authenticate": 'Bearer realm="mqgate"'})
-
-    return check
-
-
-def build_app(config: HttpConfig) -> web.Application:
-    """The application, with error shaping and (with a token) authentication; HTTP APIs add their routes."""
-    middlewares: list[Middleware] = [json_errors]
-    if config.token is not None:
-        middlewares.append(bearer_auth(config.token))
+def build_app(config: HttpConfig, passwords: PasswordFile | None = None) -> web.Application:
+    """The application, with error shaping, access control (mqgate.http_access: the token, or the admin users of
+    `passwords`) and the audit log of changes; HTTP APIs add their routes."""
+    access = Access(config.token, frozenset(config.admin_users), passwords)
+    if config.admin_users and passwords is None:
+        raise ValueError("http admin_users: the users are checked against [mqtt] password_file, which is not set")
+    middlewares: list[Middleware] = [json_errors, access_middleware(access, error_response)]
     app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
     app.router.add_get("/", _root)
     return app

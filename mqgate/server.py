@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import ipaddress
 import logging
 import resource
 import signal
@@ -32,11 +33,15 @@ from eventbridge.http_target import HttpTargetClient
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
+from mqgate.admin_api import AdminContext
+from mqgate.admin_api import add_routes as add_admin_routes
+from mqgate.admin_messages_api import add_routes as add_admin_message_routes
 from mqgate.http_api import HttpServer, build_app
 from mqgate.settings import ConfigError, Settings
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
+from mqtt_bridge.password_file import PasswordFile
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +164,8 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     worker = await _start_connectors(settings, broker, parts_stack)
                     eventbridge = await _start_eventbridge(settings, broker, parts_stack, gateway)
                     if settings.http.enabled:
-                        parts += await _start_http(settings, parts_stack, worker, eventbridge)
+                        admin = AdminContext(broker, store, report, gateway)
+                        parts += await _start_http(settings, parts_stack, worker, eventbridge, admin)
                     if not stop.is_set():
                         ready(format_ready(parts))
                         await stop.wait()
@@ -283,11 +289,20 @@ async def _start_eventbridge(
 
 
 async def _start_http(
-    settings: Settings, stack: contextlib.AsyncExitStack, worker: Worker, eventbridge: EventBridgeRuntime
+    settings: Settings,
+    stack: contextlib.AsyncExitStack,
+    worker: Worker,
+    eventbridge: EventBridgeRuntime,
+    admin: AdminContext,
 ) -> list[str]:
     """Start the HTTP port with the routes of every HTTP API; return its ready-line part. Closed by `stack`."""
     config = settings.http
-    app = build_app(config)
+    # The admin users' passwords are the MQTT users' file (read again here: the gateway may be off).
+    password_file = settings.mqtt.password_file
+    passwords = PasswordFile.load(password_file) if config.admin_users and password_file else None
+    app = build_app(config, passwords)
+    add_admin_routes(app, admin)
+    add_admin_message_routes(app)
     add_connector_routes(app, worker)
     add_eventbridge_routes(app, eventbridge)
     add_replay_routes(app, eventbridge)
@@ -300,8 +315,22 @@ async def _start_http(
             "choose another port with --http-port or [http] port (0: a free one)"
         ) from None
     stack.push_async_callback(server.close)
-    log.info("HTTP port on %s%s", address, " (bearer token required)" if config.token else "")
+    secured = config.token is not None or bool(config.admin_users)
+    log.info("HTTP port on %s%s", address, " (token or admin user required)" if secured else "")
+    if not secured and not _is_loopback(config.host):
+        log.warning(
+            "HTTP port on %s serves its admin and connector APIs to anyone who reaches it: set [http] token or"
+            " admin_users, or bind [http] host to 127.0.0.1",
+            address,
+        )
     return [f"http={address}"]
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -178,6 +178,10 @@ HTTP_KEY_HELP = {
     "host": "address the HTTP port binds to (loopback by default: the API can make mqgate write files)",
     "port": "HTTP port (RocketMQ Connect's 8082; 0: a free port, named in the ready line as http=HOST:PORT)",
     "token": "bearer token every request must carry (Authorization: Bearer TOKEN); unset: no authentication",
+    "admin_users": (
+        "users of [mqtt] password_file with the admin role: they may use the HTTP port (admin API, dashboard)"
+        " with HTTP Basic; empty: only the token"
+    ),
 }
 
 
@@ -288,7 +292,11 @@ GRPC_PARSERS = _parsers(
         "acl_file": parse_optional_string,
     },
 )
-HTTP_PARSERS = _parsers(HttpConfig, {}, {"port": parse_port_or_zero, "token": parse_optional_string})
+HTTP_PARSERS = _parsers(
+    HttpConfig,
+    {},
+    {"port": parse_port_or_zero, "token": parse_optional_string, "admin_users": parse_string_list},
+)
 SECTIONS = {
     "store": Section("store", StoreConfig, STORE_PARSERS, STORE_KEY_HELP, DERIVED_STORE_FIELDS),
     "broker": Section("broker", BrokerConfig, BROKER_PARSERS, BROKER_KEY_HELP, {}),
@@ -477,6 +485,11 @@ def load_settings(
     except ValueError as exc:
         name = next((name for name in values["http"] if re.search(rf"\b{name}\b", str(exc))), "port")
         raise ConfigError(f"invalid [http] settings: {exc} ({name} from {origins[f'http.{name}']})") from None
+    if http_config.admin_users and not mqtt_config.password_file:
+        raise ConfigError(
+            f"[http] admin_users ({origins['http.admin_users']}) are users of [mqtt] password_file, which is not set;"
+            " set it, or use [http] token alone"
+        )
     return Settings(
         data_dir=data_dir,
         store=store_config,

@@ -39,6 +39,7 @@ class Wakeable(Protocol):
 
 class Link(Protocol):
     client_id: str
+    peer: str  # the client's address, HOST:PORT, for logs and the admin API
     username: str | None
     session: Session | None
     # Closed because a new connection took its session over (its end is the session rules', not its own).

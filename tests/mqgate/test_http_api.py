@@ -3,6 +3,7 @@ real `mqgate serve` and aiohttp clients."""
 
 from __future__ import annotations
 
+import base64
 import socket
 import subprocess
 import sys
@@ -56,7 +57,8 @@ async def test_a_token_is_required_when_configured(tmp_path: Path):
     try:
         status, headers, body = await get(f"{server.http_url}/")
         assert status == 401
-        assert headers["WWW-Authenticate"] == 'Bearer realm="mqgate"'
+        # Both schemes: a browser asks for a user and password, and takes the token as the password.
+        assert headers["WWW-Authenticate"] == 'Bearer realm="mqgate", Basic realm="mqgate", charset="UTF-8"'
         assert body == {
             "error_code": 401,
             "message": "authentication required: send the header 'Authorization: Bearer <token>' ([http] token)",
@@ -67,6 +69,12 @@ async def test_a_token_is_required_when_configured(tmp_path: Path):
         assert status == 401
         status, _, body = await get(f"{server.http_url}/", {"Authorization": f"Bearer {TOKEN}"})
         assert status == 200
+        basic = base64.b64encode(f"anyone:{TOKEN}".encode()).decode()
+        status, _, body = await get(f"{server.http_url}/", {"Authorization": f"Basic {basic}"})
+        assert status == 200
+        wrong = base64.b64encode(b"anyone:wrong").decode()
+        status, _, body = await get(f"{server.http_url}/", {"Authorization": f"Basic {wrong}"})
+        assert (status, body["message"]) == (401, "user 'anyone': unknown user or wrong password")
         # Unknown routes too: nothing is answered without the token but 401.
         status, _, _ = await get(f"{server.http_url}/nothing")
         assert status == 401
@@ -129,7 +137,7 @@ def test_http_settings_file_and_flag(tmp_path: Path):
         ("port = 70000", r"mqgate.toml:2: http.port: 70000: a port goes from 1 to 65535"),
         ('port = "x"', r"http.port: expected a positive integer"),
         ('token = "two words"', r"invalid \[http\] settings: http token: must be non-empty without spaces"),
-        ("tokens = 1", r"unknown key http.tokens; \[http\] takes: enabled, host, port, token"),
+        ("tokens = 1", r"unknown key http.tokens; \[http\] takes: admin_users, enabled, host, port, token"),
     ],
 )
 def test_bad_http_settings_are_named(tmp_path: Path, text: str, expected: str):

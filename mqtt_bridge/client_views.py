@@ -1,0 +1,68 @@
+"""What an operator sees of the gateway's clients (the admin API's `clients`, Mosquitto's and EMQX's client lists):
+one ClientView per session, connected or kept for a persistent client that is away, with its subscriptions, the
+messages in flight to it and those waiting in its queues. Read from the gateway's state; nothing changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mqtt_bridge.gateway_state import GatewayState
+
+
+@dataclass(slots=True, frozen=True)
+class SubscriptionView:
+    topic_filter: str
+    qos: int
+    share_group: str | None  # $share/GROUP/...: the group; None for a subscription of its own
+    no_local: bool
+    retain_as_published: bool
+
+
+@dataclass(slots=True, frozen=True)
+class ClientView:
+    client_id: str
+    connected: bool
+    peer: str | None  # HOST:PORT while connected
+    username: str | None
+    protocol_version: int | None  # 4 (3.1.1) or 5 while connected
+    keep_alive_s: int | None
+    session_expiry_s: int  # 0: the session ends with the connection
+    disconnected_at_ms: int | None
+    subscriptions: tuple[SubscriptionView, ...]
+    inflight: int  # QoS 1 and 2 messages sent and not acknowledged yet
+    queued: int  # messages stored for its own subscriptions and not sent yet (shared ones are the group's)
+    dropped: int  # deliveries given up as its queue ran past max_queued_messages
+
+
+def client_views(gateway: GatewayState) -> list[ClientView]:
+    """Every session, sorted by client id."""
+    broker = gateway.broker
+    views = []
+    for client_id, session in sorted(gateway.sessions.items()):
+        link = gateway.links.get(client_id) if session.connected else None
+        queued = 0
+        for sub in session.subscriptions.values():
+            if sub.share_group is None:
+                read = session.read_offsets.get(sub.queue, -1)
+                if read >= 0:
+                    queued += max(0, broker.max_offset(sub.queue, 0) - read)
+        views.append(
+            ClientView(
+                client_id=client_id,
+                connected=link is not None,
+                peer=link.peer if link is not None else None,
+                username=link.username if link is not None else None,
+                protocol_version=link.conn.version if link is not None else None,
+                keep_alive_s=link.conn.keep_alive if link is not None else None,
+                session_expiry_s=session.expiry_interval,
+                disconnected_at_ms=session.disconnected_at_ms,
+                subscriptions=tuple(
+                    SubscriptionView(sub.topic_filter, sub.qos, sub.share_group, sub.no_local, sub.retain_as_published)
+                    for _, sub in sorted(session.subscriptions.items())
+                ),
+                inflight=len(session.inflight),
+                queued=queued,
+                dropped=session.dropped,
+            )
+        )
+    return views
