@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= data
 # Debian packages the tests need; installed when missing (after apt-get update), never by hand.
 DEB_PACKAGES ?= procps mosquitto mosquitto-clients openssl
+# The dashboard's browser test runs Debian's Chromium through Playwright (no browser download).
+DEB_PACKAGES += chromium
 # The Spark sink's PySpark runs a JVM: Java 17, unless a java is already on the PATH.
 DEB_PACKAGES += $(if $(shell command -v java 2>/dev/null),,openjdk-17-jre-headless)
 

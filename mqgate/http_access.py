@@ -39,7 +39,8 @@ ErrorResponse = Callable[[int, str, dict[str, str]], web.Response]
 # Where a request's verified identity is kept for the handlers and the audit line.
 IDENTITY_KEY = "mqgate.identity"
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-CHALLENGE = 'Bearer realm="mqgate", Basic realm="mqgate", charset="UTF-8"'
+# One header per scheme: browsers read a list of challenges in one header poorly, and look for Basic to prompt.
+CHALLENGES = ('Basic realm="mqgate", charset="UTF-8"', 'Bearer realm="mqgate"')
 # Basic credentials already checked, by digest: the password file's PBKDF2 hash costs milliseconds a request,
 # and a dashboard asks every few seconds. Bounded so that a client trying passwords cannot grow it.
 MAX_REMEMBERED_LOGINS = 64
@@ -129,8 +130,11 @@ def access_middleware(access: Access, error_response: ErrorResponse) -> Middlewa
             try:
                 identity = checker.identity(request)
             except _Refused as refused:
-                headers = {"WWW-Authenticate": CHALLENGE} if refused.status == 401 else {}
-                return error_response(refused.status, str(refused), headers)
+                response = error_response(refused.status, str(refused), {})
+                if refused.status == 401:
+                    for challenge in CHALLENGES:
+                        response.headers.add("WWW-Authenticate", challenge)
+                return response
         request[IDENTITY_KEY] = identity
         if request.method in READ_ONLY_METHODS:
             return await handler(request)

@@ -36,6 +36,7 @@ from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
 from mqgate.admin_api import AdminContext
 from mqgate.admin_api import add_routes as add_admin_routes
 from mqgate.admin_messages_api import add_routes as add_admin_message_routes
+from mqgate.dashboard import add_routes as add_dashboard_routes
 from mqgate.http_api import HttpServer, build_app
 from mqgate.settings import ConfigError, Settings
 from mqtt_bridge.config import MqttConfig
@@ -303,6 +304,7 @@ async def _start_http(
     app = build_app(config, passwords)
     add_admin_routes(app, admin)
     add_admin_message_routes(app)
+    add_dashboard_routes(app)
     add_connector_routes(app, worker)
     add_eventbridge_routes(app, eventbridge)
     add_replay_routes(app, eventbridge)

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from multidict import CIMultiDict
 
 from mqgate.http_api import DEFAULT_HOST, DEFAULT_PORT, HttpConfig, build_app
 from mqgate.settings import HTTP_KEY_HELP, ConfigError, Override, load_settings, render_toml
@@ -22,9 +23,9 @@ TOKEN = "t0ken-for-tests"
 MQGATE = [sys.executable, "-m", "mqgate.cli"]
 
 
-async def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], object]:
+async def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, CIMultiDict[str], object]:
     async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as response:
-        return response.status, dict(response.headers), await response.json()
+        return response.status, response.headers.copy(), await response.json()
 
 
 async def test_serve_names_the_http_port_and_answers_json(tmp_path: Path):
@@ -58,7 +59,7 @@ async def test_a_token_is_required_when_configured(tmp_path: Path):
         status, headers, body = await get(f"{server.http_url}/")
         assert status == 401
         # Both schemes: a browser asks for a user and password, and takes the token as the password.
-        assert headers["WWW-Authenticate"] == 'Bearer realm="mqgate", Basic realm="mqgate", charset="UTF-8"'
+        assert headers.getall("WWW-Authenticate") == ['Basic realm="mqgate", charset="UTF-8"', 'Bearer realm="mqgate"']
         assert body == {
             "error_code": 401,
             "message": "authentication required: send the header 'Authorization: Bearer <token>' ([http] token)",
