@@ -58,6 +58,7 @@ from core.subscription_group import SubscriptionGroupManager
 from core.system_topics import PARKING_PROPERTIES
 from core.timer import TimerService
 from core.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager
+from core.traffic import TopicTraffic, refusal_reason
 from core.transaction import TransactionService
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,8 @@ class Broker:
         # Admin look-ups and dead letters (core.message_queries, core.dead_letters): no state of their own to start.
         self.queries = MessageQueries(self)
         self.dead_letters = DeadLetters(self)
+        # Messages and bytes in and out per topic, store refusals by reason (core.traffic): read by mqgate's metrics.
+        self.traffic = TopicTraffic()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -366,7 +369,9 @@ class Broker:
         try:
             put = self.store.append(message)
         except StoreError as exc:
+            self.traffic.refuse(refusal_reason(exc))
             raise from_store_error(exc) from exc
+        # Counted as "in" when it reaches its topic (store_moved), not here in the broker's parking topic.
         parking.parked(message, put)
         result = SendResult(
             SendStatus.SEND_OK,
@@ -385,7 +390,9 @@ class Broker:
         try:
             put = self.store.append(message)
         except StoreError as exc:
+            self.traffic.refuse(refusal_reason(exc))
             raise from_store_error(exc) from exc
+        self.traffic.stored(message.topic, 1, len(message.body))
         result = SendResult(
             SendStatus.SEND_OK,
             message.properties[PROPERTY_UNIQ_KEY],
@@ -451,7 +458,9 @@ class Broker:
         try:
             puts = self.store.append_batch(messages)
         except StoreError as exc:
+            self.traffic.refuse(refusal_reason(exc), len(messages))
             raise from_store_error(exc) from exc
+        self.traffic.stored(topic, len(messages), total)
         queue = route.write_queues[queue_id]
         ok = SendStatus.SEND_OK
         results = [
@@ -490,7 +499,8 @@ class Broker:
         A light queue (a name starting with %LMQ%, RocketMQ's LMQ) has no topic config: it exists while
         messages name it, has one queue (0), and its readers' groups are not registered either.
         """
-        if is_light_queue(topic):
+        light = is_light_queue(topic)
+        if light:
             if queue_id != 0:
                 raise IllegalArgumentError(f"light queue {topic!r} has one queue, 0; asked for {queue_id}")
         else:
@@ -509,6 +519,9 @@ class Broker:
             got = self.store.get_messages(topic, queue_id, offset, max_count, tag_filter, body_filter)
             status = got.status
             if status is GetStatus.FOUND:
+                if not light:  # a light queue is a front door's own (core.traffic): it counts its deliveries
+                    messages = got.messages
+                    self.traffic.delivered(topic, len(messages), sum([len(m.body) for m in messages]))
                 return PullResult(PullStatus.FOUND, got.messages, got.next_begin_offset, got.min_offset, got.max_offset)
             if status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
                 return PullResult(PullStatus.OFFSET_ILLEGAL, [], got.next_begin_offset, got.min_offset, got.max_offset)

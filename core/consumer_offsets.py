@@ -147,6 +147,16 @@ class ConsumerOffsetManager:
         with self._lock:
             return dict(self._table.get(f"{topic}{SEPARATOR}{group}", {}))
 
+    def snapshot(self) -> list[tuple[str, str, int, int]]:
+        """Every committed offset as (group, topic, queue id, offset), sorted: what a report of consumer lag reads."""
+        with self._lock:
+            rows = [
+                (key.partition(SEPARATOR)[2], key.partition(SEPARATOR)[0], queue_id, offset)
+                for key, queues in self._table.items()
+                for queue_id, offset in queues.items()
+            ]
+        return sorted(rows)
+
     def reset_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         """Set the offsets of the queues in `offsets`, all or none; queues not named keep their offsets."""
         if not offsets:
