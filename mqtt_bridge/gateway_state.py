@@ -30,6 +30,7 @@ from mqtt_bridge.message_mapping import (
     MqttMessage,
 )
 from mqtt_bridge.password_file import PasswordFile
+from mqtt_bridge.protocol import MqttTraffic
 from mqtt_bridge.session import Session, Subscription, session_group
 from mqtt_bridge.session_rules import (
     SessionRules,
@@ -108,6 +109,11 @@ class GatewayState:
         self.messages = MessageCache(broker, max_bytes=config.message_cache_mb * 1024 * 1024)
         self.connection_count = 0
         self.stats = {"published": 0, "delivered": 0, "dropped": 0, "refused": 0}
+        # What every connection received and sent (the listener gives each MqttConnection this one), and PUBLISHes
+        # refused by MQTT 5 reason code (publish_refusal.py; 0x95 and 0x93 for the packet too large and receive
+        # maximum exceeded, which end the connection): read by the metrics and the $SYS tree.
+        self.traffic = MqttTraffic()
+        self.refusals: dict[int, int] = {}
 
     def allowed(self, link: Link, topic: str, access: Access) -> bool:
         if self.acl is None:
