@@ -33,6 +33,8 @@ from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
 from mqgate.http_api import HttpServer, build_app
+from mqgate.metrics import Metrics, Parts
+from mqgate.metrics import add_routes as add_metrics_routes
 from mqgate.settings import ConfigError, Settings
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
@@ -159,7 +161,10 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     worker = await _start_connectors(settings, broker, parts_stack)
                     eventbridge = await _start_eventbridge(settings, broker, parts_stack, gateway)
                     if settings.http.enabled:
-                        parts += await _start_http(settings, parts_stack, worker, eventbridge)
+                        metrics = Metrics(Parts(broker, gateway, eventbridge, worker))
+                        metrics.start()
+                        parts_stack.push_async_callback(metrics.close)
+                        parts += await _start_http(settings, parts_stack, worker, eventbridge, metrics)
                     if not stop.is_set():
                         ready(format_ready(parts))
                         await stop.wait()
@@ -283,14 +288,20 @@ async def _start_eventbridge(
 
 
 async def _start_http(
-    settings: Settings, stack: contextlib.AsyncExitStack, worker: Worker, eventbridge: EventBridgeRuntime
+    settings: Settings,
+    stack: contextlib.AsyncExitStack,
+    worker: Worker,
+    eventbridge: EventBridgeRuntime,
+    metrics: Metrics,
 ) -> list[str]:
-    """Start the HTTP port with the routes of every HTTP API; return its ready-line part. Closed by `stack`."""
+    """Start the HTTP port with the routes of every HTTP API and `GET /metrics`; return its ready-line part. Closed
+    by `stack`."""
     config = settings.http
     app = build_app(config)
     add_connector_routes(app, worker)
     add_eventbridge_routes(app, eventbridge)
     add_replay_routes(app, eventbridge)
+    add_metrics_routes(app, metrics)
     server = HttpServer(app, config)
     try:
         address = await server.start()
