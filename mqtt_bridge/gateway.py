@@ -69,10 +69,11 @@ from mqtt_bridge.state_records import (
     qos2_key,
 )
 from mqtt_bridge.subscriptions import Subscriptions
+from mqtt_bridge.sys_publishing import SysPublishing
 from mqtt_bridge.topic import is_sys_topic
 
 
-class MqttGateway(Subscriptions, InboundPublishing, Delivery):
+class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
     async def start(self) -> None:
         if not self.broker.has_topic(SESSIONS_TOPIC):
             self.broker.create_topic(SESSIONS_TOPIC, 1)
@@ -102,11 +103,13 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery):
         self.retained.start()
         self.stored_sessions.start()
         self.inbound_qos2.start()
+        self.start_sys()
         log.info(
             "MQTT gateway: %d retained messages, %d stored sessions", len(self.retained.entries), len(self.sessions)
         )
 
     async def close(self) -> None:
+        await self.stop_sys()
         for link in list(self.links.values()):
             link.close(mqtt5.DisconnectReasonCode.SERVER_SHUTTING_DOWN)
         for handle in self._timers.values():

@@ -7,6 +7,7 @@ actions), inbound.py (publishing), subscriptions.py, delivery.py; each is a clas
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import logging
 import time
@@ -50,6 +51,7 @@ from mqtt_bridge.state_records import (
     session_change,
     session_value,
 )
+from mqtt_bridge.sys_tree import SysTree
 from mqtt_bridge.topic_trie import SubscriptionTrie, TopicTree
 
 log = logging.getLogger("mqtt_bridge.gateway")
@@ -66,6 +68,13 @@ Reason = mqtt5.ConnAckReasonCode
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("mqgate")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was not installed
+        return "unknown"
 
 
 _background: set[asyncio.Task[object]] = set()
@@ -114,6 +123,11 @@ class GatewayState:
         # maximum exceeded, which end the connection): read by the metrics and the $SYS tree.
         self.traffic = MqttTraffic()
         self.refusals: dict[int, int] = {}
+        # The $SYS tree (sys_publishing.py): its current values by topic, in memory only.
+        self.sys_tree = SysTree(_version(), time.monotonic())
+        self.sys_messages: dict[str, MqttMessage] = {}
+        self.sys_topics = TopicTree()
+        self._sys_task: asyncio.Task[None] | None = None
 
     def allowed(self, link: Link, topic: str, access: Access) -> bool:
         if self.acl is None:
