@@ -570,6 +570,10 @@ class Broker:
         starts."""
         await asyncio.to_thread(self.offsets.persist)
 
+    def committed_offsets(self) -> list[tuple[str, str, int, int]]:
+        """Every committed offset as (group, topic, queue id, offset), sorted: what a report of consumer lag reads."""
+        return self.offsets.snapshot()
+
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of a clustering group, or -1 if it has none."""
         return self.offsets.query_offset(group, topic, queue_id)

@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from connectors.worker import Worker
-from core import Broker, TopicCounts
+from core import Broker, MessageStore, TopicCounts
 from eventbridge.runtime import EventBridgeRuntime
 from mqgate.mqtt_metrics import mqtt_families, reason_name
 from mqtt_bridge.gateway import MqttGateway
@@ -83,9 +83,11 @@ class TopicRates:
 
 @dataclass(slots=True)
 class Parts:
-    """What the collector reads: the broker always, the others when they run."""
+    """What the collector reads: the broker and its store (which the wiring opened) always, the others when they
+    run."""
 
     broker: Broker
+    store: MessageStore
     gateway: MqttGateway | None
     eventbridge: EventBridgeRuntime | None
     worker: Worker | None
@@ -103,7 +105,7 @@ class MqgateCollector(Collector):
         self.disk_ratio = 0.0
 
     async def refresh_disk(self) -> None:
-        store = self.parts.broker.store
+        store = self.parts.store
         self.disk, self.disk_ratio = await asyncio.to_thread(lambda: (store.disk_usage(), store.disk_usage_ratio()))
 
     def collect(self) -> Iterator[Metric]:
@@ -182,7 +184,7 @@ class MqgateCollector(Collector):
         for config in broker.topic_configs():
             for queue_id in range(config.read_queue_nums):
                 queues[(config.topic_name, queue_id)] = broker.max_offset(config.topic_name, queue_id)
-        for group, topic, queue_id, offset in broker.offsets.snapshot():
+        for group, topic, queue_id, offset in broker.committed_offsets():
             high = queues.get((topic, queue_id))
             if high is None:  # a light queue (an MQTT session's filter), which has no topic config
                 high = queues[(topic, queue_id)] = broker.max_offset(topic, queue_id)
@@ -196,7 +198,7 @@ class MqgateCollector(Collector):
         yield maximum
 
     def _store(self) -> Iterator[Metric]:
-        store = self.parts.broker.store
+        store = self.parts.store
         size = GaugeMetricFamily(
             "mqgate_store_size_bytes",
             "Bytes the store's files take on disk (allocated blocks), by part: commitlog, consumequeue, index",

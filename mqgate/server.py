@@ -161,7 +161,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     worker = await _start_connectors(settings, broker, parts_stack)
                     eventbridge = await _start_eventbridge(settings, broker, parts_stack, gateway)
                     if settings.http.enabled:
-                        metrics = Metrics(Parts(broker, gateway, eventbridge, worker))
+                        metrics = Metrics(Parts(broker, store, gateway, eventbridge, worker))
                         metrics.start()
                         parts_stack.push_async_callback(metrics.close)
                         parts += await _start_http(settings, parts_stack, worker, eventbridge, metrics)

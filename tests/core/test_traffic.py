@@ -72,4 +72,4 @@ async def test_flush_times_disk_usage_and_committed_offsets_are_readable(make_br
     assert 0 < broker.store.disk_usage_ratio() < 1
     broker.commit_offset("g", "t", 2, 7)
     broker.commit_offset("a", "t", 0, 1)
-    assert [row for row in broker.offsets.snapshot() if row[1] == "t"] == [("a", "t", 0, 1), ("g", "t", 2, 7)]
+    assert [row for row in broker.committed_offsets() if row[1] == "t"] == [("a", "t", 0, 1), ("g", "t", 2, 7)]
