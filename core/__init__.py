@@ -24,6 +24,8 @@ gRPC endpoint core/grpc) and the wiring (mqgate) use of the core, and nothing el
 - Transactions for front doors that end them or answer check-backs themselves (the gRPC endpoint):
   LocalTransactionState, TransactionCheck and TransactionChecker, used through `broker.transactions`
   (core.transaction: `end`, `register_checker`).
+- What went through the broker (`Broker.traffic`, TopicTraffic/TopicCounts: messages and bytes in and out per
+  topic, store refusals by reason); a front door that delivers from light queues itself counts there.
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
 - For the wiring only: MessageStore, StoreConfig, FlushMode, RecoveryReport and open_store, to open the store the
   broker runs on.
@@ -126,6 +128,7 @@ from core.system_topics import (
     retry_topic,
 )
 from core.topic_config import MessageType, Perm, TopicConfig, validate_topic
+from core.traffic import TopicCounts, TopicTraffic
 from core.transaction_checkers import TransactionCheck, TransactionChecker
 
 __all__ = [
@@ -225,7 +228,9 @@ __all__ = [
     "SystemClock",
     "TopicConfig",
     "TopicConfigError",
+    "TopicCounts",
     "TopicNotFoundError",
+    "TopicTraffic",
     "TransactionCheck",
     "TransactionChecker",
     "TransactionProducer",

@@ -18,13 +18,13 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from core.broker_admin import BrokerAdmin
+from core.broker_config import BrokerConfig
 from core.clock import Clock, SystemClock
 from core.consumer_offsets import ConsumerOffsetManager
-from core.consumer_registry import DEFAULT_EXPIRE_AFTER_S, ConsumerRegistry
+from core.consumer_registry import ConsumerRegistry
 from core.dead_letters import DeadLetters
 from core.errors import (
     IllegalArgumentError,
@@ -39,9 +39,9 @@ from core.long_poll import LongPollWaiters
 from core.message_queries import MessageQueries
 from core.message_queue import MessageQueue
 from core.parking import parking_for
-from core.queue_locks import DEFAULT_LOCK_EXPIRE_S, QueueLocks
+from core.queue_locks import QueueLocks
 from core.results import PullResult, PullStatus, Route, SendResult, SendStatus
-from core.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_delay_levels
+from core.schedule import ScheduleService
 from core.send_hooks import SendHook, name_light_queues
 from core.store.errors import StoreError
 from core.store.message import (
@@ -59,58 +59,15 @@ from core.subscription_group import SubscriptionGroupManager
 from core.system_topics import PARKING_PROPERTIES
 from core.timer import TimerService
 from core.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager
+from core.traffic import TopicTraffic, refusal_reason
 from core.transaction import TransactionService
 
 log = logging.getLogger(__name__)
 
-# RocketMQ's limits: a batch holds at most 4 MiB in all; a pull waits at most 15 s for a message (the
-# consumer's brokerSuspendMaxTimeMillis) and returns at most 32 messages by default (pullBatchSize).
+# RocketMQ's limits: a batch holds at most 4 MiB in all; a pull returns at most 32 messages by default
+# (pullBatchSize).
 MAX_BATCH_BYTES = 4 * 1024 * 1024
-DEFAULT_LONG_POLL_MS = 15_000
 DEFAULT_PULL_BATCH = 32
-# RocketMQ's flushConsumerOffsetInterval.
-OFFSET_PERSIST_INTERVAL_S = 5.0
-
-
-@dataclass(slots=True, frozen=True)
-class BrokerConfig:
-    broker_name: str = "broker-a"
-    # On for the embedded default, as RocketMQ's autoCreateTopicEnable; turn it off in production so a typo in
-    # a topic name is an error rather than a new topic.
-    auto_create_topic: bool = True
-    auto_create_group: bool = True
-    default_queue_nums: int = 4
-    max_long_poll_ms: int = DEFAULT_LONG_POLL_MS
-    # A consumer silent this long is dropped from its group (RocketMQ's channel expiry: 120 s); the scan runs
-    # every `consumer_scan_interval_s` (RocketMQ: 10 s).
-    consumer_expire_s: float = DEFAULT_EXPIRE_AFTER_S
-    consumer_scan_interval_s: float = 10.0
-    queue_lock_expire_s: float = DEFAULT_LOCK_EXPIRE_S
-    # Committed offsets reach consumerOffset.json this often (RocketMQ's flushConsumerOffsetInterval: 5 s) and
-    # at close. A crash forgets at most this much of consumers' progress: those messages are delivered again.
-    offset_persist_interval_s: float = OFFSET_PERSIST_INTERVAL_S
-    # Delay levels, level 1 first (RocketMQ's messageDelayLevel): a number and a unit (s, m, h, d) each.
-    message_delay_level: str = DEFAULT_DELAY_LEVELS
-    # The furthest ahead a timer message may be due (RocketMQ caps it at 3 days: timerMaxDelaySec).
-    timer_max_delay_s: int = 30 * 24 * 3600
-    # A timer message due further ahead than this is stored again (rolled) when this much of its wait is over, so
-    # that no parked record must outlive the store's file_reserved_hours (RocketMQ's timerRollWindowSlot: 2 days).
-    timer_roll_window_s: int = 24 * 3600
-    # Transactions (RocketMQ's transactionTimeOut, transactionCheckInterval, transactionCheckMax): a half message
-    # undecided this long is checked back with its producer group, again every interval, at most this many times.
-    transaction_timeout_ms: int = 6_000
-    transaction_check_interval_ms: int = 30_000
-    transaction_check_max: int = 15
-
-    def __post_init__(self) -> None:
-        parse_delay_levels(self.message_delay_level)
-        if self.timer_max_delay_s < 1:
-            raise ValueError(f"timer_max_delay_s must be at least 1, not {self.timer_max_delay_s}")
-        if self.timer_roll_window_s < 60:
-            raise ValueError(f"timer_roll_window_s must be at least 60, not {self.timer_roll_window_s}")
-        for name in ("transaction_timeout_ms", "transaction_check_interval_ms", "transaction_check_max"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
 
 
 def open_store(store: MessageStore) -> RecoveryReport:
@@ -161,6 +118,8 @@ class Broker:
         self.queries = MessageQueries(self)
         self.dead_letters = DeadLetters(self)
         self.admin = BrokerAdmin(self)
+        # Messages and bytes in and out per topic, store refusals by reason (core.traffic): read by mqgate's metrics.
+        self.traffic = TopicTraffic()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -368,7 +327,9 @@ class Broker:
         try:
             put = self.store.append(message)
         except StoreError as exc:
+            self.traffic.refuse(refusal_reason(exc))
             raise from_store_error(exc) from exc
+        # Counted as "in" when it reaches its topic (store_moved), not here in the broker's parking topic.
         parking.parked(message, put)
         result = SendResult(
             SendStatus.SEND_OK,
@@ -387,7 +348,9 @@ class Broker:
         try:
             put = self.store.append(message)
         except StoreError as exc:
+            self.traffic.refuse(refusal_reason(exc))
             raise from_store_error(exc) from exc
+        self.traffic.stored(message.topic, 1, len(message.body))
         result = SendResult(
             SendStatus.SEND_OK,
             message.properties[PROPERTY_UNIQ_KEY],
@@ -453,7 +416,9 @@ class Broker:
         try:
             puts = self.store.append_batch(messages)
         except StoreError as exc:
+            self.traffic.refuse(refusal_reason(exc), len(messages))
             raise from_store_error(exc) from exc
+        self.traffic.stored(topic, len(messages), total)
         queue = route.write_queues[queue_id]
         ok = SendStatus.SEND_OK
         results = [
@@ -492,7 +457,8 @@ class Broker:
         A light queue (a name starting with %LMQ%, RocketMQ's LMQ) has no topic config: it exists while
         messages name it, has one queue (0), and its readers' groups are not registered either.
         """
-        if is_light_queue(topic):
+        light = is_light_queue(topic)
+        if light:
             if queue_id != 0:
                 raise IllegalArgumentError(f"light queue {topic!r} has one queue, 0; asked for {queue_id}")
         else:
@@ -511,6 +477,9 @@ class Broker:
             got = self.store.get_messages(topic, queue_id, offset, max_count, tag_filter, body_filter)
             status = got.status
             if status is GetStatus.FOUND:
+                if not light:  # a light queue is a front door's own (core.traffic): it counts its deliveries
+                    messages = got.messages
+                    self.traffic.delivered(topic, len(messages), sum([len(m.body) for m in messages]))
                 return PullResult(PullStatus.FOUND, got.messages, got.next_begin_offset, got.min_offset, got.max_offset)
             if status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
                 return PullResult(PullStatus.OFFSET_ILLEGAL, [], got.next_begin_offset, got.min_offset, got.max_offset)
@@ -558,6 +527,10 @@ class Broker:
         `offset_persist_interval_s`: for an offset whose loss a crash must not cost, such as where a new reader
         starts."""
         await asyncio.to_thread(self.offsets.persist)
+
+    def committed_offsets(self) -> list[tuple[str, str, int, int]]:
+        """Every committed offset as (group, topic, queue id, offset), sorted: what a report of consumer lag reads."""
+        return self.offsets.snapshot()
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of a clustering group, or -1 if it has none."""

@@ -158,6 +158,16 @@ class ConsumerOffsetManager:
             keys = [key.partition(SEPARATOR) for key in self._table]
         return sorted(topic for topic, _, name in keys if name == group)
 
+    def snapshot(self) -> list[tuple[str, str, int, int]]:
+        """Every committed offset as (group, topic, queue id, offset), sorted: what a report of consumer lag reads."""
+        with self._lock:
+            rows = [
+                (key.partition(SEPARATOR)[2], key.partition(SEPARATOR)[0], queue_id, offset)
+                for key, queues in self._table.items()
+                for queue_id, offset in queues.items()
+            ]
+        return sorted(rows)
+
     def reset_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         """Set the offsets of the queues in `offsets`, all or none; queues not named keep their offsets."""
         if not offsets:

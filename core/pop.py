@@ -161,6 +161,8 @@ class PopService(PopGroupState):
                 got, moved = self._take(
                     group, name, max_nums - len(popped), invisible_ms, message_filter if name == topic else None
                 )
+                if got:  # counted under the topic read (a retry topic's own name), as Broker.pull counts
+                    self.broker.traffic.delivered(name, len(got), sum([len(p.message.body) for p in got]))
                 popped += got
                 progressed |= moved
                 if len(popped) >= max_nums:

@@ -73,6 +73,10 @@ log = logging.getLogger(__name__)
 
 # The PutEvents error code of an event refused by the event center (event_schema).
 SCHEMA_ERROR_CODE = "SchemaValidationFailed"
+# Put errors counted (EventBridgeRuntime.put_errors) besides the entry and request codes of ingress.py: a put to a
+# bus that does not exist (404), events the store refused (503).
+BUS_NOT_FOUND_CODE = "BusNotFound"
+NOT_STORED_CODE = "NotStored"
 
 RUNTIME_KEY = web.AppKey("eventbridge_runtime", EventBridgeRuntime)
 
@@ -124,13 +128,18 @@ async def _json_body(request: web.Request) -> Any:
 
 
 async def put_events(request: web.Request) -> web.Response:
-    bus = _existing_bus(request)
+    runtime = _runtime(request)
+    try:
+        bus = _existing_bus(request)
+    except web.HTTPNotFound:
+        runtime.count_put_error(BUS_NOT_FOUND_CODE)
+        raise
     body = await request.read()
     try:
         entries = parse_events(request.headers, body)
     except IngressError as exc:
+        runtime.count_put_error(exc.code)  # the whole request: counted once
         raise web.HTTPBadRequest(text=str(exc)) from None
-    runtime = _runtime(request)
     accepted: list[dict[str, Any]] = []
     results: list[str | EntryError] = []
     for number, entry in enumerate(entries):
@@ -144,9 +153,13 @@ async def put_events(request: web.Request) -> web.Response:
             continue
         accepted.append(event)
         results.append(event["id"])
+    for result in results:
+        if isinstance(result, EntryError):
+            runtime.count_put_error(result.code)
     try:
         await runtime.buses.put(bus, accepted)
     except BusError as exc:
+        runtime.count_put_error(NOT_STORED_CODE, len(accepted))
         raise web.HTTPServiceUnavailable(text=f"events not stored, send them again: {exc}") from None
     return web.json_response(put_events_response(results))
 

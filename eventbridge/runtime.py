@@ -146,6 +146,8 @@ class EventBridgeRuntime:
         self._signature: tuple[tuple[str, int, int], ...] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        # PutEvents refusals by error code (per entry; per request for a request refused whole): see count_put_error.
+        self.put_errors: dict[str, int] = {}
 
     # --- life cycle ----------------------------------------------------------------------------------------
 
@@ -186,6 +188,10 @@ class EventBridgeRuntime:
             self.errors = result.errors
             await self._apply(result.rules)
             return result.errors
+
+    def count_put_error(self, code: str, events: int = 1) -> None:
+        """A PutEvents entry (or whole request) refused with `code`, for the metrics."""
+        self.put_errors[code] = self.put_errors.get(code, 0) + events
 
     def target_tasks(self) -> dict[TargetKey, TargetTask]:
         return {key: running.task for key, running in self._running.items()}

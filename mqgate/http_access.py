@@ -130,11 +130,11 @@ def access_middleware(access: Access, error_response: ErrorResponse) -> Middlewa
             try:
                 identity = checker.identity(request)
             except _Refused as refused:
-                response = error_response(refused.status, str(refused), {})
+                answer = error_response(refused.status, str(refused), {})
                 if refused.status == 401:
                     for challenge in CHALLENGES:
-                        response.headers.add("WWW-Authenticate", challenge)
-                return response
+                        answer.headers.add("WWW-Authenticate", challenge)
+                return answer
         request[IDENTITY_KEY] = identity
         if request.method in READ_ONLY_METHODS:
             return await handler(request)

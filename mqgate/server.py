@@ -38,6 +38,8 @@ from mqgate.admin_api import add_routes as add_admin_routes
 from mqgate.admin_messages_api import add_routes as add_admin_message_routes
 from mqgate.dashboard import add_routes as add_dashboard_routes
 from mqgate.http_api import HttpServer, build_app
+from mqgate.metrics import Metrics, Parts
+from mqgate.metrics import add_routes as add_metrics_routes
 from mqgate.settings import ConfigError, Settings
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
@@ -165,8 +167,11 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     worker = await _start_connectors(settings, broker, parts_stack)
                     eventbridge = await _start_eventbridge(settings, broker, parts_stack, gateway)
                     if settings.http.enabled:
+                        metrics = Metrics(Parts(broker, store, gateway, eventbridge, worker))
+                        metrics.start()
+                        parts_stack.push_async_callback(metrics.close)
                         admin = AdminContext(broker, store, report, gateway)
-                        parts += await _start_http(settings, parts_stack, worker, eventbridge, admin)
+                        parts += await _start_http(settings, parts_stack, worker, eventbridge, admin, metrics)
                     if not stop.is_set():
                         ready(format_ready(parts))
                         await stop.wait()
@@ -295,8 +300,10 @@ async def _start_http(
     worker: Worker,
     eventbridge: EventBridgeRuntime,
     admin: AdminContext,
+    metrics: Metrics,
 ) -> list[str]:
-    """Start the HTTP port with the routes of every HTTP API; return its ready-line part. Closed by `stack`."""
+    """Start the HTTP port with the routes of every HTTP API and `GET /metrics`; return its ready-line part. Closed
+    by `stack`."""
     config = settings.http
     # The admin users' passwords are the MQTT users' file (read again here: the gateway may be off).
     password_file = settings.mqtt.password_file
@@ -308,6 +315,7 @@ async def _start_http(
     add_connector_routes(app, worker)
     add_eventbridge_routes(app, eventbridge)
     add_replay_routes(app, eventbridge)
+    add_metrics_routes(app, metrics)
     server = HttpServer(app, config)
     try:
         address = await server.start()

@@ -155,6 +155,7 @@ MQTT_KEY_HELP = {
     "session_expiry_max_s": "the longest a disconnected session is kept (3.1.1 persistent sessions get this)",
     "connect_timeout_s": "a connection must send CONNECT within this long",
     "max_keepalive": "longest keep alive (s) a client may use (0: no limit); past it v5 is told, 3.1.1 refused",
+    "sys_interval": "seconds between updates of the $SYS/broker/... topics (Mosquitto's sys_interval); 0: no $SYS",
 }
 
 
@@ -280,6 +281,7 @@ MQTT_PARSERS = _parsers(
         "topic_alias_maximum": parse_uint16,
         "receive_maximum": parse_positive_uint16,
         "max_keepalive": parse_uint16,
+        "sys_interval": parse_uint16,
     },
 )
 GRPC_PARSERS = _parsers(

@@ -54,3 +54,5 @@ class MqttConfig:
     # Mosquitto's max_keepalive. 0 is Mosquitto's default since 2.0.16 (its man page still says 65535): any maximum
     # refuses the 3.1.1 clients that ask for no keep alive, which 2.0.12 to 2.0.15 did by default.
     max_keepalive: int = 0
+    # Seconds between updates of the $SYS/broker/... topics (Mosquitto's sys_interval, 10 by default); 0: no $SYS.
+    sys_interval: int = 10

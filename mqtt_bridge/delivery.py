@@ -77,6 +77,10 @@ class Delivery(GatewayState):
             # published it, and on the queue's subscriptions: found once per round for each such kind (most
             # messages sit in one queue only).
             deliveries: dict[tuple[str, int, bool, bool], tuple[int, bool, list[int]] | None] = {}
+            # Deliveries are counted per core topic (core.TopicTraffic) a run of one topic at a time: most rounds
+            # hold one topic, and a call per message would cost more than the count is worth.
+            counted_topic = ""
+            counted = counted_bytes = 0
             for commit_offset in sorted(batch):
                 if horizon is not None and commit_offset > horizon:
                     break  # read again next round, after what comes before it in the other queues
@@ -108,8 +112,16 @@ class Delivery(GatewayState):
                 if self.messages.publish(conn, cached, qos, retain, packet_id, now, ids) and qos:
                     session.sent(packet_id, Outgoing(message, qos, retain, ids, positions))  # type: ignore[arg-type]
                 session.advance(positions)
+                if cached.topic is not counted_topic:
+                    if counted:
+                        self.broker.traffic.delivered(counted_topic, counted, counted_bytes)
+                    counted_topic, counted, counted_bytes = cached.topic, 0, 0
+                counted += 1
+                counted_bytes += len(message.payload)
                 self.stats["delivered"] += 1
                 progressed = True
+            if counted:
+                self.broker.traffic.delivered(counted_topic, counted, counted_bytes)
             took = False
             if not stopped:
                 took, stopped = await self._deliver_shared(link)
@@ -158,7 +170,7 @@ class Delivery(GatewayState):
                     and self.allowed(link, message.topic, Access.READ)
                 ):
                     delivery = session.delivery(message, [sub])
-                if delivery is None or message is None:
+                if delivery is None or message is None or stored is None:
                     group.settle(offset)  # gone from the queue, expired or not readable: nobody gets it
                     continue
                 qos, retain, ids = delivery
@@ -173,6 +185,7 @@ class Delivery(GatewayState):
                 else:
                     group.settle(offset)
                 self.stats["delivered"] += 1
+                self.broker.traffic.delivered(stored.topic, 1, len(message.payload))
             self._commit_group(group)
             took = True
         return took, False

@@ -69,9 +69,11 @@ from mqtt_bridge.state_records import (
     qos2_key,
 )
 from mqtt_bridge.subscriptions import Subscriptions
+from mqtt_bridge.sys_publishing import SysPublishing
+from mqtt_bridge.topic import is_sys_topic
 
 
-class MqttGateway(Subscriptions, InboundPublishing, Delivery):
+class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
     async def start(self) -> None:
         if not self.broker.has_topic(SESSIONS_TOPIC):
             self.broker.create_topic(SESSIONS_TOPIC, 1)
@@ -101,11 +103,13 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery):
         self.retained.start()
         self.stored_sessions.start()
         self.inbound_qos2.start()
+        self.start_sys()
         log.info(
             "MQTT gateway: %d retained messages, %d stored sessions", len(self.retained.entries), len(self.sessions)
         )
 
     async def close(self) -> None:
+        await self.stop_sys()
         for link in list(self.links.values()):
             link.close(mqtt5.DisconnectReasonCode.SERVER_SHUTTING_DOWN)
         for handle in self._timers.values():
@@ -283,6 +287,7 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery):
         self._return_shared(session)
 
     def _accept(self, action: Accept) -> None:
+        self.traffic.connects += 1
         properties: dict[str, object] = {}
         if action.assigned_client_id is not None:
             properties["assigned_client_id"] = action.assigned_client_id
@@ -353,6 +358,11 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery):
             self._spawn(self._append_session_change(client_id, None))
 
     async def _publish_will(self, client_id: str, will: mqtt5.Will, username: str | None) -> None:
+        if is_sys_topic(will.topic):
+            log.info(
+                "will of %r to %r not published: $SYS topics are published by the server only", client_id, will.topic
+            )
+            return
         if self.acl is not None and not self.acl.check(
             username=username, client_id=client_id, topic=will.topic, access=Access.WRITE
         ):

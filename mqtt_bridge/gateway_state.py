@@ -7,6 +7,7 @@ actions), inbound.py (publishing), subscriptions.py, delivery.py; each is a clas
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import logging
 import time
@@ -30,6 +31,7 @@ from mqtt_bridge.message_mapping import (
     MqttMessage,
 )
 from mqtt_bridge.password_file import PasswordFile
+from mqtt_bridge.protocol import MqttTraffic
 from mqtt_bridge.session import Session, Subscription, session_group
 from mqtt_bridge.session_rules import (
     SessionRules,
@@ -49,6 +51,7 @@ from mqtt_bridge.state_records import (
     session_change,
     session_value,
 )
+from mqtt_bridge.sys_tree import SysTree
 from mqtt_bridge.topic_trie import SubscriptionTrie, TopicTree
 
 log = logging.getLogger("mqtt_bridge.gateway")
@@ -65,6 +68,13 @@ Reason = mqtt5.ConnAckReasonCode
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("mqgate")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was not installed
+        return "unknown"
 
 
 _background: set[asyncio.Task[object]] = set()
@@ -108,6 +118,16 @@ class GatewayState:
         self.messages = MessageCache(broker, max_bytes=config.message_cache_mb * 1024 * 1024)
         self.connection_count = 0
         self.stats = {"published": 0, "delivered": 0, "dropped": 0, "refused": 0}
+        # What every connection received and sent (the listener gives each MqttConnection this one), and PUBLISHes
+        # refused by MQTT 5 reason code (publish_refusal.py; 0x95 and 0x93 for the packet too large and receive
+        # maximum exceeded, which end the connection): read by the metrics and the $SYS tree.
+        self.traffic = MqttTraffic()
+        self.refusals: dict[int, int] = {}
+        # The $SYS tree (sys_publishing.py): its current values by topic, in memory only.
+        self.sys_tree = SysTree(_version(), time.monotonic())
+        self.sys_messages: dict[str, MqttMessage] = {}
+        self.sys_topics = TopicTree()
+        self._sys_task: asyncio.Task[None] | None = None
 
     def allowed(self, link: Link, topic: str, access: Access) -> bool:
         if self.acl is None:

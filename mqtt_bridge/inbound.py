@@ -33,6 +33,7 @@ from mqtt_bridge.message_mapping import (
 )
 from mqtt_bridge.publish_refusal import (
     ACL_DENIED,
+    SYS_DENIED,
     UNSPECIFIED_ERROR,
     Answer,
     Refusal,
@@ -45,7 +46,7 @@ from mqtt_bridge.state_records import (
     payload_digest,
     qos2_key,
 )
-from mqtt_bridge.topic import first_level, validate_topic_name
+from mqtt_bridge.topic import first_level, is_sys_topic, validate_topic_name
 from mqtt_bridge.topic_mapping import core_topic_of_level
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class InboundPublishing(GatewayState):
         if qos2_packet_id is not None:
             core.properties[PROPERTY_PACKET_ID] = str(qos2_packet_id)
         sent = await self.broker.send(core)
-        self.messages.put(sent.commit_log_offset, message)
+        self.messages.put(sent.commit_log_offset, message, core_topic)
         self.stats["published"] += 1
         if sent.status is not SendStatus.SEND_OK:
             # Written, but not known to be on disk (SYNC_FLUSH timed out): no acknowledgement may claim it is.
@@ -116,10 +117,12 @@ class InboundPublishing(GatewayState):
     def _refuse(self, link: Link, topic: str, qos: int, packet_id: int, refusal: Refusal) -> bool:
         """Answer a PUBLISH that was not stored (publish_refusal.py); False if the connection was closed."""
         self.stats["refused"] += 1
+        code = refusal.reason_code
+        self.refusals[code] = self.refusals.get(code, 0) + 1
         conn = link.conn
         action = answer(conn.version, qos, refusal)
         if refusal.by_acl:
-            log.info("client %r: PUBLISH to %r refused by the ACL", link.client_id, topic)
+            log.info("client %r: PUBLISH to %r refused: %s", link.client_id, topic, refusal.reason)
         else:
             log.warning("client %r: QoS %d PUBLISH to %r not stored (%s): %s", link.client_id, qos, topic,
                         action.value, refusal.reason)  # fmt: skip
@@ -147,6 +150,9 @@ class InboundPublishing(GatewayState):
             self.inbound_qos2.entries.get(qos2_key(session.client_id, str(packet_id))),
         ):
             conn.acknowledge_publish(packet_id, 2)  # a resend of one we stored: PUBREC again, store nothing
+            return
+        if is_sys_topic(topic):
+            self._refuse(link, topic, qos, packet_id, SYS_DENIED)
             return
         if not self.allowed(link, topic, Access.WRITE):
             self._refuse(link, topic, qos, packet_id, ACL_DENIED)
@@ -183,6 +189,7 @@ class InboundPublishing(GatewayState):
         # What depends on the topic alone is found once per run of one topic (a device publishes to few).
         last_topic: str | None = None
         allowed = True
+        denied = ACL_DENIED
         topic_error: Exception | None = None
         core_topic = ""
         queue_id = 0
@@ -194,7 +201,8 @@ class InboundPublishing(GatewayState):
             topic = event.topic
             if topic != last_topic:
                 last_topic = topic
-                allowed = acl is None or self.allowed(link, topic, Access.WRITE)
+                denied = SYS_DENIED if is_sys_topic(topic) else ACL_DENIED
+                allowed = denied is ACL_DENIED and (acl is None or self.allowed(link, topic, Access.WRITE))
                 try:
                     core_topic = self.core_topic(topic)
                     queue_id = zlib.crc32(topic.encode()) % len(broker.write_queues(core_topic))
@@ -203,7 +211,7 @@ class InboundPublishing(GatewayState):
                     topic_error = exc
             qos = int(event.packet.qos)
             packet_id = event.packet.packet_id or 0
-            refusal = ACL_DENIED if not allowed else refusal_of(topic_error) if topic_error is not None else None
+            refusal = denied if not allowed else refusal_of(topic_error) if topic_error is not None else None
             if refusal is None:
                 message = MqttMessage.from_publish(event.packet, topic, client_id, now)
                 if message.is_plain() and properties_key == (topic, message.retain, qos):
@@ -249,7 +257,11 @@ class InboundPublishing(GatewayState):
         except (CoreError, ValueError) as exc:
             return self._refuse_run(link, mqtt_run, refusal_of(exc))
         self.messages.put_many(
-            (result.commit_log_offset, message, wire) for result, (message, wire, _) in zip(sent, mqtt_run, strict=True)
+            (
+                (result.commit_log_offset, message, wire)
+                for result, (message, wire, _) in zip(sent, mqtt_run, strict=True)
+            ),
+            run[0].topic,
         )
         self.stats["published"] += len(run)
         unconfirmed = next((result.status for result in sent if result.status is not SendStatus.SEND_OK), None)

@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 # Events waiting for the gateway, per connection, before reading pauses (a pipelining publisher waits for the
 # store instead of filling memory).
 MAX_PENDING_EVENTS = 1024
+# Protocol failures that refuse what the client sent rather than how it spoke, counted as refusals: Packet too large
+# (0x95, past max_packet_size) and Receive Maximum exceeded (0x93, a QoS 1/2 PUBLISH past receive_maximum).
+REFUSING_DISCONNECTS = frozenset({0x95, 0x93})
 # MQTT 3.1.2.10: a client silent for one and a half keepalive periods is disconnected.
 KEEPALIVE_FACTOR = 1.5
 # Bytes queued for a WebSocket client before delivery to it pauses, and the level at which it resumes: asyncio's
@@ -140,7 +143,8 @@ class ClientLink(abc.ABC):
 
     def __init__(self, gateway: MqttGateway, limits: Limits, peer: str) -> None:
         self.gateway = gateway
-        self.conn = MqttConnection(limits)
+        self.conn = MqttConnection(limits, gateway.traffic)
+        gateway.traffic.sockets += 1
         self.peer = peer
         self.client_id = ""
         self.username: str | None = None
@@ -198,6 +202,9 @@ class ClientLink(abc.ABC):
 
     def _protocol_failure(self, exc: ProtocolError) -> None:
         log.warning("client %r (%s) disconnected: %s", self.client_id or "?", self.peer, exc)
+        if exc.reason_code in REFUSING_DISCONNECTS:  # a PUBLISH (or other packet) refused with the connection
+            refusals = self.gateway.refusals
+            refusals[exc.reason_code] = refusals.get(exc.reason_code, 0) + 1
         self.flush()
         self.shutdown(publish_will=True)
 

@@ -48,6 +48,7 @@ class CachedMessage:
 
     message: MqttMessage
     size: int
+    topic: str  # the core topic that stores it: deliveries are counted under it (core.TopicTraffic)
     # Made on the first encoding: the empty dict for every stored message cost more than the lookups it saves.
     qos0: dict[tuple[int, bool], bytes] | None = None
 
@@ -78,21 +79,22 @@ class MessageCache:
     def get(self, commit_log_offset: int) -> CachedMessage | None:
         return self._entries.get(commit_log_offset)
 
-    def put(self, commit_log_offset: int, message: MqttMessage) -> CachedMessage:
-        """Keep the message stored at `commit_log_offset` (as `MqttMessage.from_core` reads it back)."""
+    def put(self, commit_log_offset: int, message: MqttMessage, topic: str) -> CachedMessage:
+        """Keep the message stored at `commit_log_offset` in core topic `topic` (as `MqttMessage.from_core` reads
+        it back)."""
         entries = self._entries
         old = entries.pop(commit_log_offset, None)
         if old is not None:
             self.bytes -= old.size
-        cached = CachedMessage(message, 2 * len(message.payload) + _ENTRY_OVERHEAD)
+        cached = CachedMessage(message, 2 * len(message.payload) + _ENTRY_OVERHEAD, topic)
         entries[commit_log_offset] = cached
         self.bytes += cached.size
         self._trim()
         return cached
 
-    def put_many(self, entries: Iterable[tuple[int, MqttMessage, bytes | None]]) -> None:
+    def put_many(self, entries: Iterable[tuple[int, MqttMessage, bytes | None]], topic: str) -> None:
         """`put` for (commit-log offset, message, its QoS 0 MQTT 3.1.1 PUBLISH without retain flag if known)
-        triples, with one trim at the end."""
+        triples stored in core topic `topic`, with one trim at the end."""
         cache = self._entries
         added = 0
         for commit_log_offset, message, wire in entries:
@@ -100,7 +102,10 @@ class MessageCache:
             if old is not None:
                 added -= old.size
             cached = cache[commit_log_offset] = CachedMessage(
-                message, 2 * len(message.payload) + _ENTRY_OVERHEAD, {(MQTT_3_1_1, False): wire} if wire else None
+                message,
+                2 * len(message.payload) + _ENTRY_OVERHEAD,
+                topic,
+                {(MQTT_3_1_1, False): wire} if wire else None,
             )
             added += cached.size
         self.bytes += added
@@ -130,7 +135,7 @@ class MessageCache:
         got = await self.broker.pull(group, queue, 0, offset, max_count)
         for stored in got.messages:
             message = MqttMessage.from_core(stored)
-            cached = self.put(stored.commit_log_offset, message) if message is not None else None
+            cached = self.put(stored.commit_log_offset, message, stored.topic) if message is not None else None
             found.append((stored.commit_log_offset, stored.queue_offset, cached))
         self.misses += len(found)
         return Pulled(got.status, found, got.next_begin_offset)

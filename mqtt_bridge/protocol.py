@@ -127,9 +127,37 @@ class Disconnected:
 Event = Connected | Published | Released | Delivered | Received | Subscribed | Unsubscribed | Disconnected
 
 
+class MqttTraffic:
+    """What connections received and sent, in all (Mosquitto's $SYS counters): each connection adds to the one its
+    server gives it. Plain integers: the connections of a server share one event loop, and an addition per packet
+    is the whole cost of keeping them."""
+
+    __slots__ = (
+        "bytes_received",
+        "bytes_sent",
+        "connects",
+        "packets_received",
+        "packets_sent",
+        "publishes_received",
+        "publishes_sent",
+        "sockets",
+    )
+
+    def __init__(self) -> None:
+        self.bytes_received = 0
+        self.bytes_sent = 0
+        self.packets_received = 0  # every control packet, as Mosquitto's messages/received
+        self.packets_sent = 0
+        self.publishes_received = 0
+        self.publishes_sent = 0
+        self.sockets = 0  # connections opened (the listener counts them)
+        self.connects = 0  # CONNECTs accepted (the gateway counts them)
+
+
 class MqttConnection:
-    def __init__(self, limits: Limits | None = None) -> None:
+    def __init__(self, limits: Limits | None = None, traffic: MqttTraffic | None = None) -> None:
         self.limits = limits or Limits()
+        self.traffic = traffic if traffic is not None else MqttTraffic()
         self.state = State.AWAITING_CONNECT
         self.version = 0
         self._codec: V311Codec | V5Codec | None = None
@@ -175,6 +203,9 @@ class MqttConnection:
         if self.state is State.CLOSED or self.pending_error is not None:
             return []
         events: list[Event] = []
+        traffic = self.traffic
+        traffic.bytes_received += len(data)
+        packets = 0
         try:
             if self._codec is None and data and not self._frames.buffered:
                 # Nothing received yet: the first byte tells a peer that does not speak MQTT at all, refused at once
@@ -186,6 +217,7 @@ class MqttConnection:
             fast = self._codec is not None and self.version == MQTT_3_1_1
             while (bounds := frames.next_bounds()) is not None:
                 start, body, end = bounds
+                packets += 1
                 # A 3.1.1 QoS 0/1 PUBLISH (short enough for a one-byte length) is read in place, without a copy.
                 packet = decode_short_publish(buffer, body, end) if fast and body == start + 2 else None
                 if packet is not None:
@@ -204,11 +236,13 @@ class MqttConnection:
                 if self.state is State.CLOSED:
                     break
         except ProtocolError as exc:
+            traffic.packets_received += packets
             if events:
                 self.pending_error = exc
                 return events
             self.fail(exc)
             raise
+        traffic.packets_received += packets
         return events
 
     def _handle(self, frame: memoryview) -> Event | None:
@@ -290,6 +324,7 @@ class MqttConnection:
         self.keep_alive = self._server_keep_alive = maximum
 
     def _handle_publish(self, packet: mqtt5.PublishPacket) -> Published:
+        self.traffic.publishes_received += 1
         # A client may publish right after its CONNECT, before the CONNACK (MQTT 3.1.4): the events are handled
         # in order, so the gateway accepts the connection first, and drops them if it refuses it.
         if packet.subscription_ids:
@@ -423,6 +458,7 @@ class MqttConnection:
         if int(packet.qos):
             self.outbound[packet.packet_id] = False  # type: ignore[index]
         self._out.append(data)
+        self.traffic.publishes_sent += 1
         return True
 
     def publish_encoded(self, data: bytes, packet_id: int | None = None) -> bool:
@@ -438,6 +474,7 @@ class MqttConnection:
         if packet_id is not None:
             self.outbound[packet_id] = False
         self._out.append(data)
+        self.traffic.publishes_sent += 1
         return True
 
     def encode(self, packet: mqtt5.Packet) -> bytes:
@@ -543,4 +580,8 @@ class MqttConnection:
         if not out:
             return b""
         self._out = []
-        return out[0] if len(out) == 1 else b"".join(out)
+        data = out[0] if len(out) == 1 else b"".join(out)
+        traffic = self.traffic
+        traffic.packets_sent += len(out)
+        traffic.bytes_sent += len(data)
+        return data

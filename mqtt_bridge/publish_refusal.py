@@ -5,7 +5,7 @@ says what the client is sent, by protocol level and QoS:
 
 | refusal                                          | MQTT 5, QoS 1/2    | MQTT 3.1.1, QoS 1/2            | QoS 0   |
 |--------------------------------------------------|--------------------|--------------------------------|---------|
-| the ACL denies writing the topic                 | PUBACK/PUBREC 0x87 | PUBACK/PUBREC, message dropped | dropped |
+| the ACL denies writing the topic, or it is $SYS  | PUBACK/PUBREC 0x87 | PUBACK/PUBREC, message dropped | dropped |
 | topic not accepted ([mqtt] topics, no auto-create, core topic missing or not writable)                   |
 |                                                  | 0x90               | connection closed              | dropped |
 | store refuses writes (disk over disk_refuse_ratio, store closing, failed fsync)                          |
@@ -84,6 +84,8 @@ def not_confirmed(status: SendStatus) -> Refusal:
 
 
 ACL_DENIED = Refusal(NOT_AUTHORIZED, "not authorized")
+# A client's PUBLISH (or will) to $SYS/...: answered as an ACL denial, as Mosquitto denies it.
+SYS_DENIED = Refusal(NOT_AUTHORIZED, "$SYS topics are published by the server only")
 
 
 def answer(version: int, qos: int, refusal: Refusal) -> Answer:

@@ -105,6 +105,11 @@ class Subscriptions(GatewayState):
             if not self.allowed(link, topic, Access.READ):
                 continue
             link.retained.append((message, min(sub.qos, message.qos), sub.subscription_id))
+        # The $SYS tree's current values (sys_publishing.py), kept in memory only.
+        for topic in self.sys_topics.matching(sub.topic_filter):
+            sys_message = self.sys_messages.get(topic)
+            if sys_message is not None and self.allowed(link, topic, Access.READ):
+                link.retained.append((sys_message, 0, sub.subscription_id))
 
     async def unsubscribe(self, link: Link, packet: mqtt5.UnsubscribePacket) -> None:
         session = link.session

@@ -20,6 +20,8 @@ SINGLE_LEVEL_WILDCARD = "+"
 MULTI_LEVEL_WILDCARD = "#"
 # MQTT 5.0 section 4.8.2; many 3.1.1 brokers (mosquitto, EMQX) accept the same prefix, so we do not check the level.
 SHARED_PREFIX = "$share/"
+# The server's own topics (Mosquitto's $SYS tree): published by the server, never by a client.
+SYS_LEVEL = "$SYS"
 # Topics an error message shows are cut to this many characters: a 64 KiB name would drown the log line.
 _SHOWN_CHARACTERS = 60
 
@@ -119,6 +121,12 @@ def parse_subscription(topic_filter: str) -> SharedFilter:
 def first_level(topic: str) -> str:
     """Return the part of `topic` before the first '/' (all of it if there is none; '' for '/a')."""
     return topic.partition(LEVEL_SEPARATOR)[0]
+
+
+def is_sys_topic(topic: str) -> bool:
+    """True for `$SYS` and names under it: the server publishes those, and refuses them from clients (as Mosquitto,
+    whose ACL check denies any write to `$SYS`)."""
+    return topic.startswith(SYS_LEVEL) and (len(topic) == len(SYS_LEVEL) or topic[len(SYS_LEVEL)] == LEVEL_SEPARATOR)
 
 
 def matches(topic_filter: str, topic_name: str) -> bool:

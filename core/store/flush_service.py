@@ -11,6 +11,7 @@ in the log and may still become durable.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import threading
 import time
@@ -26,6 +27,31 @@ log = logging.getLogger(__name__)
 GROUP_COMMIT_IDLE_WAIT_S = 0.01
 # How often expired async waiters are swept (their timeout is checked at this granularity).
 TIMEOUT_SWEEP_S = 0.1
+# Upper bounds, in seconds, of the buckets flush times are counted in. An fdatasync of a few pages takes 0.1-2 ms on
+# an SSD and 5-50 ms on a spinning disk or a busy cloud volume; past 1 s SYNC_FLUSH writers near their 5 s timeout.
+FLUSH_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class FlushTimes:
+    """How long each flush of the commit log that wrote something took: counts per bucket (FLUSH_BUCKETS_S, then
+    one for anything longer), their sum and number. Written by the flush thread alone, without a lock; whoever
+    reports them (mqgate's metrics, which the store knows nothing of) reads `snapshot`."""
+
+    __slots__ = ("bounds", "counts", "total_s")
+
+    def __init__(self, bounds: tuple[float, ...] = FLUSH_BUCKETS_S) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total_s = 0.0
+
+    def record(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, seconds)] += 1
+        self.total_s += seconds
+
+    def snapshot(self) -> tuple[list[int], float]:
+        """(count per bucket, the last one past every bound; sum of seconds). The counts are copied in one step, so
+        their total is the number of flushes even while the flush thread records one."""
+        return list(self.counts), self.total_s
 
 
 class FlushWaiters:
@@ -131,6 +157,7 @@ class FlushService(ServiceThread):
         self.waiters = waiters
         self.on_error = on_error
         self.flushes = 0
+        self.times = FlushTimes()
         # True while the thread waits for work: writers wake it only then, so a busy flusher costs them nothing.
         self.sleeping = False
 
@@ -161,8 +188,10 @@ class FlushService(ServiceThread):
     def flush_once(self) -> int:
         try:
             before = self.commit_log.flushed_pos
+            started = time.perf_counter()
             flushed = self.commit_log.flush()
             if flushed > before:
+                self.times.record(time.perf_counter() - started)
                 self.flushes += 1
         except OSError as exc:
             # Waiters time out (FLUSH_DISK_TIMEOUT); the thread keeps trying: a transient error may pass.

@@ -21,6 +21,7 @@ consume queues and index lack.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import fcntl
@@ -47,7 +48,7 @@ from core.store.errors import (
     StoreLockedError,
     StoreNotWritableError,
 )
-from core.store.flush_service import FlushService, FlushWaiters
+from core.store.flush_service import FlushService, FlushTimes, FlushWaiters
 from core.store.index_service import IndexService
 from core.store.mapped_file import fsync_dir
 from core.store.message import (
@@ -64,7 +65,7 @@ from core.store.message_id import decode_offset_msg_id, encode_offset_msg_id
 from core.store.queue_reader import GetResult, GetStatus, QueueReader
 from core.store.record_codec import HEADER_SIZE, encode_tail, encode_topic
 from core.store.recovery import RecoveryReport, StoreRecovery
-from core.store.retention import RetentionService
+from core.store.retention import RetentionService, disk_usage_ratio
 from core.store.service_thread import PeriodicService
 from core.store.topic_name import validate_topic
 
@@ -514,6 +515,33 @@ class MessageStore:
     @property
     def refusal(self) -> str | None:
         return self._refusal
+
+    @property
+    def flush_times(self) -> FlushTimes:
+        """How long the flushes of the commit log took (written by the flush thread; read `snapshot()`)."""
+        return self.flush_service.times
+
+    def disk_usage(self) -> dict[str, int]:
+        """Bytes the store's files take on disk, by part: "commitlog", "consumequeue", "index" (allocated blocks:
+        segments and index files are sparse, so this is what they hold, not their length). Walks the directories,
+        a stat per file: call it off the event loop."""
+        usage = {}
+        for part, directory in (
+            ("commitlog", self.config.commit_log_dir),
+            ("consumequeue", self.config.consume_queue_dir),
+            ("index", self.config.index_dir),
+        ):
+            total = 0
+            for root, _, files in os.walk(directory):
+                for name in files:
+                    with contextlib.suppress(FileNotFoundError):  # deleted by retention meanwhile
+                        total += os.stat(os.path.join(root, name)).st_blocks * 512
+            usage[part] = total
+        return usage
+
+    def disk_usage_ratio(self) -> float:
+        """The used fraction of the file system holding the store (what retention compares with its ratios)."""
+        return disk_usage_ratio(self.config.store_dir)
 
     def stats(self) -> dict[str, int]:
         return {

@@ -22,7 +22,7 @@ async def store(broker: Broker, cache: MessageCache | None, message: MqttMessage
     core.properties[PROPERTY_MULTI_DISPATCH] = QUEUE
     sent = await broker.send(core)
     if cache is not None:
-        cache.put(sent.commit_log_offset, message)
+        cache.put(sent.commit_log_offset, message, "t")
     return sent.commit_log_offset
 
 
@@ -99,13 +99,13 @@ async def test_the_cache_is_bounded_by_count_and_by_bytes(make_broker):
     broker = await make_broker()
     by_count = MessageCache(broker, capacity=3)
     for n in range(5):
-        by_count.put(n, mqtt(n))
+        by_count.put(n, mqtt(n), "t")
     assert len(by_count) == 3
     assert by_count.get(0) is None and by_count.get(1) is None
     assert by_count.get(4) is not None
     by_bytes = MessageCache(broker, max_bytes=10_000)
     for n in range(5):
-        by_bytes.put(n, MqttMessage(f"t/{n}", bytes(3000), 0, False))
+        by_bytes.put(n, MqttMessage(f"t/{n}", bytes(3000), 0, False), "t")
     assert len(by_bytes) == 1 and by_bytes.get(4) is not None
     assert by_bytes.bytes <= 10_000 or len(by_bytes) == 1
 
@@ -115,9 +115,9 @@ async def test_put_many_keeps_what_puts_one_by_one_keep(make_broker):
     one, many = MessageCache(broker, capacity=4, max_bytes=5_000), MessageCache(broker, capacity=4, max_bytes=5_000)
     entries = [(n % 6, MqttMessage(f"t/{n}", bytes(100 * n), 0, False)) for n in range(9)]  # offsets repeat
     for offset, message in entries:
-        one.put(offset, message)
-    many.put_many((offset, message, None) for offset, message in entries[:5])
-    many.put_many((offset, message, None) for offset, message in entries[5:])
+        one.put(offset, message, "t")
+    many.put_many(((offset, message, None) for offset, message in entries[:5]), "t")
+    many.put_many(((offset, message, None) for offset, message in entries[5:]), "t")
     assert len(many) == len(one) and many.bytes == one.bytes
     for offset in range(6):
         kept, expected = many.get(offset), one.get(offset)
@@ -129,7 +129,7 @@ async def test_the_received_bytes_of_a_plain_qos0_publish_are_sent_to_3_1_1_rece
     cache = MessageCache(broker)
     message = mqtt(1)
     wire = encode_publish(message.topic, message.payload, 0, False, None)
-    cache.put_many([(42, message, wire)])
+    cache.put_many([(42, message, wire)], "t")
     cached = cache.get(42)
     assert cached is not None
     conn = connection(4)
@@ -146,7 +146,7 @@ async def test_a_hit_keeps_an_entry_from_eviction(make_broker):
     offsets = [await store(broker, cache, mqtt(n)) for n in range(2)]
     assert broker.store.wait_dispatched()
     await cache.pull(GROUP, QUEUE, 0, 1)  # reads the first: now the most recently used
-    cache.put(10**9, mqtt(9))
+    cache.put(10**9, mqtt(9), "t")
     assert cache.get(offsets[0]) is not None
     assert cache.get(offsets[1]) is None
 
@@ -166,7 +166,7 @@ def connection(version: int, max_packet_size: int | None = None) -> MqttConnecti
 @pytest.mark.parametrize("version", [4, 5])
 async def test_qos0_bytes_are_encoded_once_and_equal_a_fresh_encoding(make_broker, version):
     cache = MessageCache(await make_broker())
-    cached = cache.put(0, mqtt(0, user_properties=[("k", "v")], content_type="text/plain"))
+    cached = cache.put(0, mqtt(0, user_properties=[("k", "v")], content_type="text/plain"), "t")
     first, second, fresh = connection(version), connection(version), connection(version)
     assert cache.publish(first, cached, 0, False, None, 0, [])
     assert cache.publish(second, cached, 0, False, None, 0, [])
@@ -179,7 +179,7 @@ async def test_qos0_bytes_are_encoded_once_and_equal_a_fresh_encoding(make_broke
 
 async def test_each_protocol_level_and_retain_flag_gets_its_own_bytes(make_broker):
     cache = MessageCache(await make_broker())
-    cached = cache.put(0, mqtt(0, user_properties=[("k", "v")]))
+    cached = cache.put(0, mqtt(0, user_properties=[("k", "v")]), "t")
     v4, v5 = connection(4), connection(5)
     cache.publish(v4, cached, 0, False, None, 0, [])
     cache.publish(v5, cached, 0, True, None, 0, [])
@@ -191,7 +191,7 @@ async def test_each_protocol_level_and_retain_flag_gets_its_own_bytes(make_broke
 
 async def test_qos1_expiry_and_subscription_ids_are_encoded_per_receiver(make_broker):
     cache = MessageCache(await make_broker())
-    expiring = cache.put(0, mqtt(0, expires_at_ms=10_000))
+    expiring = cache.put(0, mqtt(0, expires_at_ms=10_000), "t")
     conn = connection(5)
     cache.publish(conn, expiring, 0, False, None, 4_000, [])
     cache.publish(conn, expiring, 0, False, None, 7_500, [])
@@ -199,7 +199,7 @@ async def test_qos1_expiry_and_subscription_ids_are_encoded_per_receiver(make_br
     first, size = mqtt5.read(data)
     second, _ = mqtt5.read(data[size:])
     assert (first.message_expiry_interval, second.message_expiry_interval) == (6, 3)
-    plain = cache.put(1, mqtt(1))
+    plain = cache.put(1, mqtt(1), "t")
     cache.publish(conn, plain, 0, False, None, 0, [7])
     cache.publish(conn, plain, 1, False, conn.next_packet_id(), 0, [])
     assert not expiring.qos0 and not plain.qos0
@@ -212,7 +212,7 @@ async def test_qos1_expiry_and_subscription_ids_are_encoded_per_receiver(make_br
 
 async def test_an_oversize_qos0_publish_is_dropped_for_a_client_with_a_small_maximum(make_broker):
     cache = MessageCache(await make_broker())
-    cached = cache.put(0, MqttMessage("t/big", bytes(500), 0, False))
+    cached = cache.put(0, MqttMessage("t/big", bytes(500), 0, False), "t")
     small, large = connection(5, max_packet_size=100), connection(5)
     assert not cache.publish(small, cached, 0, False, None, 0, [])
     assert cache.publish(large, cached, 0, False, None, 0, [])
@@ -223,7 +223,7 @@ async def test_an_oversize_qos0_publish_is_dropped_for_a_client_with_a_small_max
 async def test_mqtt_3_1_1_receivers_share_qos0_bytes_whatever_the_properties(make_broker):
     # 3.1.1 carries no expiry and no subscription ids, so a message that has them is still encoded once.
     cache = MessageCache(await make_broker())
-    cached = cache.put(0, mqtt(0, expires_at_ms=10_000, user_properties=[("k", "v")]))
+    cached = cache.put(0, mqtt(0, expires_at_ms=10_000, user_properties=[("k", "v")]), "t")
     first, second = connection(4), connection(4)
     cache.publish(first, cached, 0, False, None, 4_000, [3])
     cache.publish(second, cached, 0, False, None, 9_000, [])
@@ -235,7 +235,7 @@ async def test_mqtt_3_1_1_receivers_share_qos0_bytes_whatever_the_properties(mak
 @pytest.mark.parametrize("qos", [1, 2])
 async def test_mqtt_3_1_1_qos1_and_2_are_encoded_per_receiver_and_tracked(make_broker, qos):
     cache = MessageCache(await make_broker())
-    cached = cache.put(0, mqtt(0))
+    cached = cache.put(0, mqtt(0), "t")
     conn = connection(4)
     packet_id = conn.next_packet_id()
     assert cache.publish(conn, cached, qos, True, packet_id, 0, [])

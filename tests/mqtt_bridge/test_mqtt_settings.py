@@ -46,3 +46,12 @@ def test_topic_alias_maximum_0_turns_inbound_aliases_off(tmp_path):
     assert load(tmp_path, "[mqtt]\ntopic_alias_maximum = 0\n").topic_alias_maximum == 0
     with pytest.raises(ConfigError, match=r"topic_alias_maximum.*0 to 65535"):
         load(tmp_path, "[mqtt]\ntopic_alias_maximum = 70000\n")
+
+
+def test_sys_interval_defaults_to_mosquittos_10_and_0_turns_sys_off(tmp_path):
+    assert MqttConfig().sys_interval == 10
+    assert load(tmp_path, "[mqtt]\nsys_interval = 0\n").sys_interval == 0
+    assert load(tmp_path, "[mqtt]\nsys_interval = 60\n").sys_interval == 60
+    for value in ("-1", "65536", "1.5"):
+        with pytest.raises(ConfigError, match=r"mqgate.toml:2.*sys_interval.*0 to 65535"):
+            load(tmp_path, f"[mqtt]\nsys_interval = {value}\n")

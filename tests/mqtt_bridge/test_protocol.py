@@ -6,7 +6,7 @@ import mqtt5
 import pytest
 
 from mqtt_bridge.errors import MalformedPacket, ProtocolError
-from mqtt_bridge.protocol import MqttConnection, State
+from mqtt_bridge.protocol import MqttConnection, MqttTraffic, State
 
 
 def connected_v5(**connect: object) -> MqttConnection:
@@ -104,3 +104,22 @@ def test_a_plain_3_1_1_qos0_publish_keeps_its_own_bytes_for_3_1_1_subscribers():
         (b"2", None),
         (b"3", None),
     ]
+
+
+def test_traffic_counts_every_packet_and_byte_both_ways_into_the_shared_counters():
+    traffic = MqttTraffic()
+    conn = MqttConnection(traffic=traffic)
+    connect = mqtt5.ConnectPacket("c").write()
+    publishes = [mqtt5.PublishPacket("t/x", b"p" * n, qos=mqtt5.QoS.AT_MOST_ONCE).write() for n in range(3)]
+    ping = mqtt5.PingReqPacket().write()
+    data = connect + b"".join(publishes) + ping
+    conn.receive_data(data[:5])  # a packet cut in two is counted once, when whole
+    conn.receive_data(data[5:])
+    assert (traffic.bytes_received, traffic.packets_received, traffic.publishes_received) == (len(data), 5, 3)
+    conn.accept(False)  # CONNACK (the PINGRESP is queued already)
+    conn.publish(mqtt5.PublishPacket("t/y", b"out", qos=mqtt5.QoS.AT_MOST_ONCE))
+    out = conn.data_to_send()
+    assert (traffic.packets_sent, traffic.publishes_sent, traffic.bytes_sent) == (3, 1, len(out))
+    other = MqttConnection(traffic=traffic)  # a second connection adds to the same counters
+    other.receive_data(connect)
+    assert traffic.packets_received == 6

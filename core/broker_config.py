@@ -1,0 +1,56 @@
+"""The broker's settings (`[broker]` of mqgate's configuration): one frozen dataclass, with RocketMQ's names and
+defaults where it has them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.consumer_registry import DEFAULT_EXPIRE_AFTER_S
+from core.queue_locks import DEFAULT_LOCK_EXPIRE_S
+from core.schedule import DEFAULT_DELAY_LEVELS, parse_delay_levels
+
+# A pull waits at most 15 s for a message (the consumer's brokerSuspendMaxTimeMillis).
+DEFAULT_LONG_POLL_MS = 15_000
+# RocketMQ's flushConsumerOffsetInterval.
+OFFSET_PERSIST_INTERVAL_S = 5.0
+
+
+@dataclass(slots=True, frozen=True)
+class BrokerConfig:
+    broker_name: str = "broker-a"
+    # On for the embedded default, as RocketMQ's autoCreateTopicEnable; turn it off in production so a typo in
+    # a topic name is an error rather than a new topic.
+    auto_create_topic: bool = True
+    auto_create_group: bool = True
+    default_queue_nums: int = 4
+    max_long_poll_ms: int = DEFAULT_LONG_POLL_MS
+    # A consumer silent this long is dropped from its group (RocketMQ's channel expiry: 120 s); the scan runs
+    # every `consumer_scan_interval_s` (RocketMQ: 10 s).
+    consumer_expire_s: float = DEFAULT_EXPIRE_AFTER_S
+    consumer_scan_interval_s: float = 10.0
+    queue_lock_expire_s: float = DEFAULT_LOCK_EXPIRE_S
+    # Committed offsets reach consumerOffset.json this often (RocketMQ's flushConsumerOffsetInterval: 5 s) and
+    # at close. A crash forgets at most this much of consumers' progress: those messages are delivered again.
+    offset_persist_interval_s: float = OFFSET_PERSIST_INTERVAL_S
+    # Delay levels, level 1 first (RocketMQ's messageDelayLevel): a number and a unit (s, m, h, d) each.
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    # The furthest ahead a timer message may be due (RocketMQ caps it at 3 days: timerMaxDelaySec).
+    timer_max_delay_s: int = 30 * 24 * 3600
+    # A timer message due further ahead than this is stored again (rolled) when this much of its wait is over, so
+    # that no parked record must outlive the store's file_reserved_hours (RocketMQ's timerRollWindowSlot: 2 days).
+    timer_roll_window_s: int = 24 * 3600
+    # Transactions (RocketMQ's transactionTimeOut, transactionCheckInterval, transactionCheckMax): a half message
+    # undecided this long is checked back with its producer group, again every interval, at most this many times.
+    transaction_timeout_ms: int = 6_000
+    transaction_check_interval_ms: int = 30_000
+    transaction_check_max: int = 15
+
+    def __post_init__(self) -> None:
+        parse_delay_levels(self.message_delay_level)
+        if self.timer_max_delay_s < 1:
+            raise ValueError(f"timer_max_delay_s must be at least 1, not {self.timer_max_delay_s}")
+        if self.timer_roll_window_s < 60:
+            raise ValueError(f"timer_roll_window_s must be at least 60, not {self.timer_roll_window_s}")
+        for name in ("transaction_timeout_ms", "transaction_check_interval_ms", "transaction_check_max"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
