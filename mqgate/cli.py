@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from core import CoreError, FlushMode, MessageStore, RecoveryReport, open_store
+from core import CoreError, FlushMode, MessageStore, RecoveryReport, StorageError, open_store
 from mqgate.admin_cli import add_admin_parser
 from mqgate.connect_cli import add_connect_parser
 from mqgate.events_cli import add_events_parser
@@ -386,7 +386,13 @@ def cmd_store_stats(args: argparse.Namespace) -> int:
             EXIT_STORE,
         )
     store = MessageStore(settings.store)
-    report = open_store(store)
+    try:
+        report = open_store(store)
+    except StorageError as exc:
+        if "another process" not in str(exc):
+            raise
+        # The running server has it: it answers the same question, and more, through its admin API.
+        raise StorageError(f"{exc}; while mqgate serve runs, ask it: mqgate admin store stats") from exc
     try:
         stats = store.stats()
     finally:

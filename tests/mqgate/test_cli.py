@@ -146,6 +146,7 @@ def test_second_serve_on_the_same_directory_is_refused(tmp_path: Path, servers: 
     stats = mqgate("store", "stats", "--data-dir", data_dir)
     assert stats.returncode == 1
     assert "another process" in stats.stderr
+    assert "while mqgate serve runs, ask it: mqgate admin store stats" in stats.stderr
     # The refused processes did not disturb the first one.
     assert first.process.poll() is None
     assert first.stop(signal.SIGTERM) == 0
