@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -326,6 +327,16 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def os_error_message(exc: OSError, data_dir: Path | None) -> str:
+    """The line for an OSError no part caught: the data directory is blamed only for a file under it."""
+    if exc.filename is None or data_dir is None:
+        return str(exc)
+    path = Path(os.fsdecode(exc.filename)).resolve()
+    if path.is_relative_to(data_dir.resolve()):
+        return f"{exc}; check the data directory {data_dir} and its permissions"
+    return str(exc)
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     overrides = []
     if args.flush_mode is not None:
@@ -431,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CoreError as exc:
         return _fail(str(exc), EXIT_STORE)
     except OSError as exc:
-        return _fail(f"{exc}; check the data directory and its permissions", EXIT_STORE)
+        return _fail(os_error_message(exc, getattr(args, "data_dir", None)), EXIT_STORE)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     return code
