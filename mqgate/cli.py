@@ -1,4 +1,4 @@
-"""The `mqgate` command: `serve`, `config`, `store stats` and `passwd`.
+"""The `mqgate` command: `serve`, `config`, `store stats`, `passwd`, `connect`, `rules test` and `events`.
 
 Exit codes: 0 on success (and after a clean stop on SIGTERM/SIGINT), 1 when the store cannot be used (locked by
 another process, missing, unreadable; or a config file of the broker under the data directory) or `passwd` cannot
@@ -51,12 +51,16 @@ EXIT_INTERRUPTED = 130
 
 DESCRIPTION = """\
 mqgate: an MQTT and EventBridge protocol gateway in Python on a broker core after Apache RocketMQ.
-Today it runs the message store (core/store); the MQTT listener, EventBridge rules and connectors are planned."""
+`mqgate serve` runs in one process: the message store and broker core; the MQTT listener (TCP, and TLS and
+WebSocket when configured); the RocketMQ 5 gRPC endpoint; EventBridge (buses, YAML rules in DATA_DIR/rules,
+HTTP, topic, MQTT and bus targets); the connector runtime (file source and sink, HTTP sink, Spark sink writing
+Parquet); and the HTTP port of their REST APIs."""
 
 EPILOG = f"""\
 subcommands in detail:
-  serve         open the store in DATA_DIR/{STORE_SUBDIR} (recovering after a crash), print one line
-                "ready store=... recovery=clean|scan" on stdout, run until SIGTERM or SIGINT, close cleanly
+  serve         open the store in DATA_DIR/{STORE_SUBDIR} (recovering after a crash) and every listener, print
+                one line "ready store=... recovery=clean|scan mqtt=... grpc=... http=..." on stdout, run
+                until SIGTERM or SIGINT, close cleanly
   config        print the effective configuration (defaults, then the file, then flags) as TOML
   store stats   open the store, print its statistics and the recovery report, close it
   passwd        add, change or delete users of a Mosquitto password file (as mosquitto_passwd)
@@ -75,7 +79,8 @@ examples:
   mqgate store stats --data-dir ./data
   mqgate passwd -c /etc/mqgate/passwd alice
   mqgate connect list --url http://127.0.0.1:8082
-  mqgate rules test pattern.json event.json
+  mqgate rules test examples/pattern.json examples/event.json
+  mqgate connect create examples/file-sink.yaml
   mqgate events replay --bus default --from 2024-05-01T12:00:00Z --to 2024-05-01T13:00:00Z
 
 exit codes: 0 success or clean stop, 1 store unusable (e.g. open in another process), 2 bad usage or config"""
@@ -160,9 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=formatter,
         help="run the gateway until SIGTERM/SIGINT",
         description=(
-            f"Open the store in DATA_DIR/{STORE_SUBDIR} (recovering it after a crash), print one line\n"
-            '"ready store=ABS_PATH recovery=clean|scan" on stdout, then run until SIGTERM or SIGINT and close\n'
-            "the store cleanly (flush, checkpoint, remove the abort marker)."
+            f"Open the store in DATA_DIR/{STORE_SUBDIR} (recovering it after a crash), the broker, the MQTT\n"
+            "listeners, the gRPC endpoint, EventBridge, the connector runtime and the HTTP port; print one line\n"
+            '"ready store=ABS_PATH recovery=clean|scan mqtt=HOST:PORT grpc=HOST:PORT http=HOST:PORT" on stdout\n'
+            "(a part that is turned off is not named), then run until SIGTERM or SIGINT and close everything\n"
+            "cleanly (the store last: flush, checkpoint, remove the abort marker)."
         ),
         epilog=SETTINGS_EPILOG + "\n\nExit codes: 0 after a clean stop, 1 if the store is open in another process"
         " or unusable,\n2 for a bad configuration.",
