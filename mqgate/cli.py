@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.table import Table
 
 from core import CoreError, FlushMode, MessageStore, RecoveryReport, open_store
+from mqgate.config_reference import render_reference
 from mqgate.connect_cli import add_connect_parser
 from mqgate.events_cli import add_events_parser
 from mqgate.rules_cli import add_rules_parser
@@ -26,6 +27,7 @@ from mqgate.server import run, serve
 from mqgate.settings import (
     CONFIG_FILE_NAME,
     DEFAULT_DATA_DIR,
+    FLAGS,
     LOG_LEVELS,
     STORE_SUBDIR,
     ConfigError,
@@ -61,7 +63,8 @@ subcommands in detail:
   serve         open the store in DATA_DIR/{STORE_SUBDIR} (recovering after a crash) and every listener, print
                 one line "ready store=... recovery=clean|scan mqtt=... grpc=... http=..." on stdout, run
                 until SIGTERM or SIGINT, close cleanly
-  config        print the effective configuration (defaults, then the file, then flags) as TOML
+  config        print the effective configuration (defaults, then the file, then flags) as TOML;
+                --reference: every key with its type, default, flag and meaning (docs/configuration.md)
   store stats   open the store, print its statistics and the recovery report, close it
   passwd        add, change or delete users of a Mosquitto password file (as mosquitto_passwd)
   connect       list, create, pause, resume, restart and delete connectors through the REST API
@@ -188,7 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=SETTINGS_EPILOG,
     )
-    config_parser.set_defaults(handler=cmd_config)
+    config_parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="print every key instead, with its type, default, flag and meaning, as Markdown (docs/configuration.md);"
+        " takes no other option",
+    )
+    config_parser.set_defaults(handler=cmd_config, parser=config_parser)
 
     store_parser = commands.add_parser(
         "store",
@@ -346,21 +355,11 @@ def os_error_message(exc: OSError, data_dir: Path | None) -> str:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     overrides = []
-    if args.flush_mode is not None:
-        overrides.append(Override("store.flush_mode", args.flush_mode, "--flush-mode"))
-    if args.segment_size is not None:
-        overrides.append(Override("store.segment_size", args.segment_size, "--segment-size"))
-    if args.auto_create_topic is not None:
-        flag = "--auto-create-topic" if args.auto_create_topic else "--no-auto-create-topic"
-        overrides.append(Override("broker.auto_create_topic", args.auto_create_topic, flag))
-    if args.mqtt_port is not None:
-        overrides.append(Override("mqtt.port", args.mqtt_port, "--mqtt-port"))
-    if args.grpc_port is not None:
-        overrides.append(Override("grpc.port", args.grpc_port, "--grpc-port"))
-    if args.http_port is not None:
-        overrides.append(Override("http.port", args.http_port, "--http-port"))
-    if args.log_level is not None:
-        overrides.append(Override("log_level", args.log_level, "--log-level"))
+    for key, flag in FLAGS.items():
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if value is not None:
+            shown = f"--no-{flag.removeprefix('--')}" if value is False else flag
+            overrides.append(Override(key, value, shown))
     return load_settings(args.data_dir, args.config, overrides)
 
 
@@ -384,6 +383,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    if args.reference:
+        given = [FLAGS[key] for key in FLAGS if getattr(args, FLAGS[key][2:].replace("-", "_")) is not None]
+        given += ["--config"] * (args.config is not None) + ["--data-dir"] * (args.data_dir != DEFAULT_DATA_DIR)
+        if given:
+            return _usage_error(
+                args.parser, f"--reference prints the defaults of every key; drop {', '.join(given)} (or --reference)"
+            )
+        sys.stdout.write(render_reference())
+        return EXIT_OK
     settings = settings_from_args(args)
     sys.stdout.write(render_toml(settings))
     return EXIT_OK
