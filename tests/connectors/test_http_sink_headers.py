@@ -5,6 +5,7 @@ type, and a malformed item refused naming it."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from aiohttp import web
 
@@ -13,8 +14,13 @@ from connectors.plugins import PluginRegistry
 from connectors.worker import Worker
 from core import Producer
 
-# The example of docs/connectors.md.
+# The example of docs/connectors.md (test_the_example_is_the_documented_one keeps them equal).
 DOCUMENTED = "Authorization: Bearer s3cret | Content-Type: application/json | X-Tags: a, b | X-Window: 08:00-18:00"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "connectors.md"
+
+
+def test_the_example_is_the_documented_one():
+    assert f"\n{DOCUMENTED}\n" in DOCS.read_text()
 
 
 async def receive(make_broker, tmp_path, headers: str | None) -> dict[str, str]:

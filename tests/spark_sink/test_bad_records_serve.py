@@ -1,7 +1,7 @@
-"""A body that is not JSON, published over MQTT between JSON ones, against a real `mqgate serve`: the README's
-connector (examples/spark-sink.yaml, errors.tolerance=all with a dead-letter topic) writes the good rows and puts
-the bad one in the dead-letter topic with its reason; the same connector without the errors.* keys fails its task
-with a trace naming the record."""
+"""A body that is not JSON, published over MQTT between JSON ones, against a real `mqgate serve`: the connector of
+docs/spark-sink.md (examples/spark-sink.yaml, errors.tolerance=all with a dead-letter topic) writes the good rows
+and puts the bad one in the dead-letter topic with its reason; the same connector without the errors.* keys fails
+its task with a trace naming the record."""
 
 from __future__ import annotations
 
