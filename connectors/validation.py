@@ -89,7 +89,7 @@ def _errors(plugin: type[api.Connector] | None, config: Mapping[str, object]) ->
     if reason is not None:
         errors.append(api.ConfigError("name", f"invalid value {name!r}: {reason}"))
     if not parse_errors:
-        errors += _error_handling_errors(values)
+        errors += _error_handling_errors(values, None if plugin is None else plugin.kind)
     if errors or plugin is None:
         return errors
     try:
@@ -99,13 +99,21 @@ def _errors(plugin: type[api.Connector] | None, config: Mapping[str, object]) ->
         return [api.ConfigError("connector.class", f"{plugin.__qualname__}.validate failed: {exc!r}")]
 
 
-def _error_handling_errors(values: Mapping[str, Any]) -> list[api.ConfigError]:
-    """The errors.* keys across each other: a dead-letter topic is only written with errors.tolerance=all, and it
-    must not be a topic the connector reads (it would be fed its own failures)."""
+def _error_handling_errors(values: Mapping[str, Any], kind: str | None) -> list[api.ConfigError]:
+    """The errors.* keys across each other: a dead-letter topic is only written by a sink, with
+    errors.tolerance=all, and it must not be a topic the connector reads (it would be fed its own failures)."""
     topic = values.get("errors.deadletterqueue.topic.name") or ""
     if not topic:
         return []
     key = "errors.deadletterqueue.topic.name"
+    if kind == "source":
+        return [
+            api.ConfigError(
+                key,
+                f"{topic!r} would never be written: dead letters are records a sink could not write; a source task"
+                " that cannot store its records fails after errors.retry.timeout; remove this key",
+            )
+        ]
     if values.get("errors.tolerance") != "all":
         return [
             api.ConfigError(

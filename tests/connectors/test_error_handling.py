@@ -137,6 +137,16 @@ def test_a_dead_letter_topic_the_connector_reads_is_refused():
     }
 
 
+def test_a_source_with_a_dead_letter_topic_is_refused():
+    config = {"name": "src", "connector.class": "file-source", "file": "/tmp/x", "topic": "in",
+              "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq"}  # fmt: skip
+    errors = {error.key: error.message for error in validate_config(PLUGINS, config)}
+    assert errors == {
+        "errors.deadletterqueue.topic.name": "'dlq' would never be written: dead letters are records a sink could"
+        " not write; a source task that cannot store its records fails after errors.retry.timeout; remove this key"
+    }
+
+
 def test_error_handling_flags_take_booleans_only():
     assert errors_of({"errors.log.enable": "sometimes"}).keys() == {"errors.log.enable"}
 
