@@ -23,12 +23,34 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Packages are installed with a policy-rc.d that exits 101 (Debian's way, invoke-rc.d(8), to keep services from
+# starting during an install), put back as it was afterwards. A mosquitto this recipe installed is then disabled
+# on a systemd host, where its service would otherwise hold 1883 at the next boot and `make run` would collide
+# with it; a mosquitto that was installed before is the user's and is left alone. (A saved policy-rc.d left by
+# an interrupted run is the user's: it is kept, and ours replaced.)
+POLICY_RC_D ?= /usr/sbin/policy-rc.d
+# Exists when systemd is running (sd_booted(3)); a container without it starts no services.
+SYSTEMD_RUN_DIR ?= /run/systemd/system
 deb:
-	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@set -e; missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	  $$SUDO apt-get update -qq; \
+	  policy="$(POLICY_RC_D)"; saved="$$policy.mqgate-saved"; \
+	  if [ ! -e "$$saved" ] && [ -e "$$policy" ]; then $$SUDO mv "$$policy" "$$saved"; fi; \
+	  restore() { $$SUDO rm -f "$$policy"; if [ -e "$$saved" ]; then $$SUDO mv "$$saved" "$$policy"; fi; }; \
+	  trap restore EXIT; \
+	  printf '#!/bin/sh\n# written by mqgate make deb: no service starts during this install\nexit 101\n' \
+	    | $$SUDO tee "$$policy" >/dev/null; \
+	  $$SUDO chmod 755 "$$policy"; \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	  case " $$missing " in *" mosquitto "*) \
+	    if [ -d "$(SYSTEMD_RUN_DIR)" ]; then \
+	      echo "disabling the mosquitto service this set-up installed (mqgate serves MQTT on 1883)"; \
+	      $$SUDO systemctl disable --now mosquitto; \
+	    fi;; \
+	  esac; \
 	fi
 
 run: $(STAMP) deb

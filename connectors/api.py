@@ -176,7 +176,40 @@ COMMON_CONFIG = (
             validator=at_least(0),
         )
     )
-    .define(ConfigKey("errors.deadletterqueue.topic.name", ConfigType.STRING, "dead-letter topic (empty: none)", ""))
+    .define(
+        ConfigKey(
+            "errors.deadletterqueue.topic.name",
+            ConfigType.STRING,
+            "sinks, with errors.tolerance=all: the core topic a failing record is sent to (empty: it is skipped)",
+            "",
+        )
+    )
+    .define(
+        ConfigKey(
+            "errors.deadletterqueue.context.headers.enable",
+            ConfigType.BOOLEAN,
+            "a dead-lettered record carries the error, the connector and its origin in properties CONNECT_ERROR*"
+            " (on by default, unlike Kafka Connect; false: the record's own properties only)",
+            True,
+        )
+    )
+    .define(
+        ConfigKey(
+            "errors.log.enable",
+            ConfigType.BOOLEAN,
+            "log each failing record (its origin and error) at ERROR, tolerated or not (false: only a task that"
+            " fails is logged)",
+            False,
+        )
+    )
+    .define(
+        ConfigKey(
+            "errors.log.include.messages",
+            ConfigType.BOOLEAN,
+            "with errors.log.enable: the record's body and properties in the log line too",
+            False,
+        )
+    )
 )
 
 # Properties the runtime sets on records (sources) and on dead-lettered records.

@@ -38,3 +38,16 @@ class InvalidConfig(ConnectorError, ValueError):
         reasons = "; ".join(f"{error.key}: {error.message}" for error in errors)
         super().__init__(f"connector {name!r}: invalid config: {reasons}", name)
         self.errors = list(errors)
+
+
+class RecordFailedError(ConnectorError):
+    """A sink task failed on a record (errors.tolerance=none): names the record and what to do about it."""
+
+    def __init__(self, name: str, task_id: int, origin: str, error: str) -> None:
+        super().__init__(
+            f"connector {name!r} task {task_id}: record {origin} (topic/queue/offset) failed: {error}; to skip such"
+            " records set errors.tolerance=all (and errors.deadletterqueue.topic.name to keep them in a topic),"
+            f" then restart the task: POST /connectors/{name}/restart?includeTasks=true&onlyFailed=true",
+            name,
+        )
+        self.origin = origin

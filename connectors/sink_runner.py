@@ -6,12 +6,13 @@ task in batches (`put`), has it make them durable (`flush`), then commits the of
   An offset is committed only after `flush` returned, so a crash delivers again rather than loses.
 - Memory: at most `batch.size` records (default `DEFAULT_BATCH_SIZE`) and one pull's 4 MiB per queue are held.
 - Errors: a failing `put` is retried with backoff for `errors.retry.timeout` ms. Then, with `errors.tolerance`
-  none, the task fails (its status carries the trace); with all, the records of the batch are put one by one
-  (each retried the same way) and those that still fail go to the dead-letter topic, with the error in
-  properties (api.PROPERTY_ERROR*), and the task goes on. A `put` that raises must not have written any record
-  of its batch, or raise api.RecordsFailed naming the records it could not write (the others count as written).
-  A failing `flush` fails the task after its retries whatever the tolerance: records already
-  given to `put` cannot be skipped one by one.
+  none, the task fails (its status carries a trace naming the record, RecordFailedError); with all, the records
+  of the batch are put one by one (each retried the same way) and those that still fail go to the dead-letter
+  topic, with the error in properties (api.PROPERTY_ERROR*, unless errors.deadletterqueue.context.headers.enable
+  is false), or are skipped without one, and the task goes on. `errors.log.enable` logs each failing record.
+  A `put` that raises must not have written any record of its batch, or raise api.RecordsFailed naming the
+  records it could not write (the others count as written). A failing `flush` fails the task after its retries
+  whatever the tolerance: records already given to `put` cannot be skipped one by one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from connectors.api import (
     SinkTask,
     TaskContext,
 )
+from connectors.errors import RecordFailedError
 from connectors.task_runner import Arrivals, Backoff, ErrorPolicy, TaskRunner
 from core import MAX_PROPERTIES_LENGTH, Broker, MessageQueue, Producer, PullConsumer, PullStatus, StoredMessage
 
@@ -41,6 +43,8 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 500
 # How long an idle runner waits for an arrival before it reads again anyway.
 IDLE_WAIT_S = 1.0
+# errors.log.include.messages: a logged body is cut to this, so one large record cannot flood the log.
+MAX_LOGGED_BODY = 1000
 # An error text in a dead-letter record's properties is cut to this (the properties' 64 KiB holds them all).
 MAX_ERROR_TEXT = 4000
 
@@ -184,7 +188,9 @@ class SinkRunner(TaskRunner):
         if not failed:
             return
         if not self.policy.tolerate_all:
-            raise failed[0][1]
+            record, exc = failed[0]
+            self._log_failure(record, exc)
+            raise RecordFailedError(self.connector, self.task_id, _origin(record), error_text(exc)) from exc
         if not named and len(failed) > 1:
             # The whole batch failed: find the records that fail alone.
             isolated = []
@@ -226,22 +232,33 @@ class SinkRunner(TaskRunner):
 
     async def _dead_letter(self, record: SinkRecord, exc: BaseException) -> None:
         self.dead_lettered += 1
+        self._log_failure(record, exc)
         topic = self.policy.dead_letter_topic
         if not topic:
-            log.error(
-                "%s: record %s skipped (errors.tolerance=all, no dead-letter topic): %s",
-                self.label,
-                _origin(record),
-                exc,
-            )
+            log.debug("%s: record %s skipped (errors.tolerance=all, no dead-letter topic)", self.label, _origin(record))
             return
         properties = dict(record.properties)
-        properties[PROPERTY_ERROR_CONNECTOR] = self.connector
-        properties[PROPERTY_ERROR_ORIGIN] = _origin(record)
-        room = MAX_PROPERTIES_LENGTH - sum(len(k) + len(v) + 2 for k, v in properties.items()) - 64
-        properties[PROPERTY_ERROR] = error_text(exc)[: max(0, room)]
+        if self.policy.dead_letter_context:
+            properties[PROPERTY_ERROR_CONNECTOR] = self.connector
+            properties[PROPERTY_ERROR_ORIGIN] = _origin(record)
+            room = MAX_PROPERTIES_LENGTH - sum(len(k) + len(v) + 2 for k, v in properties.items()) - 64
+            properties[PROPERTY_ERROR] = error_text(exc)[: max(0, room)]
         await self.producer.send(topic, record.body, properties=properties)
-        log.warning("%s: record %s sent to dead-letter topic %r: %s", self.label, _origin(record), topic, exc)
+        log.debug("%s: record %s sent to dead-letter topic %r", self.label, _origin(record), topic)
+
+    def _log_failure(self, record: SinkRecord, exc: BaseException) -> None:
+        """errors.log.enable: one ERROR line per failing record (Kafka Connect's LogReporter)."""
+        if not self.policy.log_errors:
+            return
+        where = (
+            "task fails"
+            if not self.policy.tolerate_all
+            else (f"sent to {self.policy.dead_letter_topic!r}" if self.policy.dead_letter_topic else "skipped")
+        )
+        details = ""
+        if self.policy.log_messages:
+            details = f"; body {record.body[:MAX_LOGGED_BODY]!r}, properties {record.properties}"
+        log.error("%s: record %s failed (%s): %s%s", self.label, _origin(record), where, error_text(exc), details)
 
 
 def _origin(record: SinkRecord) -> str:

@@ -38,6 +38,9 @@ class ErrorPolicy:
     retry_timeout_ms: int = 0
     retry_delay_max_ms: int = 60_000
     dead_letter_topic: str = ""
+    dead_letter_context: bool = True
+    log_errors: bool = False
+    log_messages: bool = False
 
     @classmethod
     def of(cls, values: dict[str, Any]) -> ErrorPolicy:
@@ -46,6 +49,9 @@ class ErrorPolicy:
             int(values.get("errors.retry.timeout", 0)),
             int(values.get("errors.retry.delay.max.ms", 60_000)),
             str(values.get("errors.deadletterqueue.topic.name", "") or ""),
+            _flag(values.get("errors.deadletterqueue.context.headers.enable", True)),
+            _flag(values.get("errors.log.enable", False)),
+            _flag(values.get("errors.log.include.messages", False)),
         )
 
     def backoff(self) -> Backoff:
@@ -67,6 +73,11 @@ class ErrorPolicy:
                     raise
                 log.warning("%s failed (attempt %d; again in %.2f s): %s", what, backoff.attempts, wait, exc)
                 await asyncio.sleep(wait)
+
+
+def _flag(value: Any) -> bool:
+    # Parsed configs hold booleans; the runtime's own configs (EventBridge targets) may hold strings.
+    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
 
 
 class Backoff:

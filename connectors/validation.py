@@ -88,6 +88,8 @@ def _errors(plugin: type[api.Connector] | None, config: Mapping[str, object]) ->
     reason = None if name is None else check_name(name)
     if reason is not None:
         errors.append(api.ConfigError("name", f"invalid value {name!r}: {reason}"))
+    if not parse_errors:
+        errors += _error_handling_errors(values, None if plugin is None else plugin.kind)
     if errors or plugin is None:
         return errors
     try:
@@ -95,6 +97,36 @@ def _errors(plugin: type[api.Connector] | None, config: Mapping[str, object]) ->
     except Exception as exc:  # third-party code: its failure is reported, not raised through the API
         log.warning("connector plugin %s: validate raised", plugin.__qualname__, exc_info=True)
         return [api.ConfigError("connector.class", f"{plugin.__qualname__}.validate failed: {exc!r}")]
+
+
+def _error_handling_errors(values: Mapping[str, Any], kind: str | None) -> list[api.ConfigError]:
+    """The errors.* keys across each other: a dead-letter topic is only written by a sink, with
+    errors.tolerance=all, and it must not be a topic the connector reads (it would be fed its own failures)."""
+    topic = values.get("errors.deadletterqueue.topic.name") or ""
+    if not topic:
+        return []
+    key = "errors.deadletterqueue.topic.name"
+    if kind == "source":
+        return [
+            api.ConfigError(
+                key,
+                f"{topic!r} would never be written: dead letters are records a sink could not write; a source task"
+                " that cannot store its records fails after errors.retry.timeout; remove this key",
+            )
+        ]
+    if values.get("errors.tolerance") != "all":
+        return [
+            api.ConfigError(
+                key,
+                f"{topic!r} would never be written: with errors.tolerance=none the first failing record fails the"
+                " task; set errors.tolerance=all, or remove this key",
+            )
+        ]
+    topics = values.get("topics")
+    read = topics if isinstance(topics, list) else [t.strip() for t in str(topics or "").split(",")]
+    if topic in read:
+        return [api.ConfigError(key, f"{topic!r} is also in topics: the connector would read its own failures")]
+    return []
 
 
 def mask_secrets(plugins: PluginRegistry, config: Mapping[str, str]) -> dict[str, str]:

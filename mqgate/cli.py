@@ -1,4 +1,4 @@
-"""The `mqgate` command: `serve`, `config`, `store stats` and `passwd`.
+"""The `mqgate` command: `serve`, `config`, `store stats`, `passwd`, `connect`, `rules test` and `events`.
 
 Exit codes: 0 on success (and after a clean stop on SIGTERM/SIGINT), 1 when the store cannot be used (locked by
 another process, missing, unreadable; or a config file of the broker under the data directory) or `passwd` cannot
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from rich.table import Table
 
 from core import CoreError, FlushMode, MessageStore, RecoveryReport, StorageError, open_store
 from mqgate.admin_cli import add_admin_parser
+from mqgate.config_reference import render_reference
 from mqgate.connect_cli import add_connect_parser
 from mqgate.events_cli import add_events_parser
 from mqgate.rules_cli import add_rules_parser
@@ -26,6 +28,7 @@ from mqgate.server import run, serve
 from mqgate.settings import (
     CONFIG_FILE_NAME,
     DEFAULT_DATA_DIR,
+    FLAGS,
     LOG_LEVELS,
     STORE_SUBDIR,
     ConfigError,
@@ -51,13 +54,18 @@ EXIT_INTERRUPTED = 130
 
 DESCRIPTION = """\
 mqgate: an MQTT and EventBridge protocol gateway in Python on a broker core after Apache RocketMQ.
-Today it runs the message store (core/store); the MQTT listener, EventBridge rules and connectors are planned."""
+`mqgate serve` runs in one process: the message store and broker core; the MQTT listener (TCP, and TLS and
+WebSocket when configured); the RocketMQ 5 gRPC endpoint; EventBridge (buses, YAML rules in DATA_DIR/rules,
+HTTP, topic, MQTT and bus targets); the connector runtime (file source and sink, HTTP sink, Spark sink writing
+Parquet); and the HTTP port of their REST APIs."""
 
 EPILOG = f"""\
 subcommands in detail:
-  serve         open the store in DATA_DIR/{STORE_SUBDIR} (recovering after a crash), print one line
-                "ready store=... recovery=clean|scan" on stdout, run until SIGTERM or SIGINT, close cleanly
-  config        print the effective configuration (defaults, then the file, then flags) as TOML
+  serve         open the store in DATA_DIR/{STORE_SUBDIR} (recovering after a crash) and every listener, print
+                one line "ready store=... recovery=clean|scan mqtt=... grpc=... http=..." on stdout, run
+                until SIGTERM or SIGINT, close cleanly
+  config        print the effective configuration (defaults, then the file, then flags) as TOML;
+                --reference: every key with its type, default, flag and meaning (docs/configuration.md)
   store stats   open the store, print its statistics and the recovery report, close it
   passwd        add, change or delete users of a Mosquitto password file (as mosquitto_passwd)
   connect       list, create, pause, resume, restart and delete connectors through the REST API
@@ -77,7 +85,8 @@ examples:
   mqgate store stats --data-dir ./data
   mqgate passwd -c /etc/mqgate/passwd alice
   mqgate connect list --url http://127.0.0.1:8082
-  mqgate rules test pattern.json event.json
+  mqgate rules test examples/pattern.json examples/event.json
+  mqgate connect create examples/file-sink.yaml
   mqgate admin consumer progress billing
   mqgate events replay --bus default --from 2024-05-01T12:00:00Z --to 2024-05-01T13:00:00Z
 
@@ -163,9 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=formatter,
         help="run the gateway until SIGTERM/SIGINT",
         description=(
-            f"Open the store in DATA_DIR/{STORE_SUBDIR} (recovering it after a crash), print one line\n"
-            '"ready store=ABS_PATH recovery=clean|scan" on stdout, then run until SIGTERM or SIGINT and close\n'
-            "the store cleanly (flush, checkpoint, remove the abort marker)."
+            f"Open the store in DATA_DIR/{STORE_SUBDIR} (recovering it after a crash), the broker, the MQTT\n"
+            "listeners, the gRPC endpoint, EventBridge, the connector runtime and the HTTP port; print one line\n"
+            '"ready store=ABS_PATH recovery=clean|scan mqtt=HOST:PORT grpc=HOST:PORT http=HOST:PORT" on stdout\n'
+            "(a part that is turned off is not named), then run until SIGTERM or SIGINT and close everything\n"
+            "cleanly (the store last: flush, checkpoint, remove the abort marker)."
         ),
         epilog=SETTINGS_EPILOG + "\n\nExit codes: 0 after a clean stop, 1 if the store is open in another process"
         " or unusable,\n2 for a bad configuration.",
@@ -184,7 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=SETTINGS_EPILOG,
     )
-    config_parser.set_defaults(handler=cmd_config)
+    config_parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="print every key instead, with its type, default, flag and meaning, as Markdown (docs/configuration.md);"
+        " takes no other option",
+    )
+    config_parser.set_defaults(handler=cmd_config, parser=config_parser)
 
     store_parser = commands.add_parser(
         "store",
@@ -331,23 +348,23 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def os_error_message(exc: OSError, data_dir: Path | None) -> str:
+    """The line for an OSError no part caught: the data directory is blamed only for a file under it."""
+    if exc.filename is None or data_dir is None:
+        return str(exc)
+    path = Path(os.fsdecode(exc.filename)).resolve()
+    if path.is_relative_to(data_dir.resolve()):
+        return f"{exc}; check the data directory {data_dir} and its permissions"
+    return str(exc)
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     overrides = []
-    if args.flush_mode is not None:
-        overrides.append(Override("store.flush_mode", args.flush_mode, "--flush-mode"))
-    if args.segment_size is not None:
-        overrides.append(Override("store.segment_size", args.segment_size, "--segment-size"))
-    if args.auto_create_topic is not None:
-        flag = "--auto-create-topic" if args.auto_create_topic else "--no-auto-create-topic"
-        overrides.append(Override("broker.auto_create_topic", args.auto_create_topic, flag))
-    if args.mqtt_port is not None:
-        overrides.append(Override("mqtt.port", args.mqtt_port, "--mqtt-port"))
-    if args.grpc_port is not None:
-        overrides.append(Override("grpc.port", args.grpc_port, "--grpc-port"))
-    if args.http_port is not None:
-        overrides.append(Override("http.port", args.http_port, "--http-port"))
-    if args.log_level is not None:
-        overrides.append(Override("log_level", args.log_level, "--log-level"))
+    for key, flag in FLAGS.items():
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if value is not None:
+            shown = f"--no-{flag.removeprefix('--')}" if value is False else flag
+            overrides.append(Override(key, value, shown))
     return load_settings(args.data_dir, args.config, overrides)
 
 
@@ -371,6 +388,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    if args.reference:
+        given = [FLAGS[key] for key in FLAGS if getattr(args, FLAGS[key][2:].replace("-", "_")) is not None]
+        given += ["--config"] * (args.config is not None) + ["--data-dir"] * (args.data_dir != DEFAULT_DATA_DIR)
+        if given:
+            return _usage_error(
+                args.parser, f"--reference prints the defaults of every key; drop {', '.join(given)} (or --reference)"
+            )
+        sys.stdout.write(render_reference())
+        return EXIT_OK
     settings = settings_from_args(args)
     sys.stdout.write(render_toml(settings))
     return EXIT_OK
@@ -442,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CoreError as exc:
         return _fail(str(exc), EXIT_STORE)
     except OSError as exc:
-        return _fail(f"{exc}; check the data directory and its permissions", EXIT_STORE)
+        return _fail(os_error_message(exc, getattr(args, "data_dir", None)), EXIT_STORE)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     return code

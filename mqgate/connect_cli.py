@@ -45,6 +45,7 @@ EPILOG = f"""\
 examples:
   mqgate connect list
   mqgate connect create examples/file-sink.yaml
+  mqgate connect create examples/spark-sink.yaml path=$PWD/data/lake
   mqgate connect create --name orders-to-file connector.class=file-sink topics=orders file=/tmp/orders.txt
   mqgate connect status orders-to-file
   mqgate connect pause orders-to-file
@@ -93,13 +94,19 @@ def add_connect_parser(
         help="create a connector from a file or key=value pairs",
         description=(
             "Create a connector. FILE is JSON or YAML holding either the REST body {name, config} or a flat\n"
-            "config with its name; or give --name and the config as key=value pairs."
+            "config with its name; key=value pairs after FILE replace its keys (e.g. path=$PWD/data/lake).\n"
+            "Or give --name and the whole config as key=value pairs."
         ),
         formatter_class=formatter,
     )
     create.add_argument("source", nargs="?", metavar="FILE", help="JSON or YAML connector file")
     create.add_argument("--name", help="the connector's name (with key=value pairs)")
-    create.add_argument("pairs", nargs="*", metavar="KEY=VALUE", help="config entries, e.g. connector.class=file-sink")
+    create.add_argument(
+        "pairs",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="config entries, e.g. connector.class=file-sink (after FILE: they replace its keys)",
+    )
     create.set_defaults(connect_handler=_create)
     for action, text in (
         ("status", "the states of the connector and its tasks"),
@@ -275,19 +282,19 @@ def _create_body(args: argparse.Namespace) -> tuple[str, dict[str, object]]:
     if source is not None and args.name is not None:
         pairs.insert(0, source)  # `create --name n a=b`: argparse put the first pair in FILE's place
         source = None
-    if source is not None:
-        if pairs:
-            raise CliError("create takes FILE, or --name with key=value pairs, not both", EXIT_USAGE)
-        return _read_file(Path(source))
-    if args.name is None:
-        raise CliError("create needs FILE, or --name NAME with key=value pairs", EXIT_USAGE)
     config: dict[str, object] = {}
-    for pair in pairs:
+    if source is not None:
+        name, config = _read_file(Path(source))
+    elif args.name is None:
+        raise CliError("create needs FILE, or --name NAME with key=value pairs", EXIT_USAGE)
+    else:
+        name = args.name
+    for pair in pairs:  # after FILE: they replace its keys (a path only this machine knows, a secret)
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise CliError(f"{pair!r}: expected key=value, e.g. connector.class=file-sink", EXIT_USAGE)
         config[key.strip()] = value
-    return args.name, config
+    return name, config
 
 
 def _read_file(path: Path) -> tuple[str, dict[str, object]]:

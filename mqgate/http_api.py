@@ -67,7 +67,7 @@ def _message(request: web.Request, exc: web.HTTPException) -> str:
         if isinstance(exc, web.HTTPMethodNotAllowed):
             allowed = ", ".join(sorted(exc.allowed_methods))
             return f"{request.method} is not allowed on {request.path}; allowed: {allowed}"
-        return f"no resource {request.path} (see the README for the API)"
+        return f"no resource {request.path} (the HTTP APIs are described in docs/)"
     text = exc.text or exc.reason
     prefix = f"{exc.status}: "
     return text.removeprefix(prefix) if text else exc.reason

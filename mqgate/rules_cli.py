@@ -25,7 +25,7 @@ RULES_EPILOG = """\
 exit codes (as grep): 0 match, 1 no match, 2 an invalid pattern or event, or a file that cannot be read
 
 example:
-  mqgate rules test examples/pattern.json event.json"""
+  mqgate rules test examples/pattern.json examples/event.json"""
 
 
 def add_rules_parser(commands: Any, formatter: type[argparse.HelpFormatter]) -> None:

@@ -16,10 +16,11 @@ import contextlib
 import gc
 import ipaddress
 import logging
+import os
 import resource
 import signal
 import ssl
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from connectors.plugins import PluginRegistry
@@ -28,7 +29,7 @@ from connectors.worker import Worker
 from core import Broker, MessageStore, RecoveryReport, open_store
 from core.grpc.access_errors import AclFileError
 from core.grpc.acl_file import load_acl_file
-from core.grpc.server import EndpointError, GrpcEndpoint
+from core.grpc.server import EndpointError, GrpcEndpoint, PortUnavailableError
 from eventbridge.http_target import HttpTargetClient
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
@@ -227,14 +228,27 @@ async def _start_mqtt(
     gateway = MqttGateway(broker, config, settings.data_dir / MQTT_SUBDIR)
     await gateway.start()
     stack.push_async_callback(gateway.close)
-    servers = [("mqtt", await start_tcp(gateway, config.host, config.port))]
+    listeners: list[tuple[str, str, str | None, Callable[[int], Awaitable[Any]]]] = [
+        ("mqtt", "port", "--mqtt-port", lambda port: start_tcp(gateway, config.host, port))
+    ]
     if config.tls_port is not None:
-        servers.append(("mqtts", await start_tcp(gateway, config.host, config.tls_port, tls)))
+        listeners.append(("mqtts", "tls_port", None, lambda port: start_tcp(gateway, config.host, port, tls)))
     if config.websocket_port is not None:
-        ws = await start_websocket(gateway, config.host, config.websocket_port, config.websocket_path, tls)
-        servers.append(("mqtt_wss" if tls is not None else "mqtt_ws", ws))  # the scheme a client must use
+        listeners.append(
+            (
+                "mqtt_wss" if tls is not None else "mqtt_ws",  # the scheme a client must use
+                "websocket_port",
+                None,
+                lambda port: start_websocket(gateway, config.host, port, config.websocket_path, tls),
+            )
+        )
     parts = []
-    for name, server in servers:
+    for name, key, flag, start in listeners:
+        port = getattr(config, key)
+        try:
+            server = await start(port)
+        except OSError as exc:
+            raise cannot_listen("mqtt", key, flag, config.host, port, _reason(exc), MQTT_BUSY_HINT) from None
         parts.append(f"{name}={_address(server)}")
         log.info("MQTT listener %s on %s", name, _address(server))
 
@@ -245,6 +259,27 @@ async def _start_mqtt(
 
         stack.push_async_callback(close_server)
     return parts, gateway
+
+
+# Added to an MQTT port's "in use" error: on a new machine the usual holder is a Mosquitto that a package started.
+MQTT_BUSY_HINT = "another MQTT broker (e.g. the mosquitto service: `systemctl status mosquitto`) may hold it"
+
+
+def _reason(exc: OSError) -> str:
+    # asyncio's message repeats the address ("error while attempting to bind on address ..."): the errno says it.
+    return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+
+
+def cannot_listen(
+    section: str, key: str, flag: str | None, host: str, port: int, reason: str, hint: str = ""
+) -> ConfigError:
+    """The error for a listener that cannot bind: the address, the reason, and the setting that moves it."""
+    setting = f"{flag} or [{section}] {key}" if flag else f"[{section}] {key}"
+    busy = f" ({hint})" if hint and "in use" in reason else ""
+    return ConfigError(
+        f"[{section}] cannot listen on {host}:{port}: {reason}{busy}; "
+        f"choose another port with {setting} (0: a free one)"
+    )
 
 
 async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> list[str]:
@@ -261,8 +296,10 @@ async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.Asyn
     endpoint = GrpcEndpoint(broker, config, max_body_bytes=settings.store.max_message_size, access=access)
     try:
         address = await endpoint.start()
-    except EndpointError as exc:
-        raise ConfigError(f"{exc} (--grpc-port or [grpc] port; 0: a free one)") from None
+    except PortUnavailableError as exc:
+        raise cannot_listen("grpc", "port", "--grpc-port", config.host, config.port, exc.reason) from None
+    except EndpointError as exc:  # a certificate or key that cannot be read: the message names the key
+        raise ConfigError(str(exc)) from None
     stack.push_async_callback(endpoint.close)
     return [f"grpc={address}"]
 
@@ -320,10 +357,7 @@ async def _start_http(
     try:
         address = await server.start()
     except OSError as exc:
-        raise ConfigError(
-            f"[http] cannot listen on {config.host}:{config.port}: {exc.strerror or exc}; "
-            "choose another port with --http-port or [http] port (0: a free one)"
-        ) from None
+        raise cannot_listen("http", "port", "--http-port", config.host, config.port, _reason(exc)) from None
     stack.push_async_callback(server.close)
     secured = config.token is not None or bool(config.admin_users)
     log.info("HTTP port on %s%s", address, " (token or admin user required)" if secured else "")

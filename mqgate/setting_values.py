@@ -151,3 +151,22 @@ def format_size(size: int) -> str:
         if size % factor == 0:
             return f"{size // factor}{unit}"
     return f"{size}B"
+
+
+# What each parser takes, as docs/configuration.md names a key's type.
+VALUE_TYPES: dict[Parser, str] = {
+    parse_size: "size: bytes, or a string with B, KiB, MiB, GiB or TiB",
+    parse_positive_int: "integer > 0",
+    parse_uint16: "integer 0 to 65535",
+    parse_positive_uint16: "integer 1 to 65535",
+    parse_port: "port 1 to 65535",
+    parse_port_or_zero: "port 0 to 65535 (0: a free one)",
+    parse_optional_port: "port 0 to 65535 (0: a free one), or unset",
+    parse_optional_string: "string, or unset",
+    parse_string_list: "list of strings",
+    parse_positive_number: "number > 0",
+    parse_string: "string",
+    parse_bool: "boolean",
+    parse_flush_mode: "ASYNC_FLUSH or SYNC_FLUSH",
+    parse_log_level: ", ".join(LOG_LEVELS),
+}

@@ -47,6 +47,13 @@ import yaml
 from core import BrokerConfig, FlushMode, StoreConfig
 from core.grpc.config import GrpcConfig
 from mqgate.http_api import HttpConfig
+from mqgate.setting_help import (
+    BROKER_KEY_HELP,
+    GRPC_KEY_HELP,
+    HTTP_KEY_HELP,
+    MQTT_KEY_HELP,
+    STORE_KEY_HELP,
+)
 from mqgate.setting_values import (
     LOG_LEVELS,
     Parser,
@@ -83,106 +90,18 @@ SIZE_KEYS = frozenset({"segment_size", "max_message_size"})
 # StoreConfig fields that are not settable: the store directory is always DATA_DIR/store.
 DERIVED_STORE_FIELDS = {"store_dir": "it is always DATA_DIR/store; choose the data directory with --data-dir"}
 
-# One line per [store] key, shown by `mqgate config` and in the README. Defaults come from StoreConfig itself.
-STORE_KEY_HELP = {
-    "flush_mode": "ASYNC_FLUSH: acknowledge once in the page cache; SYNC_FLUSH: acknowledge after fdatasync",
-    "segment_size": "bytes per commit-log segment file (RocketMQ mapedFileSizeCommitLog); at least 64KiB",
-    "max_message_size": "largest record: header, body, topic and properties (RocketMQ maxMessageSize)",
-    "flush_interval_ms": "ASYNC_FLUSH: how often the commit log is flushed (RocketMQ flushIntervalCommitLog)",
-    "sync_flush_timeout_ms": "SYNC_FLUSH: wait this long for the disk, then answer FLUSH_DISK_TIMEOUT",
-    "logic_flush_interval_ms": "how often consume queues and index are flushed and the checkpoint written",
-    "logic_flush_least_pages": "a consume queue with fewer unflushed 4 KiB pages waits for the thorough flush",
-    "logic_flush_thorough_interval_ms": "how often every consume queue is flushed; recovery after a crash starts there",
-    "cq_entries_per_file": "20-byte entries per consume-queue file (RocketMQ mapedFileSizeConsumeQueue)",
-    "light_cq_entries_per_file": "entries per file of a light queue (%LMQ%..., one per MQTT subscription filter)",
-    "index_slots": "hash slots per index file (RocketMQ maxHashSlotNum)",
-    "index_entries": "entries per index file (RocketMQ maxIndexNum)",
-    "file_reserved_hours": "segments last written longer ago are deleted at delete_when (RocketMQ fileReservedTime)",
-    "delete_when": 'hours of the day when expired files are deleted: "04", or "04;05" (RocketMQ deleteWhen)',
-    "disk_clean_ratio": "disk usage at which the oldest segments are deleted even if not expired",
-    "disk_warn_ratio": "disk usage at which a warning is logged",
-    "disk_refuse_ratio": "disk usage at which appends are refused until space is freed",
-    "retention_check_interval_s": "how often retention runs and disk usage is checked (seconds)",
-    "store_host": "host written into every record and into offset message ids",
-    "store_port": "port written into every record and into offset message ids",
-}
-
-
-# One line per [broker] key. Defaults come from BrokerConfig itself.
-BROKER_KEY_HELP = {
-    "broker_name": "the broker's name in message queues and routes",
-    "auto_create_topic": "a send to an unknown topic creates it (RocketMQ autoCreateTopicEnable); off in production",
-    "auto_create_group": "a consumer of an unknown group creates it (RocketMQ autoCreateSubscriptionGroup)",
-    "default_queue_nums": "read and write queues of an auto-created topic",
-    "max_long_poll_ms": "the longest a pull waits for a message (RocketMQ brokerSuspendMaxTimeMillis)",
-    "consumer_expire_s": "a consumer silent this long is dropped from its group and its queues reassigned",
-    "consumer_scan_interval_s": "how often silent consumers are looked for",
-    "queue_lock_expire_s": "an orderly consumer's queue lock expires this long after its last renewal",
-    "offset_persist_interval_s": "how often committed offsets are written to consumerOffset.json",
-    "message_delay_level": "the delay levels, level 1 first: a number and a unit (s, m, h, d) each (messageDelayLevel)",
-    "timer_max_delay_s": "the furthest ahead a timer message may be due (RocketMQ: 3 days)",
-    "timer_roll_window_s": "a timer due further ahead is stored again after this long (at most half of retention)",
-    "transaction_timeout_ms": "an undecided half message is first checked back with its producer group after this long",
-    "transaction_check_interval_ms": "then checked back again this often (as RocketMQ 5; RocketMQ 4 had 60 s)",
-    "transaction_check_max": "checks of one half message before it is moved to TRANS_CHECK_MAX_TIME_TOPIC",
-}
-
-
-# One line per [mqtt] key. Defaults come from MqttConfig itself.
-MQTT_KEY_HELP = {
-    "enabled": "open the MQTT listeners",
-    "host": "address the MQTT listeners bind to",
-    "port": "MQTT over TCP (0: a free port, named in the ready line as mqtt=HOST:PORT)",
-    "tls_port": "MQTT over TLS (unset: no TLS listener); needs certfile and keyfile",
-    "certfile": "PEM certificate (chain) of the TLS and secure WebSocket listeners",
-    "keyfile": "PEM private key of certfile",
-    "websocket_port": "MQTT over WebSocket (unset: none; 0: a free port, named mqtt_ws=HOST:PORT, mqtt_wss= with TLS)",
-    "websocket_path": "the WebSocket path clients connect to",
-    "allow_anonymous": "clients without a username may connect (Mosquitto allow_anonymous)",
-    "password_file": "Mosquitto password file (mosquitto_passwd / mqgate passwd) checked at CONNECT",
-    "acl_file": "Mosquitto ACL file: who may publish, subscribe and receive which topics",
-    "topics": 'first-level topics MQTT may use, e.g. ["sensors", "cmd"] (empty: any valid core topic name)',
-    "auto_create_topics": "create the core topic of an unknown first level on first use",
-    "queue_nums": "queues of a core topic created for MQTT",
-    "max_packet_size": "largest packet accepted from a client (Maximum Packet Size in CONNACK)",
-    "max_connections": "connections held at once; more are refused",
-    "receive_maximum": "unacknowledged QoS 1/2 publishes a client may send (Receive Maximum)",
-    "max_inflight": "unacknowledged QoS 1/2 publishes sent to a client (Mosquitto max_inflight_messages)",
-    "max_queued_messages": "messages queued for one subscription filter of a session; past it the oldest are dropped",
-    "topic_alias_maximum": "topic aliases a client may set (Topic Alias Maximum)",
-    "server_topic_alias_maximum": "topic aliases the server sets toward an MQTT 5 client that takes them; 0: none",
-    "message_cache_mb": "memory for recent messages kept decoded, so a fan-out reads the log once",
-    "session_expiry_max_s": "the longest a disconnected session is kept (3.1.1 persistent sessions get this)",
-    "connect_timeout_s": "a connection must send CONNECT within this long",
-    "max_keepalive": "longest keep alive (s) a client may use (0: no limit); past it v5 is told, 3.1.1 refused",
-    "sys_interval": "seconds between updates of the $SYS/broker/... topics (Mosquitto's sys_interval); 0: no $SYS",
-}
-
-
-# One line per [grpc] key. Defaults come from GrpcConfig itself.
-GRPC_KEY_HELP = {
-    "enabled": "open the RocketMQ 5 gRPC endpoint (apache.rocketmq.v2.MessagingService)",
-    "host": "address the gRPC endpoint binds to",
-    "port": "gRPC port (RocketMQ proxy's 8081; 0: a free port, named in the ready line as grpc=HOST:PORT)",
-    "certfile": "PEM certificate (chain) for TLS on the gRPC port; with keyfile (unset: plaintext)",
-    "keyfile": "PEM private key of certfile",
-    "acl_file": "RocketMQ plain_acl.yml: access keys, secret keys and their topic and group permissions",
-}
-
-
 # Keys whose values `mqgate config` does not print.
 SECRET_KEYS = {"http": ("token",)}
 
-# One line per [http] key. Defaults come from HttpConfig itself.
-HTTP_KEY_HELP = {
-    "enabled": "open the HTTP port (the connector REST API and later HTTP APIs)",
-    "host": "address the HTTP port binds to (loopback by default: the API can make mqgate write files)",
-    "port": "HTTP port (RocketMQ Connect's 8082; 0: a free port, named in the ready line as http=HOST:PORT)",
-    "token": "bearer token every request must carry (Authorization: Bearer TOKEN); unset: no authentication",
-    "admin_users": (
-        "users of [mqtt] password_file with the admin role: they may use the HTTP port (admin API, dashboard)"
-        " with HTTP Basic; empty: only the token"
-    ),
+# The flag that sets a key, for every key that has one (cli.py builds its settings options from this table).
+FLAGS = {
+    "log_level": "--log-level",
+    "store.flush_mode": "--flush-mode",
+    "store.segment_size": "--segment-size",
+    "broker.auto_create_topic": "--auto-create-topic",  # and --no-auto-create-topic
+    "mqtt.port": "--mqtt-port",
+    "grpc.port": "--grpc-port",
+    "http.port": "--http-port",
 }
 
 
@@ -549,7 +468,7 @@ def _merge_file(
 # --- showing -------------------------------------------------------------------------------------------------
 
 
-def _toml_value(value: object) -> str:
+def toml_value(value: object) -> str:
     if isinstance(value, FlushMode):
         return json.dumps(value.value)
     if isinstance(value, str | Path):
@@ -557,7 +476,7 @@ def _toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, tuple):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
     return repr(value)
 
 
@@ -575,10 +494,10 @@ def render_toml(settings: Settings) -> str:
         f"# configuration file: {settings.config_file or f'none (DATA_DIR/{CONFIG_FILE_NAME} does not exist)'}",
         "",
         f"# {', '.join(LOG_LEVELS)}",
-        f"log_level = {_toml_value(settings.log_level)}  # {_source(origins.get('log_level', DEFAULT_ORIGIN))}",
+        f"log_level = {toml_value(settings.log_level)}  # {_source(origins.get('log_level', DEFAULT_ORIGIN))}",
         "",
         "[store]",
-        f"# store_dir = {_toml_value(settings.store.store_dir)}  (always DATA_DIR/{STORE_SUBDIR}; not settable)",
+        f"# store_dir = {toml_value(settings.store.store_dir)}  (always DATA_DIR/{STORE_SUBDIR}; not settable)",
     ]
     sections = (
         ("store", settings.store),
@@ -595,11 +514,11 @@ def render_toml(settings: Settings) -> str:
             value = getattr(config, name)
             source = _source(origins.get(f"{section_name}.{name}", DEFAULT_ORIGIN))
             shown = f"{format_size(value)}, {source}" if name in SIZE_KEYS else source
-            lines.append(f"# {section.help.get(name, 'see the dataclass ' + section.config_class.__name__)}")
+            lines.append(f"# {section.help[name]}")
             if value is None:  # TOML has no null: an unset key is shown commented out
                 lines.append(f"# {name} =  (unset, {shown})")
             elif name in SECRET_KEYS.get(section_name, ()):  # the output may be pasted into an issue
                 lines.append(f"# {name} =  (set, hidden; {shown})")
             else:
-                lines.append(f"{name} = {_toml_value(value)}  # {shown}")
+                lines.append(f"{name} = {toml_value(value)}  # {shown}")
     return "\n".join(lines) + "\n"

@@ -27,7 +27,7 @@ Design (decided for issue 4):
   SYNC_FLUSH. Persistent sessions, their positions and retained messages are kept in the core (core/state_table.py:
   changes are core messages, with a snapshot), and come back after a restart.
 
-Not yet (see the README): outbound delivery is at least once across a broker crash (a session's positions are
+Not yet (see docs/mqtt.md): outbound delivery is at least once across a broker crash (a session's positions are
 written every few seconds); the delivery loop and shared-subscription hand-out live in delivery.py, with their
 planning (what to send, at which QoS) pure in session.py and shared_group.py, but not yet as session-rule events.
 """

@@ -28,14 +28,14 @@ def serve_command(*args: str | Path) -> list[str]:
 
 
 class ServeProcess:
-    def __init__(self, data_dir: Path, *args: str | Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, *args: str | Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
         self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
         with open(self.stderr_path, "ab") as stderr:
             self.process = subprocess.Popen(
                 serve_command("--data-dir", data_dir, *args),
-                cwd=ROOT,
+                cwd=cwd,  # where relative paths of connector configs lead
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},

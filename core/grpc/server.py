@@ -24,8 +24,21 @@ MAX_INBOUND_BYTES = 130 * 1024 * 1024
 STOP_GRACE_S = 2.0
 
 
+# What a failed bind means; gRPC does not say which of the two.
+BIND_FAILED = "the port is in use, or the host is not an address of this machine"
+
+
 class EndpointError(Exception):
     """The endpoint cannot start as configured (a port in use, a certificate that cannot be read)."""
+
+
+class PortUnavailableError(EndpointError):
+    """The endpoint's address cannot be listened on; `reason` says why (the caller names the setting to change)."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"[grpc] cannot listen on {address}: {reason}")
+        self.address = address
+        self.reason = reason
 
 
 class GrpcEndpoint:
@@ -57,10 +70,10 @@ class GrpcEndpoint:
                 port = server.add_secure_port(address, credentials)
             else:
                 port = server.add_insecure_port(address)
-        except RuntimeError as exc:
-            raise EndpointError(f"[grpc] cannot listen on {address}: {exc}; choose another port") from None
-        if port == 0:
-            raise EndpointError(f"[grpc] cannot listen on {address}: the port is in use; choose another port")
+        except RuntimeError:  # "Failed to bind to address ...": gRPC gives no reason (it logs one at debug level)
+            raise PortUnavailableError(address, BIND_FAILED) from None
+        if port == 0:  # older gRPC: 0 instead of the exception
+            raise PortUnavailableError(address, BIND_FAILED)
         await server.start()
         self._server = server
         self.port = port

@@ -5,7 +5,7 @@ Every answer carries a Status (core.grpc.status_codes): a refusal is an answer w
 message saying what was wrong, never a gRPC error or a traceback, and one client's bad request touches nobody
 else's. RPCs the endpoint does not serve answer NOT_IMPLEMENTED.
 
-What each RPC does, and where it departs from RocketMQ's proxy, is in the README (RocketMQ 5 gRPC endpoint). Here:
+What each RPC does, and where it departs from RocketMQ's proxy, is in docs/grpc.md. Here:
 routes, heartbeats, the Telemetry stream (core.grpc.telemetry) and sending (messages mapped by
 core.grpc.message_codec); the consumers' RPCs are core.grpc.consumer_rpcs, those of offsets core.grpc.offset_rpcs.
 Access control, when configured, is checked first on every RPC (core.grpc.access_control).

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -131,6 +132,19 @@ def test_create_from_key_value_pairs(server: ServeProcess, tmp_path: Path):
     assert ok(result) == "connector 'kv' created (file-sink, 1 task(s))\n"
     assert row(ok(connect(server, "list")), "kv")[2] == "file-sink"
     ok(connect(server, "delete", "kv"))
+
+
+def test_pairs_after_a_file_replace_its_keys(server: ServeProcess, tmp_path: Path):
+    out = tmp_path / "override.txt"
+    result = connect(server, "create", "examples/file-sink.yaml", f"file={out}", "tasks.max=1")
+    assert ok(result) == "connector 'sensors-to-file' created (file-sink, 1 task(s))\n"
+    request = urllib.request.Request(
+        f"{server.http_url}/connectors/sensors-to-file/config", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        config = json.load(response)
+    assert (config["file"], config["topics"], config["tasks.max"]) == (str(out), "sensors", "1")
+    ok(connect(server, "delete", "sensors-to-file"))
 
 
 def test_plugins(server: ServeProcess):

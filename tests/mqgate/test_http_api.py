@@ -39,7 +39,8 @@ async def test_serve_names_the_http_port_and_answers_json(tmp_path: Path):
         status, headers, body = await get(f"{server.http_url}/no/such/thing")
         assert status == 404
         assert headers["Content-Type"].startswith("application/json")
-        assert body == {"error_code": 404, "message": "no resource /no/such/thing (see the README for the API)"}
+        message = "no resource /no/such/thing (the HTTP APIs are described in docs/)"
+        assert body == {"error_code": 404, "message": message}
         async with aiohttp.ClientSession() as session, session.delete(f"{server.http_url}/") as response:
             assert response.status == 405
             assert response.headers["Allow"] == "GET,HEAD"

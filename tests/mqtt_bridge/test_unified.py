@@ -37,7 +37,8 @@ async def test_core_and_mqtt_see_each_other(make_broker, tmp_path):
         pub = await asyncio.to_thread(Client, address, "pub")
         await asyncio.to_thread(pub.publish, "sensors/dev9/temp", b"21.5", 1)
         consumer = PullConsumer(broker, "analytics", consume_from=ConsumeFromWhere.FIRST_OFFSET)
-        # The PUBACK says stored; the dispatcher makes it visible to consumers a moment later (README: Visibility).
+        # The PUBACK says stored; the dispatcher makes it visible to consumers a moment later
+        # (docs/store.md: Visibility).
         for _ in range(100):
             found = []
             for queue_id in range(broker.topic_config("sensors").read_queue_nums):

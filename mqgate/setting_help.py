@@ -1,0 +1,164 @@
+"""The help of every setting, one entry per key, and of each section: the one text that `mqgate config` prints as
+comments and `mqgate config --reference` renders as docs/configuration.md. Defaults are not written here: they
+come from the settings dataclasses themselves (core.StoreConfig, core.BrokerConfig, MqttConfig, GrpcConfig,
+HttpConfig). tests/mqgate/test_config_reference.py checks that every key has its help."""
+
+from __future__ import annotations
+
+LOG_LEVEL_HELP = "logging on stderr: DEBUG, INFO, WARNING, ERROR or CRITICAL"
+
+# What a section is, before its table in docs/configuration.md.
+SECTION_HELP = {
+    "store": (
+        "The message store: the fields of `core/store/config.py` (`StoreConfig`). The store directory itself is not a"
+        " key: it is always `DATA_DIR/store`. Integers and numbers must be positive; the disk ratios must satisfy"
+        " `0 < clean <= warn <= refuse <= 1`."
+    ),
+    "broker": (
+        "The broker core: the fields of `core/broker.py` (`BrokerConfig`); topics, groups and offsets live in"
+        " `DATA_DIR/config/`."
+    ),
+    "mqtt": (
+        "The MQTT gateway: the fields of `mqtt_bridge/config.py` (`MqttConfig`); retained messages and sessions are"
+        " snapshotted in `DATA_DIR/mqtt/`."
+    ),
+    "grpc": "The RocketMQ 5 gRPC endpoint: the fields of `core/grpc/config.py` (`GrpcConfig`).",
+    "http": (
+        "mqgate's one HTTP port, which serves the connector REST API and the EventBridge HTTP API: the fields of"
+        " `mqgate/http_api.py` (`HttpConfig`)."
+    ),
+}
+
+STORE_KEY_HELP = {
+    "flush_mode": "ASYNC_FLUSH: acknowledge once in the page cache; SYNC_FLUSH: acknowledge after fdatasync",
+    "segment_size": "bytes per commit-log segment file (RocketMQ mapedFileSizeCommitLog); at least 64 KiB",
+    "max_message_size": (
+        "largest record: header, body, topic and properties (RocketMQ maxMessageSize); must fit in a segment"
+    ),
+    "flush_interval_ms": "ASYNC_FLUSH: how often the commit log is flushed (RocketMQ flushIntervalCommitLog)",
+    "sync_flush_timeout_ms": (
+        "SYNC_FLUSH: how long a write waits for the disk before FLUSH_DISK_TIMEOUT (RocketMQ syncFlushTimeout)"
+    ),
+    "logic_flush_interval_ms": (
+        "how often consume queues and index are flushed and the checkpoint written (RocketMQ flushIntervalConsumeQueue)"
+    ),
+    "logic_flush_least_pages": (
+        "a consume queue with fewer unflushed 4 KiB pages is left for the thorough flush (RocketMQ"
+        " flushConsumeQueueLeastPages): thousands of light queues with an entry or two each would otherwise cost an"
+        " fdatasync apiece every second"
+    ),
+    "logic_flush_thorough_interval_ms": (
+        "how often every consume queue is flushed (RocketMQ flushConsumeQueueThoroughInterval, 60 s there); the"
+        " checkpoint vouches for what this flush wrote, so recovery after a crash re-dispatches at most this long of"
+        " records"
+    ),
+    "cq_entries_per_file": "20-byte entries per consume-queue file (RocketMQ mapedFileSizeConsumeQueue)",
+    "light_cq_entries_per_file": "entries per file of a light queue (%LMQ%..., one per MQTT subscription filter)",
+    "index_slots": "hash slots per index file (RocketMQ maxHashSlotNum)",
+    "index_entries": "entries per index file (RocketMQ maxIndexNum)",
+    "file_reserved_hours": "segments last written longer ago are deleted at delete_when (RocketMQ fileReservedTime)",
+    "delete_when": 'local hours of the day when expired segments are deleted: "04", or "04;05" (RocketMQ deleteWhen)',
+    "disk_clean_ratio": "disk usage at which the oldest segments are deleted even if not expired",
+    "disk_warn_ratio": "disk usage at which a warning is logged",
+    "disk_refuse_ratio": "disk usage at which writes are refused until space is freed",
+    "retention_check_interval_s": "how often retention runs and disk usage is checked (seconds)",
+    "store_host": "host written into every record and into offset message ids",
+    "store_port": "port written into every record and into offset message ids",
+}
+
+BROKER_KEY_HELP = {
+    "broker_name": "the broker's name in message queues and routes",
+    "auto_create_topic": (
+        "a send to an unknown topic creates it (RocketMQ autoCreateTopicEnable); turn it off in production"
+    ),
+    "auto_create_group": "a consumer of an unknown group creates it (RocketMQ autoCreateSubscriptionGroup)",
+    "default_queue_nums": "read and write queues of an auto-created topic",
+    "max_long_poll_ms": "the longest a pull waits for a message (RocketMQ brokerSuspendMaxTimeMillis)",
+    "consumer_expire_s": "a consumer silent this long is dropped from its group and its queues reassigned",
+    "consumer_scan_interval_s": "how often silent consumers are looked for",
+    "queue_lock_expire_s": "an orderly consumer's queue lock expires this long after its last renewal",
+    "offset_persist_interval_s": "how often committed offsets are written to consumerOffset.json",
+    "message_delay_level": (
+        "the delay levels, level 1 first: a number and a unit (s, m, h, d) each (RocketMQ messageDelayLevel)"
+    ),
+    "timer_max_delay_s": "the furthest ahead a timer message may be due (RocketMQ timerMaxDelaySec: 3 days)",
+    "timer_roll_window_s": (
+        "a timer due further ahead is stored again after this long; at most half of file_reserved_hours is used"
+    ),
+    "transaction_timeout_ms": (
+        "an undecided half message is first checked back with its producer group after this long (RocketMQ"
+        " transactionTimeOut)"
+    ),
+    "transaction_check_interval_ms": (
+        "then checked back again this often (RocketMQ transactionCheckInterval, as RocketMQ 5; RocketMQ 4 had 60 s)"
+    ),
+    "transaction_check_max": (
+        "checks of one half message before it is moved to TRANS_CHECK_MAX_TIME_TOPIC (RocketMQ transactionCheckMax)"
+    ),
+}
+
+MQTT_KEY_HELP = {
+    "enabled": "open the MQTT listeners",
+    "host": "address the MQTT listeners bind to",
+    "port": "MQTT over TCP (0: a free port, named in the ready line as mqtt=HOST:PORT)",
+    "tls_port": "MQTT over TLS (unset: no TLS listener); needs certfile and keyfile",
+    "certfile": "PEM certificate (chain) of the TLS and secure WebSocket listeners",
+    "keyfile": "PEM private key of certfile",
+    "websocket_port": "MQTT over WebSocket (unset: none; 0: a free port, named mqtt_ws=HOST:PORT, mqtt_wss= with TLS)",
+    "websocket_path": "the WebSocket path clients connect to",
+    "allow_anonymous": "clients without a username may connect (Mosquitto allow_anonymous)",
+    "password_file": "Mosquitto password file (mosquitto_passwd / mqgate passwd) checked at CONNECT",
+    "acl_file": "Mosquitto ACL file: who may publish, subscribe and receive which topics",
+    "topics": 'first-level topics MQTT may use, e.g. ["sensors", "cmd"] (empty: any valid core topic name)',
+    "auto_create_topics": "create the core topic of an unknown first level on first use",
+    "queue_nums": "queues of a core topic created for MQTT",
+    "max_packet_size": "largest packet accepted from a client (Maximum Packet Size in CONNACK)",
+    "max_connections": "connections held at once; more are refused",
+    "receive_maximum": (
+        "unacknowledged QoS 1/2 publishes a client may send (Receive Maximum); an MQTT 5 client past it gets"
+        " DISCONNECT 0x93"
+    ),
+    "max_inflight": "unacknowledged QoS 1/2 publishes sent to a client (Mosquitto max_inflight_messages)",
+    "max_queued_messages": "messages queued for one subscription filter of a session; past it the oldest are dropped",
+    "topic_alias_maximum": "topic aliases a client may set (Topic Alias Maximum; 0: none)",
+    "server_topic_alias_maximum": (
+        "topic aliases the server sets toward an MQTT 5 client that takes them (at most the client's Topic Alias"
+        " Maximum; Mosquitto's development branch calls it max_topic_alias_broker); 0: none"
+    ),
+    "message_cache_mb": "memory for recent messages kept decoded, so a fan-out reads the log once",
+    "session_expiry_max_s": "the longest a disconnected session is kept (3.1.1 persistent sessions get this)",
+    "connect_timeout_s": "a connection must send CONNECT within this long",
+    "max_keepalive": (
+        "longest keep alive in seconds a client may use (0: no maximum; Mosquitto max_keepalive); past it, or at 0,"
+        " an MQTT 5 client gets it as Server Keep Alive, an MQTT 3.1.1 client CONNACK 2"
+    ),
+    "sys_interval": (
+        "seconds between updates of the $SYS/broker/... topics (Mosquitto's sys_interval), 0 to 65535; 0: no $SYS"
+    ),
+}
+
+GRPC_KEY_HELP = {
+    "enabled": "open the RocketMQ 5 gRPC endpoint (apache.rocketmq.v2.MessagingService)",
+    "host": "address the gRPC endpoint binds to",
+    "port": "gRPC port (RocketMQ proxy's 8081; 0: a free port, named in the ready line as grpc=HOST:PORT)",
+    "certfile": "PEM certificate (chain) for TLS on the gRPC port; with keyfile (unset: plaintext)",
+    "keyfile": "PEM private key of certfile",
+    "acl_file": (
+        "RocketMQ plain_acl.yml: access keys, secret keys and their topic and group permissions (unset: no access"
+        " control)"
+    ),
+}
+
+HTTP_KEY_HELP = {
+    "enabled": "open the HTTP port (admin API, dashboard, metrics, the connector and EventBridge HTTP APIs)",
+    "host": "address the HTTP port binds to (loopback by default: the API can make mqgate write files)",
+    "port": "HTTP port (RocketMQ Connect's 8082; 0: a free port, named in the ready line as http=HOST:PORT)",
+    "token": (
+        "bearer token every request must carry (Authorization: Bearer TOKEN); unset: no authentication; mqgate"
+        " config does not print it"
+    ),
+    "admin_users": (
+        "users of [mqtt] password_file with the admin role: they may use the HTTP port (admin API, dashboard) with"
+        " HTTP Basic and their password; empty: the token alone"
+    ),
+}
