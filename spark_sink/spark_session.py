@@ -5,15 +5,17 @@ they must agree on `spark.master`. The session is started by the first task that
 last one releases it. Starting takes seconds (a JVM is launched): call `acquire` and `release` from a thread,
 never from the event loop. Started outside the main thread, PySpark leaves mqgate's SIGINT handler alone.
 
-A JVM that died (killed, out of memory) is noticed at the next `acquire`, and a new one is started.
+A JVM that died (killed, out of memory) is noticed at the next `acquire`, and a new one is started. A start
+that fails is tried again, up to START_ATTEMPTS times.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spark_sink.errors import SparkSessionError
 
@@ -30,6 +32,10 @@ DEFAULT_SETTINGS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
 }
+
+# Starts of the JVM before a task fails (see _start), a second apart.
+START_ATTEMPTS = 3
+START_RETRY_S = 1.0
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
@@ -57,6 +63,26 @@ def _forget_dead_jvm() -> None:
     SparkSession._activeSession = None
 
 
+def _start(builder: Any, master: str) -> SparkSession:
+    """Start the JVM and its session, trying START_ATTEMPTS times: PySpark forks the JVM's launcher with a
+    preexec_fn, which can fail in a process whose other threads (gRPC's, the store's) hold locks at the moment of
+    the fork; the child then dies before it sends its port (JAVA_GATEWAY_EXITED), and a second fork succeeds."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        log.info("starting Spark on %s%s", master, f" (attempt {attempt})" if attempt > 1 else "")
+        try:
+            session: SparkSession = builder.getOrCreate()
+            return session
+        except Exception as exc:
+            _forget_dead_jvm()
+            if attempt == START_ATTEMPTS:
+                raise SparkSessionError(
+                    f"cannot start Spark on {master!r}: {exc}; is Java 17 or later installed (java -version)?"
+                ) from exc
+            log.warning("starting Spark on %s failed (%s); trying again in %.0f s", master, exc, START_RETRY_S)
+            time.sleep(START_RETRY_S)
+    raise AssertionError("unreachable")
+
+
 def acquire(master: str, settings: Mapping[str, str] | None = None) -> SparkSession:
     """The shared session on `master`, started if needed (blocking: seconds)."""
     global _session, _master, _users
@@ -76,14 +102,7 @@ def acquire(master: str, settings: Mapping[str, str] | None = None) -> SparkSess
             builder = SparkSession.builder.master(master).appName(APP_NAME)
             for key, value in {**DEFAULT_SETTINGS, **(settings or {})}.items():
                 builder = builder.config(key, value)
-            log.info("starting Spark on %s", master)
-            try:
-                _session = builder.getOrCreate()
-            except Exception as exc:
-                _forget_dead_jvm()
-                raise SparkSessionError(
-                    f"cannot start Spark on {master!r}: {exc}; is Java 17 or later installed (java -version)?"
-                ) from exc
+            _session = _start(builder, master)
             _master = master
         _users += 1
         return _session
