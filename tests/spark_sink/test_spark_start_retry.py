@@ -18,7 +18,7 @@ class FlakyBuilder:
         self.calls = 0
         self.session = object()
 
-    def getOrCreate(self) -> object:  # noqa: N802 (PySpark's name)
+    def getOrCreate(self) -> object:  # PySpark's name
         self.calls += 1
         if self.calls <= self.failures:
             raise RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number.")
