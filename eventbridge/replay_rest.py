@@ -45,7 +45,8 @@ def add_routes(app: web.Application, runtime: EventBridgeRuntime) -> None:
     app.router.add_post("/dead-letters/{topic}/redrive", redrive_dead_letters)
 
 
-async def _json_object(request: web.Request) -> dict[str, Any]:
+async def json_object(request: web.Request) -> dict[str, Any]:
+    """The request's body as a JSON object ({} when empty); 400 saying what is wrong otherwise."""
     text = await request.read()
     if not text.strip():
         return {}
@@ -74,7 +75,7 @@ def _refusal(exc: Exception) -> web.HTTPException:
 
 
 async def start_replay(request: web.Request) -> web.Response:
-    body = await _json_object(request)
+    body = await json_object(request)
     missing = [field for field in ("from", "to") if field not in body]
     if missing:
         raise web.HTTPBadRequest(text=f'give {{"from": ..., "to": ...}} (missing: {", ".join(missing)})')
@@ -161,7 +162,7 @@ def page_json(page: DeadLetterPage) -> dict[str, Any]:
 
 async def redrive_dead_letters(request: web.Request) -> web.Response:
     topic = request.match_info["topic"]
-    body = await _json_object(request)
+    body = await json_object(request)
     rule, target = _optional_string(body, "rule"), _optional_string(body, "target")
     if target is not None and rule is None:
         raise web.HTTPBadRequest(text="'target': give its 'rule' too (target ids are per rule)")

@@ -42,9 +42,9 @@ from core import (
     TopicConfig,
     topic_kind,
 )
+from eventbridge.replay_rest import json_object
 from mqgate.admin_json import (
-    core_errors,
-    json_object,
+    add_core_routes,
     optional_bool,
     optional_int,
     parse_perm,
@@ -92,8 +92,7 @@ def add_routes(app: web.Application, context: AdminContext) -> None:
         ("GET", "/admin/store", store_report),
         ("GET", "/admin/overview", overview),
     ]
-    for method, path, handler in routes:
-        app.router.add_route(method, path, core_errors(handler))
+    add_core_routes(app, routes)
 
 
 def _broker(request: web.Request) -> Broker:

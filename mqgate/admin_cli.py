@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from mqgate.admin_message_cli import add_message_parser
-from mqgate.admin_output import choose, emit, quote, table, time_arg
+from mqgate.command_output import choose, emit, quote, table, time_arg
 from mqgate.connect_cli import EXIT_USAGE, CliError, RestClient, add_server_options
 from mqgate.terminal_output import progress_bar
 

@@ -9,8 +9,7 @@ Core errors map as their meaning says (core/errors.py): "no such thing" (LookupE
 from __future__ import annotations
 
 import base64
-import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -57,17 +56,10 @@ def core_errors(handler: Handler) -> Handler:
     return answer
 
 
-async def json_object(request: web.Request) -> dict[str, Any]:
-    text = await request.read()
-    if not text.strip():
-        return {}
-    try:
-        body = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise web.HTTPBadRequest(text=f"the body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text="the body must be a JSON object")
-    return body
+def add_core_routes(app: web.Application, routes: Sequence[tuple[str, str, Handler]]) -> None:
+    """(method, path, handler) routes, each answering the core's errors as `refusal` says."""
+    for method, path, handler in routes:
+        app.router.add_route(method, path, core_errors(handler))
 
 
 def optional_int(source: dict[str, Any], field: str, low: int = 0, high: int | None = None) -> int | None:

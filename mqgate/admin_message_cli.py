@@ -8,7 +8,7 @@ import argparse
 import urllib.parse
 from typing import Any
 
-from mqgate.admin_output import choose, emit, quote, table, time_arg
+from mqgate.command_output import choose, emit, quote, table, time_arg
 from mqgate.connect_cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, RestClient
 from mqgate.terminal_output import progress_bar, stdout_console
 

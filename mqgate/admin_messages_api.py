@@ -34,8 +34,9 @@ from core import (
     ResendSummary,
     StoredMessage,
 )
+from eventbridge.replay_rest import json_object
 from mqgate.admin_api import CONTEXT_KEY
-from mqgate.admin_json import core_errors, json_object, message_json, optional_int, refusal, time_ms
+from mqgate.admin_json import add_core_routes, message_json, optional_int, refusal, time_ms
 
 DEAD_LETTER_PAGE = 32
 MAX_DEAD_LETTER_PAGE = 1000
@@ -49,8 +50,7 @@ def add_routes(app: web.Application) -> None:
         ("GET", "/admin/dead-letters/{group}", list_dead_letters),
         ("POST", "/admin/dead-letters/{group}/resend", resend_dead_letters),
     ]
-    for method, path, handler in routes:
-        app.router.add_route(method, path, core_errors(handler))
+    add_core_routes(app, routes)
 
 
 def _broker(request: web.Request) -> Broker:

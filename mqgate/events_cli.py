@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 import urllib.parse
-from typing import Any
 
 from rich.table import Table
 
@@ -24,6 +23,7 @@ from eventbridge.bus import default_dead_letter_topic
 from eventbridge.errors import ReprocessError
 from eventbridge.rule_model import DEFAULT_BUS
 from eventbridge.time_range import parse_time_ms
+from mqgate.command_output import choose
 from mqgate.connect_cli import EXIT_OK, EXIT_USAGE, CliError, RestClient, add_server_options
 from mqgate.terminal_output import stdout_console, working
 
@@ -80,22 +80,14 @@ def add_events_parser(
     redrive.add_argument("--rule", help="only this rule's dead letters (a name on the bus, or BUS/RULE)")
     redrive.add_argument("--target", metavar="ID", help="only this target's (with --rule)")
     redrive.set_defaults(events_handler=_dlq_redrive)
-    dlq.set_defaults(events_handler=_choose(dlq, "list, redrive"))
-    events.set_defaults(handler=cmd_events, events_handler=_choose(events, "replay, dlq"))
+    dlq.set_defaults(events_handler=choose(dlq, "list, redrive"))
+    events.set_defaults(handler=cmd_events, events_handler=choose(events, "replay, dlq"))
 
 
 def _add_topic_options(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--topic", help="a dead-letter topic (a target's dead_letter_topic)")
     where.add_argument("--bus", help=f"the bus's default dead-letter topic (default: bus {DEFAULT_BUS!r})")
-
-
-def _choose(parser: argparse.ArgumentParser, actions: str) -> Any:
-    def choose(_client: RestClient, _args: argparse.Namespace) -> int:
-        parser.print_usage(sys.stderr)
-        raise CliError(f"{parser.prog}: choose an action: {actions}", EXIT_USAGE)
-
-    return choose
 
 
 def cmd_events(args: argparse.Namespace) -> int:

@@ -13,6 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+
 ROOT = Path(__file__).resolve().parents[1]
 # Generous: a loaded machine can take seconds to start Python and import everything.
 START_TIMEOUT_S = 60.0
@@ -86,3 +89,15 @@ class ServeProcess:
             self.process.kill()
             self.process.wait(timeout=STOP_TIMEOUT_S)
         self._close()
+
+
+def mqtt_client(serve: ServeProcess, client_id: str, clean: bool = True, v5: bool = False) -> paho.Client:
+    """A paho client connected to the server's MQTT listener, its network loop running in a thread."""
+    host, port = serve.ready["mqtt"].rsplit(":", 1)
+    if v5:
+        client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv5)
+    else:
+        client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
+    client.connect(host, int(port))
+    client.loop_start()
+    return client

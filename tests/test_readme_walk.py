@@ -160,7 +160,8 @@ class Walk:
             self.background.append(Background(self.substitute(step.command), self.repo, self.env))
         expected = [self.substitute(line) for line in step.expected]
         deadline = time.monotonic() + WAIT_S
-        output = self._run_once(step, what) if step.how in (None, "repeat") else []
+        # A repeated step may fail until what it reads is there (the Spark table before its first batch).
+        output = self._run_once(step, what, must_succeed=step.how is None) if step.how in (None, "repeat") else []
         while True:
             since = [lines[before.get(source, 0) :] for source, lines in self.others().items()]
             if any(shows(expected, lines) for lines in [output, *since]):

@@ -21,11 +21,10 @@ from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
-from paho.mqtt.enums import CallbackAPIVersion
 from rocketmq import FilterExpression, Message, Producer, SimpleConsumer
 
 from tests.core.grpc.serving import client_config, eventually, receive_all, start, write_groups
-from tests.serve_process import ROOT, ServeProcess
+from tests.serve_process import ROOT, ServeProcess, mqtt_client
 
 pytestmark = pytest.mark.slow
 
@@ -63,14 +62,6 @@ def http(url: str, method: str = "GET", auth: str | None = None, body: object = 
 
 def basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-def mqtt_client(serve: ServeProcess, client_id: str, clean: bool) -> paho.Client:
-    host, port = serve.ready["mqtt"].rsplit(":", 1)
-    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
-    client.connect(host, int(port))
-    client.loop_start()
-    return client
 
 
 class Gateway:

@@ -9,13 +9,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import paho.mqtt.client as paho
 import pytest
-from paho.mqtt.enums import CallbackAPIVersion
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.core.grpc.serving import start
-from tests.serve_process import ServeProcess
+from tests.serve_process import ServeProcess, mqtt_client
 
 pytestmark = pytest.mark.slow
 
@@ -34,14 +32,6 @@ CHROMIUM_ARGS = [
 ]
 READINGS = 3
 WAIT_MS = 30_000
-
-
-def mqtt_client(serve: ServeProcess, client_id: str, clean: bool) -> paho.Client:
-    host, port = serve.ready["mqtt"].rsplit(":", 1)
-    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
-    client.connect(host, int(port))
-    client.loop_start()
-    return client
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,13 @@ from pathlib import Path
 import aiohttp
 import paho.mqtt.client as paho
 import pytest
-from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from rocketmq import FilterExpression, Message, Producer, SimpleConsumer
 
 from tests.core.grpc.serving import WAIT_S, client_config, receive_all, start
 from tests.eventbridge.target_server import TargetServer
-from tests.serve_process import ServeProcess
+from tests.serve_process import ServeProcess, mqtt_client
 
 pytestmark = pytest.mark.slow
 
@@ -54,19 +53,11 @@ def serve(tmp_path: Path, target: TargetServer) -> Iterator[ServeProcess]:
     assert process.stop() == 0
 
 
-def mqtt_client(serve: ServeProcess, client_id: str) -> paho.Client:
-    host, port = serve.ready["mqtt"].rsplit(":", 1)
-    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv5)
-    client.connect(host, int(port))
-    client.loop_start()
-    return client
-
-
 def test_an_mqtt_publish_reaches_a_rocketmq_simple_consumer(serve: ServeProcess) -> None:
     config = client_config(serve)
     consumer = SimpleConsumer(config, "from-mqtt", {"sensors": FilterExpression()}, await_duration=5)
     consumer.startup()
-    publisher = mqtt_client(serve, "thermo-1")
+    publisher = mqtt_client(serve, "thermo-1", v5=True)
     try:
         properties = Properties(PacketTypes.PUBLISH)
         properties.UserProperty = [("unit", "C"), ("site", "north")]
@@ -90,7 +81,7 @@ async def test_a_rocketmq_message_reaches_an_mqtt_subscriber_and_an_eventbridge_
     arrived: list[paho.MQTTMessage] = []
     subscribed = threading.Event()
     got_it = threading.Event()
-    subscriber = mqtt_client(serve, "dashboard")
+    subscriber = mqtt_client(serve, "dashboard", v5=True)
     subscriber.on_subscribe = lambda *_: subscribed.set()
 
     def on_message(_client: paho.Client, _userdata: object, message: paho.MQTTMessage) -> None:

@@ -1,5 +1,6 @@
-"""What the `mqgate admin` commands share: how they print (tables, whole rows off a terminal; the API's JSON with
---json) and the forms of their arguments (names quoted into paths, times)."""
+"""What the commands that speak to a running `mqgate serve` share (`mqgate admin`, `mqgate events`): how they
+print (tables, whole rows off a terminal; the API's JSON with --json), the forms of their arguments (names quoted
+into paths, times), and their answer to a command given without its action."""
 
 from __future__ import annotations
 
