@@ -37,7 +37,7 @@ audit_log = logging.getLogger("mqgate.audit")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ErrorResponse = Callable[[int, str, dict[str, str]], web.Response]
 # Where a request's verified identity is kept for the handlers and the audit line.
-IDENTITY_KEY = "mqgate.identity"
+IDENTITY_KEY = web.RequestKey("mqgate_identity", str)
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # One header per scheme: browsers read a list of challenges in one header poorly, and look for Basic to prompt.
 CHALLENGES = ('Basic realm="mqgate", charset="UTF-8"', 'Bearer realm="mqgate"')
