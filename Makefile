@@ -13,7 +13,10 @@ DEB_PACKAGES += chromium
 # The Spark sink's PySpark runs a JVM: Java 17, unless a java is already on the PATH.
 DEB_PACKAGES += $(if $(shell command -v java 2>/dev/null),,openjdk-17-jre-headless)
 
-.PHONY: run test lint deb clean
+.PHONY: run test lint deb clean compiled uncompiled
+# Modules compiled with mypyc from their own .py: the list is [tool.mqgate] compiled in pyproject.toml.
+COMPILED := $(shell $(PYTHON) -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["tool"]["mqgate"]["compiled"]))')
+COMPILED_STAMP := $(VENV)/.compiled
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,15 +56,29 @@ deb:
 	  esac; \
 	fi
 
-run: $(STAMP) deb
+# Built again when a listed .py changes. Where mypyc or the C compiler fails, the interpreted modules run (say so
+# and go on): the .py files are the same code.
+$(COMPILED_STAMP): $(STAMP) $(COMPILED) pyproject.toml
+	@echo "compiling $(words $(COMPILED)) modules with mypyc (log: $(VENV)/mypyc.log)"
+	@# setuptools keeps an unchanged build's old time stamp: touched, the modules are newer than their sources.
+	@if $(BIN)/mypyc $(COMPILED) > $(VENV)/mypyc.log 2>&1; then \
+	  for source in $(COMPILED); do touch "$${source%.py}".cpython-*.so; done; touch $@; \
+	else echo "mypyc failed (see $(VENV)/mypyc.log): the interpreted modules run"; $(MAKE) --no-print-directory uncompiled; fi
+
+compiled: $(COMPILED_STAMP)
+
+uncompiled:
+	rm -f $(foreach source,$(COMPILED),$(basename $(source)).cpython-*.so) *__mypyc.cpython-*.so $(COMPILED_STAMP)
+
+run: $(STAMP) $(COMPILED_STAMP) deb
 	$(BIN)/mqgate serve --data-dir $(DATA_DIR)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: $(STAMP) deb lint
+test: $(STAMP) $(COMPILED_STAMP) deb lint
 	$(BIN)/python -m pytest -q -ra
 
-clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+clean: uncompiled
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build

@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.compiled_report import compiled_state
 from core.store.config import FlushMode, StoreConfig
 from core.store.message import Message
 from core.store.message_id import UniqueIdGenerator
@@ -137,6 +138,7 @@ def main() -> None:
                 disk.append(baseline)
                 rates[writers].append(rate * 4096 / MiB)
                 ratios[writers].append(rate * 4096 / MiB / baseline)
+        print(f"store.compiled={compiled_state('core.store')}", flush=True)
         emit("store.raw_disk.mb_per_s", median(disk))
         for writers in (1, 8, 64):
             suffix = "" if writers == 1 else f".{writers}w"

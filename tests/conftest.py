@@ -1,6 +1,9 @@
 import logging
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.compiled_modules import stale
 
 logging.getLogger("core").setLevel(logging.INFO)
 
@@ -8,3 +11,15 @@ logging.getLogger("core").setLevel(logging.INFO)
 # fail on the machine's mood, not on our code. Examples are still random, so real bugs are still found.
 settings.register_profile("mqgate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("mqgate")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Python imports a compiled module in preference to its .py, even an older build: stop rather than test old
+    code."""
+    old = stale()
+    if old:
+        pytest.exit(
+            f"compiled modules older than their source: {', '.join(old)}; run `make compiled` to build them again,"
+            " or `make uncompiled` to test the interpreted modules",
+            returncode=2,
+        )
