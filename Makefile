@@ -58,17 +58,18 @@ deb:
 
 # Built again when a listed .py changes. Where mypyc or the C compiler fails, the interpreted modules run (say so
 # and go on): the .py files are the same code.
-$(COMPILED_STAMP): $(STAMP) $(COMPILED) pyproject.toml
+$(COMPILED_STAMP): $(STAMP) $(COMPILED) pyproject.toml mqgate/compile_modules.py
 	@echo "compiling $(words $(COMPILED)) modules with mypyc (log: $(VENV)/mypyc.log)"
 	@# setuptools keeps an unchanged build's old time stamp: touched, the modules are newer than their sources.
-	@if $(BIN)/mypyc $(COMPILED) > $(VENV)/mypyc.log 2>&1; then \
+	@if $(BIN)/python -m mqgate.compile_modules > $(VENV)/mypyc.log 2>&1; then \
 	  for source in $(COMPILED); do touch "$${source%.py}".cpython-*.so; done; touch $@; \
 	else echo "mypyc failed (see $(VENV)/mypyc.log): the interpreted modules run"; $(MAKE) --no-print-directory uncompiled; fi
 
 compiled: $(COMPILED_STAMP)
 
 uncompiled:
-	rm -f $(foreach source,$(COMPILED),$(basename $(source)).cpython-*.so) *__mypyc.cpython-*.so $(COMPILED_STAMP)
+	rm -f $(foreach source,$(COMPILED),$(basename $(source)).cpython-*.so) core/mypyc_runtime__mypyc.cpython-*.so \
+	  $(COMPILED_STAMP)
 
 run: $(STAMP) $(COMPILED_STAMP) deb
 	$(BIN)/mqgate serve --data-dir $(DATA_DIR)

@@ -4,18 +4,15 @@
 from __future__ import annotations
 
 import importlib
-import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from mqgate.compile_modules import compiled_sources
 
 
 def compiled_state(package: str = "") -> str:
-    """"1" when every listed module under `package` (a dotted prefix; "" for all) is imported compiled, "0" when
+    """ "1" when every listed module under `package` (a dotted prefix; "" for all) is imported compiled, "0" when
     none is, "partial" otherwise."""
-    with open(ROOT / "pyproject.toml", "rb") as file:
-        sources = tomllib.load(file)["tool"]["mqgate"]["compiled"]
-    names = [".".join(Path(source).with_suffix("").parts) for source in sources]
+    names = [".".join(Path(source).with_suffix("").parts) for source in compiled_sources()]
     states = {
         Path(importlib.import_module(name).__file__ or "").suffix not in (".py", ".pyc")
         for name in names

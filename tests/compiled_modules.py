@@ -8,17 +8,17 @@ import importlib
 import importlib.machinery
 import importlib.util
 import sys
-import tomllib
 from pathlib import Path
 from types import ModuleType
+
+from mqgate import compile_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE_SUFFIX = "__pure"
 
 
 def compiled_sources() -> list[Path]:
-    with open(ROOT / "pyproject.toml", "rb") as file:
-        return [ROOT / name for name in tomllib.load(file)["tool"]["mqgate"]["compiled"]]
+    return [ROOT / name for name in compile_modules.compiled_sources()]
 
 
 def module_name(source: Path) -> str:
