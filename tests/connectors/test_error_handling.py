@@ -36,6 +36,9 @@ async def produce(broker, *bodies: bytes) -> None:
     producer = Producer(broker)
     for body in bodies:
         await producer.send("in", body, sharding_key="k")  # one queue: offsets 0, 1, 2
+    # All in the consume queue before a task reads: its first batch holds every record (a read while the
+    # dispatcher lags could take the first alone, and flush it before the bad one fails the task).
+    assert await broker.wait_visible()
 
 
 async def dead_letters(broker, topic: str) -> list:
