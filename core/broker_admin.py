@@ -192,9 +192,10 @@ class BrokerAdmin:
         """The groups that consume `topic` (offsets or live subscriptions), sorted."""
         return [group for group in self.groups() if topic in self.topics_of(group)]
 
-    def consumer_progress(self, group: str) -> list[QueueProgress]:
-        """Per queue of every topic the group consumes: broker offset, committed offset, lag and last consume time.
-        GroupNotFoundError when the broker knows nothing of the group."""
+    def consumer_progress(self, group: str, last_consume: bool = True) -> list[QueueProgress]:
+        """Per queue of every topic the group consumes: broker offset, committed offset, lag and last consume time
+        (with `last_consume` False, None: finding it reads a record per queue, which a list of every group's lag
+        does not need). GroupNotFoundError when the broker knows nothing of the group."""
         self._check_known(group)
         broker = self._broker
         progress = []
@@ -211,7 +212,7 @@ class BrokerAdmin:
                 committed = broker.query_offset(group, topic, queue_id)
                 # No offset yet: everything still in the queue is ahead of the group.
                 lag = max(0, high - (committed if committed >= 0 else broker.min_offset(topic, queue_id)))
-                last = self._store_time(topic, queue_id, committed - 1) if committed > 0 else None
+                last = self._store_time(topic, queue_id, committed - 1) if last_consume and committed > 0 else None
                 progress.append(QueueProgress(topic, queue_id, high, committed, lag, last))
         return progress
 

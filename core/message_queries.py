@@ -109,6 +109,11 @@ def check_time_range(begin_ms: int, end_ms: int) -> None:
         )
 
 
+def check_count(what: str, max_count: int) -> None:
+    if not isinstance(max_count, int) or not 1 <= max_count <= MAX_QUERY_COUNT:
+        raise IllegalArgumentError(f"{what}: max count {max_count!r} is out of range; give 1 to {MAX_QUERY_COUNT}")
+
+
 def check_id(what: str, value: str) -> None:
     """A unique id or key to look up: the index holds a message's KEYS split at spaces, so a value with whitespace
     was never indexed whole."""
@@ -159,11 +164,7 @@ class MessageQueries:
         self._check_topic(topic)
         check_id("key", key)
         check_time_range(begin_ms, end_ms)
-        if not isinstance(max_count, int) or not 1 <= max_count <= MAX_QUERY_COUNT:
-            raise IllegalArgumentError(
-                f"query of key {key!r} in topic {topic!r}: max count {max_count!r} is out of range; give 1 to"
-                f" {MAX_QUERY_COUNT}"
-            )
+        check_count(f"query of key {key!r} in topic {topic!r}", max_count)
         store = self._broker.store
         asked = 2 * max_count
         while True:
@@ -184,11 +185,7 @@ class MessageQueries:
         until past end_ms."""
         self._check_topic(topic)
         check_time_range(begin_ms, end_ms)
-        if not isinstance(max_count, int) or not 1 <= max_count <= MAX_QUERY_COUNT:
-            raise IllegalArgumentError(
-                f"query of topic {topic!r} by time: max count {max_count!r} is out of range; give 1 to"
-                f" {MAX_QUERY_COUNT}"
-            )
+        check_count(f"query of topic {topic!r} by time", max_count)
         store = self._broker.store
         found: list[StoredMessage] = []
         for queue_id in range(self._broker.topic_config(topic).read_queue_nums):

@@ -209,7 +209,7 @@ async def list_groups(request: web.Request) -> web.Response:
     groups = []
     for group in admin.groups():
         config = admin.group_config(group)
-        progress = admin.consumer_progress(group)
+        progress = admin.consumer_progress(group, last_consume=False)
         groups.append(
             {
                 "group": group,
