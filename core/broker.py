@@ -272,6 +272,12 @@ class Broker:
         once every message stored before them has been heard. A listener that raises is logged; the send stands."""
         self._stored.add(listener)
 
+    @property
+    def sends_may_wait(self) -> bool:
+        """Whether `send` and `send_batch` may suspend before they answer: only under SYNC_FLUSH, for the disk.
+        Otherwise they answer (or raise) without awaiting anything, and a caller's timeout cannot expire."""
+        return self._sync
+
     def _prepare(self, message: Message) -> Route:
         route = self._check_route(message.topic, message.queue_id)
         hooks = self._send_hooks

@@ -14,7 +14,6 @@ delayed or transactional message in place when it parks it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import logging
 import zlib
@@ -111,7 +110,11 @@ class Producer:
             unique_id = properties[PROPERTY_UNIQ_KEY] = self.broker.ids.next_id()
         send = self.broker.send
         return await send_with_retries(
-            lambda: send(_fresh_copy(message)), policy, _stored_ok, f"topic {message.topic!r}: message {unique_id}"
+            lambda: send(_fresh_copy(message)),
+            policy,
+            _stored_ok,
+            f"topic {message.topic!r}: message {unique_id}",
+            self.broker.sends_may_wait,
         )
 
     def send_async(
@@ -154,6 +157,7 @@ class Producer:
             self.send_policy,
             lambda results: all(result.status is SendStatus.SEND_OK for result in results),
             f"topic {topic!r}: batch of {len(messages)} from message {ids[0] if ids else None}",
+            self.broker.sends_may_wait,
         )
 
     async def shutdown(self) -> None:
@@ -163,7 +167,21 @@ class Producer:
 
 
 def _fresh_copy(message: Message) -> Message:
-    return dataclasses.replace(message, properties=dict(message.properties))
+    """A copy for one attempt, with properties of its own (the broker adds to them). Built field by field:
+    dataclasses.replace took a tenth of a send."""
+    return Message(
+        message.topic,
+        message.body,
+        message.queue_id,
+        dict(message.properties),
+        message.flag,
+        message.sys_flag,
+        message.born_timestamp,
+        message.born_host,
+        message.reconsume_times,
+        message.prepared_transaction_offset,
+        message.light_queues,
+    )
 
 
 def _stored_ok(result: SendResult) -> bool:

@@ -60,10 +60,14 @@ async def send_with_retries(
     policy: SendRetryPolicy,
     stored_ok: Callable[[Result], bool],
     what: str,
+    may_wait: bool = True,
 ) -> Result:
     """Run `attempt` until it succeeds, as `policy` allows; `what` names the message in logs and errors ("topic 't':
     message <UNIQ_KEY>"). Returns the attempt's result; raises RequestTimeoutError when time runs out, the last
-    ServiceNotAvailableError when every attempt was refused, or at once whatever else an attempt raises."""
+    ServiceNotAvailableError when every attempt was refused, or at once whatever else an attempt raises.
+
+    `may_wait=False` says an attempt answers without suspending (an in-process broker under ASYNC_FLUSH): it cannot
+    outlast the deadline, so no timer is armed for it (the timer cost a fifth of such a send)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + policy.timeout_ms / 1000
     pause = FIRST_PAUSE_S
@@ -74,18 +78,11 @@ async def send_with_retries(
         left = deadline - loop.time()
         if left <= 0:
             raise _timed_out(what, policy, number - 1, refused, not_ok is not None)
-        scope = asyncio.timeout(left)
         try:
-            async with scope:
+            if may_wait:
+                result = await _attempt_within(attempt, left, what, policy, number, attempts)
+            else:
                 result = await attempt()
-        except TimeoutError:
-            if not scope.expired():
-                raise
-            raise RequestTimeoutError(
-                f"{what}: no answer within send_msg_timeout_ms {policy.timeout_ms} (attempt {number} of {attempts} was"
-                " cut off while the broker stored it); the message may or may not have been stored: look it up by its"
-                " UNIQ_KEY before sending it again"
-            ) from None
         except ServiceNotAvailableError as exc:
             refused = exc
             if number < attempts:
@@ -107,6 +104,28 @@ async def send_with_retries(
     assert refused is not None
     times = "once" if attempts == 1 else f"{attempts} times"
     raise ServiceNotAvailableError(f"{what}: refused {times}, the last time: {refused}") from refused
+
+
+async def _attempt_within(
+    attempt: Callable[[], Awaitable[Result]],
+    left: float,
+    what: str,
+    policy: SendRetryPolicy,
+    number: int,
+    attempts: int,
+) -> Result:
+    scope = asyncio.timeout(left)
+    try:
+        async with scope:
+            return await attempt()
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        raise RequestTimeoutError(
+            f"{what}: no answer within send_msg_timeout_ms {policy.timeout_ms} (attempt {number} of {attempts} was"
+            " cut off while the broker stored it); the message may or may not have been stored: look it up by its"
+            " UNIQ_KEY before sending it again"
+        ) from None
 
 
 def _timed_out(

@@ -155,3 +155,25 @@ async def test_an_attempt_cut_off_by_the_timeout_may_have_stored_the_message(mak
     with pytest.raises(RequestTimeoutError, match=r"attempt 1 of 3 was cut off .* may or may not have been stored"):
         await producer.send("slow", b"maybe")
     assert [m.body for m in await stored_in(broker, "slow")] == [b"maybe"]
+
+
+def test_each_attempt_sends_a_copy_of_every_field_with_properties_of_its_own():
+    # Built field by field for speed: a field added to Message and not copied would be lost on every send.
+    from dataclasses import fields
+
+    from core.client.producer import _fresh_copy
+    from core.store.message import Message
+
+    values = {"topic": "t", "body": b"b", "queue_id": 3, "properties": {"a": "1"}, "flag": 4, "sys_flag": 5,
+              "born_timestamp": 6, "born_host": ("10.0.0.1", 7), "reconsume_times": 8,
+              "prepared_transaction_offset": 9, "light_queues": ("%LMQ%x",)}  # fmt: skip
+    assert set(values) == {field.name for field in fields(Message)}
+    original = Message(**values)
+    copy = _fresh_copy(original)
+    assert copy == original and copy.properties is not original.properties
+
+
+async def test_only_a_broker_that_waits_for_the_disk_has_sends_that_may_wait(make_broker, tmp_path):
+    # Producers arm a send timer only for a broker whose sends may suspend: the others answer at once.
+    assert not (await make_broker(tmp_path / "a", flush_mode=FlushMode.ASYNC_FLUSH)).sends_may_wait
+    assert (await make_broker(tmp_path / "s", flush_mode=FlushMode.SYNC_FLUSH)).sends_may_wait
