@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.compiled_report import compiled_state
 from core.broker import Broker
 from core.client import ConsumeFromWhere, ConsumeStatus, Producer, PushConsumer, PushConsumerOptions
 from core.store.config import StoreConfig
@@ -111,6 +112,7 @@ def main() -> None:
             stores.append(store_rate(Path(work), count))
             both.append(run_on_event_loop(produce_consume(Path(work), count)))
             ratios.append(both[-1] / stores[-1])
+    print(f"broker.compiled={compiled_state('core')}")
     print(f"broker.store_append.msgs_per_s={statistics.median(stores):.0f}")
     print(f"broker.produce_consume.msgs_per_s={statistics.median(both):.0f}")
     print(f"broker.produce_consume.ratio_to_store={statistics.median(ratios):.3f}")

@@ -54,6 +54,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.compiled_report import compiled_state
 from core.broker import Broker
 from core.store.config import FlushMode, StoreConfig
 from core.store.message_store import MessageStore
@@ -341,6 +342,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=("match", "deliver", "serve"), help="run one part (default: all)")
     args = parser.parse_args()
+    # The `serve` part's `mqgate serve` runs from this tree and venv: it imports the same files this process finds.
+    print(f"eventbridge.compiled={compiled_state()}", flush=True)
     if args.only in (None, "match"):
         match(5_000 if args.quick else 50_000, args.rounds)
     if args.only in (None, "deliver"):

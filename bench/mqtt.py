@@ -75,6 +75,7 @@ from threading import BrokenBarrierError
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 from mqtt_load import (
     PublisherJob,
@@ -85,6 +86,8 @@ from mqtt_load import (
     run_subscribers,
 )
 from serve_child import serve_command
+
+from bench.compiled_report import compiled_state
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKERS = ("mqgate", "mosquitto", "amqtt")
@@ -640,6 +643,9 @@ def main() -> int:
 
 def report(results: dict[tuple[str, str], list[RunResult]], brokers: Sequence[str], names: Sequence[str]) -> None:
     unit = {"qos0": "msgs_per_s", "qos1": "msgs_per_s", "fanout": "deliveries_per_s"}
+    if "mqgate" in brokers:
+        # `mqgate serve` runs from this tree and venv: it imports the same files this process finds.
+        print(f"mqtt.compiled={compiled_state()}", flush=True)
     for scenario in names:
         for name in brokers:
             runs = results[(scenario, name)]
