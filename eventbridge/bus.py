@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -82,7 +81,7 @@ def decode_event(body: bytes) -> dict[str, Any]:
     try:
         # orjson reads an integer past 64 bits as a float, silently: a body with such a run of digits (or a long
         # number or digit string, which cost nothing to read the slow way) goes to the stdlib.
-        event = orjson.loads(body) if _LONG_DIGITS.search(body) is None else _stdlib_decode(body)
+        event = orjson.loads(body) if _LONG_DIGITS not in body.translate(_DIGITS_AS_ZERO) else _stdlib_decode(body)
     except (UnicodeDecodeError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
         raise BusError(f"not a CloudEvent in JSON: {exc}") from None
     if not isinstance(event, dict) or not isinstance(event.get("id"), str):
@@ -90,8 +89,11 @@ def decode_event(body: bytes) -> dict[str, Any]:
     return event
 
 
-# Integers orjson reads exactly have at most 19 digits (2**64 - 1 has 20, but -2**63 - 1 has 19 and overflows).
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+# Integers orjson reads exactly have at most 19 digits (2**64 - 1 has 20, but -2**63 - 1 has 19 and overflows). A run
+# of 19 digits is found as 19 zeros once every digit reads as a zero: a tenth of the time a regular expression took
+# (3 us of a 4 us decode).
+_LONG_DIGITS = b"0" * 19
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 
 
 def _stdlib_decode(body: bytes) -> Any:
