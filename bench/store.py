@@ -95,9 +95,11 @@ async def run_appends(store: MessageStore, pool: list[Message], writers: int) ->
     return durable, visible
 
 
-def measure(directory: Path, mode: FlushMode, size: int, writers: int, count: int) -> tuple[float, float]:
+def measure(
+    directory: Path, mode: FlushMode, size: int, writers: int, count: int, index_process: bool
+) -> tuple[float, float]:
     store_dir = directory / f"store-{mode.value}-{size}-{writers}"
-    store = MessageStore(StoreConfig(store_dir=store_dir, flush_mode=mode))
+    store = MessageStore(StoreConfig(store_dir=store_dir, flush_mode=mode, index_process=index_process))
     store.open()
     try:
         pool = messages(count, size)
@@ -119,7 +121,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller volumes (finishes in under a minute)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per figure; the median is printed")
     parser.add_argument("--dir", type=Path, default=Path(__file__).resolve().parent.parent / ".bench-tmp")
+    parser.add_argument(
+        "--index-in-process",
+        action="store_true",
+        help="build the index in the appending process, as a store embedded in a program does (default: in a"
+        " process of its own, as `mqgate serve` does: [store] index_process)",
+    )
     args = parser.parse_args()
+    index_process = not args.index_in_process
     args.dir.mkdir(parents=True, exist_ok=True)
     quick = args.quick
     rounds = args.rounds
@@ -134,18 +143,22 @@ def main() -> None:
         for _ in range(rounds):
             for writers in (1, 8, 64):
                 baseline = raw_disk(directory, volume)
-                rate, _ = measure(directory, FlushMode.ASYNC_FLUSH, 4096, writers, volume // 4096)
+                rate, _ = measure(directory, FlushMode.ASYNC_FLUSH, 4096, writers, volume // 4096, index_process)
                 disk.append(baseline)
                 rates[writers].append(rate * 4096 / MiB)
                 ratios[writers].append(rate * 4096 / MiB / baseline)
         print(f"store.compiled={compiled_state('core.store')}", flush=True)
+        print(f"store.index_process={int(index_process)}", flush=True)
         emit("store.raw_disk.mb_per_s", median(disk))
         for writers in (1, 8, 64):
             suffix = "" if writers == 1 else f".{writers}w"
             emit(f"store.append.4k.async{suffix}.mb_per_s", median(rates[writers]))
             emit(f"store.append.4k.async{suffix}.ratio_to_disk", median(ratios[writers]))
         for writers in (1, 8, 64):
-            runs = [measure(directory, FlushMode.ASYNC_FLUSH, 128, writers, small_async) for _ in range(rounds)]
+            runs = [
+                measure(directory, FlushMode.ASYNC_FLUSH, 128, writers, small_async, index_process)
+                for _ in range(rounds)
+            ]
             suffix = "" if writers == 1 else f".{writers}w"
             emit(f"store.append.128b.async{suffix}.msgs_per_s", median([r[0] for r in runs]))
             emit(f"store.append.128b.async{suffix}.visible_msgs_per_s", median([r[1] for r in runs]))
@@ -154,7 +167,9 @@ def main() -> None:
             group_ratio: list[float] = []
             for _ in range(rounds):
                 for writers, count in sync_counts.items():
-                    sync[writers].append(measure(directory, FlushMode.SYNC_FLUSH, size, writers, count)[0])
+                    sync[writers].append(
+                        measure(directory, FlushMode.SYNC_FLUSH, size, writers, count, index_process)[0]
+                    )
                 group_ratio.append(sync[64][-1] / sync[1][-1])
             for writers in sync_counts:
                 emit(f"store.append.{label}.sync{writers}.msgs_per_s", median(sync[writers]))

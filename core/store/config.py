@@ -58,6 +58,9 @@ class StoreConfig:
     light_cq_entries_per_file: int = DEFAULT_LIGHT_CQ_ENTRIES_PER_FILE
     index_slots: int = DEFAULT_INDEX_SLOTS
     index_entries: int = DEFAULT_INDEX_ENTRIES
+    # Build the index in a process of its own (core.store.index_process) once the store is open: a quarter of an
+    # append's cost moves to another core. Off for a store embedded in a program; `mqgate serve` turns it on.
+    index_process: bool = False
     # Retention, as RocketMQ's fileReservedTime (hours) and deleteWhen ("04", or "04;05" for several hours).
     file_reserved_hours: float = 72.0
     delete_when: str = "04"

@@ -32,11 +32,14 @@ DispatchListener = Callable[[set[tuple[str, int]]], None]
 
 
 class Dispatcher(ServiceThread):
-    def __init__(self, commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexService) -> None:
+    def __init__(self, commit_log: CommitLog, queues: ConsumeQueueTable, index: IndexService | None) -> None:
         super().__init__("mqgate-dispatcher")
         self.commit_log = commit_log
         self.queues = queues
+        # None once the index is built in a process of its own (core.store.index_process): `progress` then hears
+        # how far the log is dispatched after each round.
         self.index = index
+        self.progress: Callable[[int], None] | None = None
         self.dispatched_offset = 0
         self.index_failures = 0
         self.listeners: list[DispatchListener] = []
@@ -48,7 +51,7 @@ class Dispatcher(ServiceThread):
         """Write consume-queue and index entries; return the (topic, queue) pairs that got messages."""
         touched: set[tuple[str, int]] = set()
         get_queue = self.queues.get_or_create
-        build = self.index.build
+        build = self.index.build if self.index is not None else None
         end = self.dispatched_offset
         last_key: tuple[str, int] | None = None
         queue = None
@@ -60,7 +63,7 @@ class Dispatcher(ServiceThread):
                 last_key = key
             assert queue is not None
             queue.put(queue_offset, offset, size, code)
-            if keys or unique_id:
+            if build is not None and (keys or unique_id):
                 try:
                     build(topic, keys, unique_id, offset, stamp)
                 except (OSError, StoreError) as exc:
@@ -109,6 +112,8 @@ class Dispatcher(ServiceThread):
                 self.dispatched_offset = position  # only a segment filler since the last batch
                 with self._progress:
                     self._progress.notify_all()
+                if self.progress is not None:
+                    self.progress(position)
             return False
         try:
             touched = self.dispatch(batch)
@@ -123,6 +128,8 @@ class Dispatcher(ServiceThread):
             self.dispatched_offset = position
         with self._progress:
             self._progress.notify_all()
+        if self.progress is not None:
+            self.progress(self.dispatched_offset)
         for listener in self.listeners:
             try:
                 listener(touched)

@@ -49,6 +49,7 @@ from core.store.errors import (
     StoreNotWritableError,
 )
 from core.store.flush_service import FlushService, FlushTimes, FlushWaiters
+from core.store.index_process import IndexProcess, IndexProcessError, wait_for_orphan
 from core.store.index_service import IndexService
 from core.store.mapped_file import fsync_dir
 from core.store.message import (
@@ -160,6 +161,10 @@ class MessageStore:
         # their queue entries on disk, what the checkpoint's `dispatched` vouches for.
         self._next_thorough_flush = -math.inf
         self._queues_flushed_below = 0
+        # With config.index_process, the child that builds the index once the store is open; the last position
+        # below which its index entries are on disk (the checkpoint's index_flushed).
+        self.index_process: IndexProcess | None = None
+        self._index_flushed = 0
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -174,12 +179,15 @@ class MessageStore:
             checkpoint = self.checkpoint_file.load()
             self.commit_log.load()
             self.queues.load()
+            wait_for_orphan(config.index_dir)
             index_from = self.index.load(not crashed, checkpoint.index_flushed)
             recovery = StoreRecovery(
                 config.store_dir, self.commit_log, self.queues, self.index, self.dispatcher, self._save_checkpoint
             )
             report = recovery.run(checkpoint, crashed, index_from)
             self.recovery = dataclasses.replace(report, seconds=time.monotonic() - started)
+            if config.index_process:
+                self._hand_index_over()
             abort.touch()
             fsync_dir(config.store_dir)
         except BaseException:
@@ -194,6 +202,22 @@ class MessageStore:
         self.retention.start()
         log.info("store %s open: %s", config.store_dir, self.recovery)
         return self.recovery
+
+    def _hand_index_over(self) -> None:
+        """Recovery left the index whole below the dispatched end of the log: from here the child builds it."""
+        config = self.config
+        position = self.dispatcher.dispatched_offset
+        self.index.flush()
+        self.index.close()
+        child = IndexProcess(
+            config.index_dir, config.index_slots, config.index_entries, config.commit_log_dir, config.segment_size
+        )
+        child.start(position)
+        self.index_process = child
+        self._index_flushed = position
+        self.dispatcher.index = None
+        self.dispatcher.progress = child.advance
+        self.retention.index = child
 
     def _lock_dir(self) -> None:
         self._lock_fd = os.open(self.config.store_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -218,14 +242,23 @@ class MessageStore:
         self.dispatcher.stop()
         for queue in self.queues.all():
             queue.flush()
-        self.index.flush()
         end = self.commit_log.write_pos
-        self.checkpoint_file.save(Checkpoint(end, end, end, int(time.time() * 1000)))
+        if self.index_process is not None:
+            reached = self.index_process.close(end)
+            self.index_process = None
+            indexed = end if reached == end else self._index_flushed
+        else:
+            self.index.flush()
+            indexed = end
+        self.checkpoint_file.save(Checkpoint(end, end, indexed, int(time.time() * 1000)))
         (self.config.store_dir / "abort").unlink(missing_ok=True)
         fsync_dir(self.config.store_dir)
         self._close_files()
 
     def _close_files(self) -> None:
+        if self.index_process is not None:
+            self.index_process.close(self.dispatcher.dispatched_offset)
+            self.index_process = None
         self.commit_log.close()
         self.queues.close()
         self.index.close()
@@ -247,9 +280,18 @@ class MessageStore:
                 # Every record below `dispatched` had its queue entries written before this flush of them all.
                 self._queues_flushed_below = dispatched
                 self._next_thorough_flush = now + self.config.logic_flush_thorough_interval_ms / 1000
-            self.index.flush()
-            # Every record below `dispatched` had its index entries written before this flush.
-            checkpoint = Checkpoint(flushed, self._queues_flushed_below, dispatched, int(time.time() * 1000))
+            if self.index_process is not None:
+                try:
+                    self._index_flushed = self.index_process.flush(dispatched)
+                except IndexProcessError as exc:
+                    log.error("store %s: index not flushed (%s); the checkpoint keeps its last position",
+                              self.config.store_dir, exc)  # fmt: skip
+                indexed = self._index_flushed
+            else:
+                self.index.flush()
+                # Every record below `dispatched` had its index entries written before this flush.
+                indexed = dispatched
+            checkpoint = Checkpoint(flushed, self._queues_flushed_below, indexed, int(time.time() * 1000))
             self.checkpoint_file.save(checkpoint)
             return checkpoint
 
@@ -459,7 +501,13 @@ class MessageStore:
         """Messages of `topic` with `key` among their keys or as their unique id, stored in the time range,
         newest first."""
         found = []
-        for offset in self.index.query(topic, key, max_num * 2, begin_ms, end_ms):
+        if self.index_process is not None:
+            # Every record visible now is indexed before the child answers.
+            upto = self.dispatcher.dispatched_offset
+            offsets = self.index_process.query(topic, key, max_num * 2, begin_ms, end_ms, upto)
+        else:
+            offsets = self.index.query(topic, key, max_num * 2, begin_ms, end_ms)
+        for offset in offsets:
             try:
                 message = self.commit_log.read_message(offset)
             except (LookupError, CorruptRecordError):

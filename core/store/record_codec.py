@@ -185,8 +185,9 @@ HEADER = struct.Struct(PREFIX.format + REST.format[1:])
 assert HEADER.size == HEADER_SIZE
 
 
-def _checked(buffer: Buffer, pos: int, limit: int) -> tuple[tuple[Any, ...], int, int, int]:
-    """Check the record at `pos` (size, magic, both CRCs, inner lengths) in one pass over its header.
+def _checked(buffer: Buffer, pos: int, limit: int, check_body: bool = True) -> tuple[tuple[Any, ...], int, int, int]:
+    """Check the record at `pos` (size, magic, both CRCs, inner lengths) in one pass over its header; without
+    `check_body`, the body's CRC is left to the body's readers.
 
     Returns (header fields, topic position, properties position, end), positions absolute in `buffer`.
     """
@@ -211,7 +212,7 @@ def _checked(buffer: Buffer, pos: int, limit: int) -> tuple[tuple[Any, ...], int
         raise RecordFormatError("topic length out of range")
     if props_pos + 2 + U16.unpack_from(buffer, props_pos)[0] != end:
         raise RecordFormatError("lengths do not add up to the total size")
-    if crc32(view[pos + HEADER_SIZE : topic_pos]) != body_crc:
+    if check_body and crc32(view[pos + HEADER_SIZE : topic_pos]) != body_crc:
         raise RecordFormatError("body CRC mismatch")
     return fields, topic_pos, props_pos, end
 
@@ -225,6 +226,19 @@ def check_record(buffer: Buffer, pos: int, limit: int) -> int:
 @functools.lru_cache(maxsize=4096)
 def _topic_name(raw: bytes) -> str:
     return raw.decode("ascii")
+
+
+def decode_keyed_fields(buffer: Buffer, pos: int, limit: int) -> tuple[int, int, str, dict[str, str]]:
+    """(total size, store timestamp, topic, properties) of the record at `pos`: what indexing it needs, without
+    copying or checking the body (the record CRC covers the rest). Raises RecordFormatError."""
+    fields, topic_pos, props_pos, end = _checked(buffer, pos, limit, check_body=False)
+    view = memoryview(buffer)
+    try:
+        topic = _topic_name(bytes(view[topic_pos + 2 : props_pos]))
+        properties = decode_properties(bytes(view[props_pos + 2 : end]))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RecordFormatError(f"undecodable topic or properties: {exc}") from None
+    return fields[0], fields[12], topic, properties
 
 
 def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:

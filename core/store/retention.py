@@ -17,14 +17,22 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from core.store.commit_log import CommitLog
 from core.store.config import StoreConfig
 from core.store.consume_queue_table import ConsumeQueueTable
-from core.store.index_service import IndexService
 from core.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
+
+
+class IndexFiles(Protocol):
+    """What retention asks of the index: core.store.index_service.IndexService, or core.store.index_process's
+    IndexProcess when a child builds it."""
+
+    def delete_below(self, min_commit_log_offset: int) -> int: ...
+
 
 # At most this many segments per run when cleaning by age, so a long-stopped store does not stall
 # (RocketMQ's DELETE_FILES_BATCH_MAX is 10).
@@ -42,7 +50,7 @@ class RetentionService(ServiceThread):
         config: StoreConfig,
         commit_log: CommitLog,
         queues: ConsumeQueueTable,
-        index: IndexService,
+        index: IndexFiles,
         set_refusal: Callable[[str | None], None],
     ) -> None:
         super().__init__("mqgate-retention")

@@ -1,0 +1,136 @@
+"""The index built in a process of its own (StoreConfig.index_process, core.store.index_process): what consumers
+can see is found by key and unique id at once; the index survives a clean close, a killed index process and a
+killed store process; retention deletes its files through it."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from core.store.checkpoint import CheckpointFile
+from core.store.message import Message
+
+from .conftest import SMALL
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def keyed(n: int) -> Message:
+    return Message("orders", b"x" * 100, n % 2, {"KEYS": f"key-{n} batch-{n // 100}", "UNIQ_KEY": f"id-{n}"})
+
+
+def found_keys(store, key: str) -> set[str]:
+    return {message.properties["KEYS"].split()[0] for message in store.query_messages("orders", key, max_num=64)}
+
+
+def alive(pid: int) -> bool:
+    """Running: not gone, and not a zombie (an orphan whose exit nobody has collected yet)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_what_consumers_see_is_found_at_once_by_key_and_by_unique_id(open_store):
+    store = open_store(index_process=True)
+    assert store.dispatcher.index is None and store.index_process.pid != os.getpid()
+    for n in range(500):
+        store.append(keyed(n))
+    store.wait_dispatched(timeout=10)
+    # No wait for the index: a query first has the child index everything visible.
+    assert found_keys(store, "key-499") == {"key-499"}
+    assert [m.unique_id for m in store.query_messages("orders", "id-0")] == ["id-0"]
+    assert found_keys(store, "batch-4") == {f"key-{n}" for n in range(436, 500)}  # the newest 64 of 100
+    assert store.query_messages("orders", "key-500") == []
+
+
+def test_a_clean_close_leaves_the_index_whole_for_an_in_process_index(open_store, tmp_path):
+    store = open_store(tmp_path / "s", index_process=True)
+    for n in range(5000):  # more keys than one small index file holds: the child rolls files
+        store.append(keyed(n))
+    pid = store.index_process.pid
+    store.close()
+    assert not alive(pid)
+    checkpoint = CheckpointFile(tmp_path / "s" / "checkpoint").load()
+    assert checkpoint.index_flushed == checkpoint.commit_log_flushed > 0
+    again = open_store(tmp_path / "s", index_process=False)
+    assert again.recovery.clean and again.recovery.records_scanned == 0
+    assert found_keys(again, "key-4999") == {"key-4999"} and found_keys(again, "key-0") == {"key-0"}
+
+
+def test_a_killed_index_process_is_started_again_and_misses_nothing(open_store, caplog):
+    store = open_store(index_process=True)
+    for n in range(300):
+        store.append(keyed(n))
+    store.wait_dispatched(timeout=10)
+    first = store.index_process.pid
+    os.kill(first, signal.SIGKILL)
+    for n in range(300, 600):
+        store.append(keyed(n))
+    store.wait_dispatched(timeout=10)
+    assert found_keys(store, "key-599") == {"key-599"} and found_keys(store, "key-150") == {"key-150"}
+    assert store.index_process.restarts == 1 and store.index_process.pid != first
+    assert any("exited" in record.getMessage() for record in caplog.records)
+
+
+def test_retention_deletes_old_index_files_through_the_index_process(open_store):
+    store = open_store(index_process=True)
+    for n in range(6000):  # two index entries a message: several files of 4096 entries
+        store.append(keyed(n))
+    store.wait_dispatched(timeout=10)
+    assert found_keys(store, "key-0") == {"key-0"}
+    deleted = store.index_process.delete_below(store.commit_log.write_pos)
+    assert deleted >= 2  # every file but the last
+    assert found_keys(store, "key-0") == set() and found_keys(store, "key-5999") == {"key-5999"}
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from core.store.config import FlushMode, StoreConfig
+    from core.store.message import Message
+    from core.store.message_store import MessageStore
+
+    directory, small = Path(sys.argv[1]), eval(sys.argv[2])
+    store = MessageStore(StoreConfig(directory, flush_mode=FlushMode.SYNC_FLUSH, index_process=True, **small))
+    store.open()
+    print("pid", store.index_process.pid, flush=True)
+    n = 0
+    while True:
+        message = Message("orders", b"x" * 100, n % 2, {"KEYS": f"key-{n}", "UNIQ_KEY": f"id-{n}"})
+        store.put_blocking(message)
+        print(n, flush=True)  # acknowledged: on disk under SYNC_FLUSH
+        n += 1
+    """
+)
+
+
+def test_every_acknowledged_message_is_found_after_the_store_process_is_killed(open_store, tmp_path):
+    directory = tmp_path / "crashed"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(directory), repr(SMALL)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert writer.stdout is not None
+    child = int(writer.stdout.readline().split()[1])
+    acked = -1
+    deadline = time.monotonic() + 30
+    while acked < 3000 and time.monotonic() < deadline:  # past a few checkpoints of the index
+        acked = int(writer.stdout.readline())
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    acked = max([acked, *(int(line) for line in writer.stdout.read().split())])
+    store = open_store(directory, index_process=True)  # waits for the orphaned index process to go
+    assert not alive(child)
+    assert not store.recovery.clean
+    missing = [
+        n for n in range(acked + 1) if [m.unique_id for m in store.query_messages("orders", f"id-{n}")] != [f"id-{n}"]
+    ]
+    assert missing == []
