@@ -56,6 +56,11 @@ STORE_KEY_HELP = {
     "light_cq_entries_per_file": "entries per file of a light queue (%LMQ%..., one per MQTT subscription filter)",
     "index_slots": "hash slots per index file (RocketMQ maxHashSlotNum)",
     "index_entries": "entries per index file (RocketMQ maxIndexNum)",
+    "index_process": (
+        "build the index (keys and unique ids, for message queries) in a process of its own, mqgate-index, beside"
+        " the one that stores: it reads what was stored from the commit log, so the appending process does not"
+        " hash and write index entries; false builds it in the store's dispatcher thread"
+    ),
     "file_reserved_hours": "segments last written longer ago are deleted at delete_when (RocketMQ fileReservedTime)",
     "delete_when": 'local hours of the day when expired segments are deleted: "04", or "04;05" (RocketMQ deleteWhen)',
     "disk_clean_ratio": "disk usage at which the oldest segments are deleted even if not expired",

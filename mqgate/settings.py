@@ -177,9 +177,14 @@ class Section:
     parsers: Mapping[str, Parser]
     help: Mapping[str, str]
     derived: Mapping[str, str]
+    # Where `mqgate serve` runs with another default than the class has for a program embedding it.
+    serve_defaults: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
     def defaults(self) -> dict[str, object]:
-        return {spec.name: spec.default for spec in dataclasses.fields(self.config_class) if spec.name in self.parsers}
+        values = {
+            spec.name: spec.default for spec in dataclasses.fields(self.config_class) if spec.name in self.parsers
+        }
+        return {**values, **self.serve_defaults}
 
 
 STORE_PARSERS = _parsers(StoreConfig, DERIVED_STORE_FIELDS)
@@ -219,7 +224,11 @@ HTTP_PARSERS = _parsers(
     {"port": parse_port_or_zero, "token": parse_optional_string, "admin_users": parse_string_list},
 )
 SECTIONS = {
-    "store": Section("store", StoreConfig, STORE_PARSERS, STORE_KEY_HELP, DERIVED_STORE_FIELDS),
+    # The server builds its index in a process of its own (a program embedding the store does not, by default:
+    # one process more per store opened).
+    "store": Section(
+        "store", StoreConfig, STORE_PARSERS, STORE_KEY_HELP, DERIVED_STORE_FIELDS, {"index_process": True}
+    ),
     "broker": Section("broker", BrokerConfig, BROKER_PARSERS, BROKER_KEY_HELP, {}),
     "mqtt": Section("mqtt", MqttConfig, MQTT_PARSERS, MQTT_KEY_HELP, {}),
     "grpc": Section("grpc", GrpcConfig, GRPC_PARSERS, GRPC_KEY_HELP, {}),

@@ -65,7 +65,8 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     settings = load_settings(tmp_path)
     assert settings.config_file is None
     assert settings.log_level == "INFO"
-    assert settings.store == StoreConfig(store_dir=tmp_path / "store")
+    # The server builds its index in a process of its own; a store embedded in a program does not by default.
+    assert settings.store == StoreConfig(store_dir=tmp_path / "store", index_process=True)
     assert settings.store.segment_size == DEFAULT_SEGMENT_SIZE
     assert settings.origins["store.flush_mode"] == "default"
 
@@ -149,9 +150,9 @@ def test_yaml_file_takes_the_same_keys(tmp_path: Path) -> None:
 
 def test_empty_yaml_file_means_defaults(tmp_path: Path) -> None:
     settings = load_settings(tmp_path, write(tmp_path / "mqgate.yml", "# nothing yet\n"))
-    assert settings.store == StoreConfig(store_dir=tmp_path / "store")
+    assert settings.store == StoreConfig(store_dir=tmp_path / "store", index_process=True)
     settings = load_settings(tmp_path, write(tmp_path / "mqgate.yaml", "store:\n"))
-    assert settings.store == StoreConfig(store_dir=tmp_path / "store")
+    assert settings.store == StoreConfig(store_dir=tmp_path / "store", index_process=True)
 
 
 def test_store_section_must_be_a_table(tmp_path: Path) -> None:
