@@ -179,15 +179,16 @@ def serve_index(
             log.info("index process: the store's process is gone; exiting")
             builder.index.close()
             return
+        number, request = request[0], request[1:]  # the number goes back with the answer
         if request[0] == "stop":
-            conn.send(("stopped", builder.stop(request[1])))
+            conn.send((number, "stopped", builder.stop(request[1])))
             return
         try:
             reply = builder.answer(request)
         except Exception as exc:
             log.exception("index process: %r failed", request[0])
             reply = ("error", f"{type(exc).__name__}: {exc}")
-        conn.send(reply)
+        conn.send((number, *reply))
 
 
 def main() -> None:

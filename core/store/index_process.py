@@ -112,6 +112,7 @@ class IndexProcess:
         # Every record below it is indexed in the files: the hand-over position, then each flush's answer. A child
         # started again reads the log from here (or from its files' last record, if that is lower).
         self._floor = 0
+        self._number = 0  # of the last request: answers carry it back
         self.restarts = 0
 
     @property
@@ -156,9 +157,11 @@ class IndexProcess:
             TARGET.pack_into(self._target, 0, upto)
             try:
                 if process.poll() is None:
-                    conn.send(("stop", upto))
-                    if conn.poll(REQUEST_TIMEOUT_S):
-                        reached = int(conn.recv()[1])
+                    self._number += 1
+                    conn.send((self._number, "stop", upto))
+                    reply = self._answer(conn, self._number, time.monotonic() + REQUEST_TIMEOUT_S)
+                    if reply is not None:
+                        reached = int(reply[1])
             except (EOFError, OSError) as exc:
                 log.error("index process %d did not stop cleanly: %s", process.pid, exc)
             finally:
@@ -229,13 +232,16 @@ class IndexProcess:
                 process, conn = self._process, self._conn
                 assert process is not None and conn is not None
                 try:
-                    conn.send(request)
-                    if not conn.poll(REQUEST_TIMEOUT_S):
+                    self._number += 1
+                    conn.send((self._number, *request))
+                    reply = self._answer(conn, self._number, time.monotonic() + REQUEST_TIMEOUT_S)
+                    if reply is None:
+                        # The child may still answer later: the numbers keep that late answer from being taken for
+                        # the next request's.
                         raise IndexProcessError(
                             f"index process {process.pid} did not answer {request[0]!r} within"
                             f" {REQUEST_TIMEOUT_S:.0f} s"
                         )
-                    reply: tuple[Any, ...] = conn.recv()
                 except (EOFError, OSError) as exc:
                     if attempt == 2:
                         raise IndexProcessError(f"index process: {request[0]!r} failed: {exc}") from None
@@ -249,3 +255,13 @@ class IndexProcess:
                     raise IndexProcessError(f"index process: {request[0]!r} failed: {reply[1]}")
                 return reply
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _answer(conn: Connection, number: int, deadline: float) -> tuple[Any, ...] | None:
+        """The answer to request `number` (without its number), skipping late answers to earlier ones; None at
+        the deadline."""
+        while conn.poll(max(0.0, deadline - time.monotonic())):
+            reply: tuple[Any, ...] = conn.recv()
+            if reply[0] == number:
+                return reply[1:]
+        return None

@@ -9,7 +9,8 @@ Directory layout under `store_dir`:
     abort                                 present while the store is open; left behind by a crash
     lock                                  flock'ed by the process that has the store open
 
-Threads: the caller appends (under one lock, no syscall); `mqgate-dispatcher` builds consume queues and index;
+Threads: the caller appends (under one lock, no syscall); `mqgate-dispatcher` builds consume queues and index
+(the index in a process of its own with config.index_process: core.store.index_process);
 `mqgate-flush` makes the log durable; `mqgate-checkpoint` flushes consume queues and index and writes the
 checkpoint; `mqgate-retention` deletes old files and watches the disk.
 
