@@ -26,11 +26,17 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 from socket import AF_INET, inet_ntop, inet_pton
-from typing import Final
+from typing import Final, TypeAlias
 
 # Python's True == 1 and hash(True) == hash(1): without distinct keys `true` would match the number 1.
 TRUE_KEY: Final = ("bool", True)
 FALSE_KEY: Final = ("bool", False)
+
+# A JSON leaf value (str, int, float, bool or None) or the key it is indexed under: any object. Named for mypyc,
+# which builds a compiled dataclass's __annotations__ by looking each field's type up by name, among the builtins
+# it knows (`object` is not one of them: the compiled module failed to import with KeyError: 'object') or the
+# module's globals, where it finds this name.
+LeafValue: TypeAlias = object
 
 
 def exact_key(value: object) -> object:
@@ -49,8 +55,8 @@ def is_number(value: object) -> bool:
 
 @dataclass(slots=True, frozen=True)
 class Exact:
-    key: object
-    value: object = field(compare=False)
+    key: LeafValue
+    value: LeafValue = field(compare=False)
 
     @classmethod
     def of(cls, value: object) -> Exact:
@@ -162,7 +168,9 @@ class Range:
     upper: float | None = None
     upper_closed: bool = False
 
-    def contains(self, number: float) -> bool:
+    # `int | float`, not `float` (the same type to mypy): compiled with mypyc, a `float` argument is a C double, and an
+    # int would be rounded to one (2**53 + 1 compared equal to 2**53) or overflow; as an object it compares exactly.
+    def contains(self, number: int | float) -> bool:
         if self.lower is not None and (number < self.lower or (number == self.lower and not self.lower_closed)):
             return False
         return not (

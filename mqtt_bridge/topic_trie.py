@@ -222,6 +222,9 @@ class _NameNode:
         self.children: dict[str, _NameNode] = {}
         self.name: str | None = None
 
+    def is_empty(self) -> bool:
+        return self.name is None and not self.children
+
 
 class TopicTree:
     """A set of concrete topic names (those with a retained message) that answers "which names match this filter"."""
@@ -278,7 +281,9 @@ class TopicTree:
         node.name = None
         self._count -= 1
         for parent, level in reversed(path):
-            if node.name is not None or node.children:
+            # A method, not `node.name` in the loop: mypy keeps `node.name` narrowed to None (as just assigned)
+            # after `node = parent`, and mypyc, compiling to that type, raised TypeError for a parent's name.
+            if not node.is_empty():
                 break
             del parent.children[level]
             node = parent
