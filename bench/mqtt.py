@@ -75,7 +75,8 @@ from threading import BrokenBarrierError
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+# The tree first: bench/eventbridge.py must not stand for the eventbridge package (compiled_state imports it).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mqtt_load import (
     PublisherJob,
