@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 
 from core.compression import decode_for_consumer
 from core.consume_state import MessageTrack, track_records
-from core.errors import IllegalArgumentError, MessageNotFoundError, TopicNotFoundError
+from core.errors import IllegalArgumentError, MessageNotFoundError, TopicNotFoundError, from_store_error
 from core.moves import CLOCK_SLACK_MS
-from core.store.errors import CorruptRecordError
+from core.store.errors import CorruptRecordError, StoreError
 from core.store.message import StoredMessage
 from core.store.message_id import decode_offset_msg_id
 from core.store.message_store import END_OF_TIME_MS, MessageStore
@@ -168,7 +168,7 @@ class MessageQueries:
         store = self._broker.store
         asked = 2 * max_count
         while True:
-            candidates = store.query_messages(topic, key, asked, begin_ms, end_ms)
+            candidates = _indexed(store, topic, key, asked, begin_ms, end_ms)
             found = [m for m in candidates if key in m.keys and begin_ms <= m.store_timestamp <= end_ms]
             if len(found) >= max_count or len(candidates) < asked or asked >= MAX_INDEX_LOOKUPS:
                 break
@@ -226,13 +226,13 @@ class MessageQueries:
         """Raw records with `unique_id`: those of `topic`, and with `group` its copies in the group's retry and
         dead-letter topics (and, with `parked`, retries waiting in the broker's parking topics), in store order."""
         store = self._broker.store
-        records = [m for m in store.query_messages(topic, unique_id, MAX_COPIES) if m.unique_id == unique_id]
+        records = [m for m in _indexed(store, topic, unique_id, MAX_COPIES) if m.unique_id == unique_id]
         if group is not None:
             # Copies are stored after the original: the time bound keeps other topics' lookups short.
             since = min((m.store_timestamp for m in records), default=0) - CLOCK_SLACK_MS
             retry, dead = retry_topic(group), dlq_topic(group)
             for copies_topic in (retry, dead, *(_PARKING_TOPICS if parked else ())):
-                for copy in store.query_messages(copies_topic, unique_id, MAX_COPIES, since):
+                for copy in _indexed(store, copies_topic, unique_id, MAX_COPIES, since):
                     if copy.unique_id != unique_id:
                         continue
                     # A group's retry topic holds the failures of every topic it consumes: keep this topic's.
@@ -254,3 +254,14 @@ __all__ = [
     "parse_offset_msg_id",
     "read_offset_msg_id",
 ]
+
+
+def _indexed(
+    store: MessageStore, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = END_OF_TIME_MS
+) -> list[StoredMessage]:
+    """MessageStore.query_messages, with the store's refusal (an index process that cannot answer yet) as the
+    core's error."""
+    try:
+        return store.query_messages(topic, key, max_num, begin_ms, end_ms)
+    except StoreError as exc:
+        raise from_store_error(exc) from exc

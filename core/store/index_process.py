@@ -51,6 +51,9 @@ log = logging.getLogger(__name__)
 # (a query or flush may first index what the dispatcher made visible since: normally milliseconds).
 START_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 30.0
+# A query runs on the event loop: past this, it fails (IndexProcessError) rather than hold every client up while
+# a restarted child catches up with the log.
+QUERY_TIMEOUT_S = 5.0
 # The child indexes this many records between two looks at the pipe, so a request waits for one chunk at most.
 CHUNK_RECORDS = 4096
 # The child's wait for a request while it has nothing to index: new records are noticed within this time.
@@ -138,7 +141,7 @@ class IndexProcess:
 
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, upto: int) -> list[int]:
         """IndexService.query, once every record below `upto` (what was visible when asked) is indexed."""
-        reply = self._request(("query", topic, key, max_num, begin_ms, end_ms, upto))
+        reply = self._request(("query", topic, key, max_num, begin_ms, end_ms, upto), QUERY_TIMEOUT_S)
         return list(reply[1])
 
     def delete_below(self, min_commit_log_offset: int) -> int:
@@ -215,7 +218,7 @@ class IndexProcess:
         self._process, self._conn = process, parent
         log.info("index process %d serves %s, indexed below commit-log offset %d", process.pid, self._args[0], reply[1])
 
-    def _request(self, request: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _request(self, request: tuple[Any, ...], timeout: float = REQUEST_TIMEOUT_S) -> tuple[Any, ...]:
         with self._lock:
             for attempt in (1, 2):
                 if self._process is None or self._process.poll() is not None:
@@ -234,13 +237,13 @@ class IndexProcess:
                 try:
                     self._number += 1
                     conn.send((self._number, *request))
-                    reply = self._answer(conn, self._number, time.monotonic() + REQUEST_TIMEOUT_S)
+                    reply = self._answer(conn, self._number, time.monotonic() + timeout)
                     if reply is None:
                         # The child may still answer later: the numbers keep that late answer from being taken for
                         # the next request's.
                         raise IndexProcessError(
-                            f"index process {process.pid} did not answer {request[0]!r} within"
-                            f" {REQUEST_TIMEOUT_S:.0f} s"
+                            f"index process {process.pid} did not answer {request[0]!r} within {timeout:.0f} s (it"
+                            " may still be indexing the log after a restart); try again"
                         )
                 except (EOFError, OSError) as exc:
                     if attempt == 2:

@@ -10,7 +10,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
+from core.store import index_process
 from core.store.checkpoint import CheckpointFile
+from core.store.index_process import IndexProcessError
 from core.store.message import Message
 
 from .conftest import SMALL
@@ -75,6 +79,24 @@ def test_a_killed_index_process_is_started_again_and_misses_nothing(open_store, 
     assert found_keys(store, "key-599") == {"key-599"} and found_keys(store, "key-150") == {"key-150"}
     assert store.index_process.restarts == 1 and store.index_process.pid != first
     assert any("exited" in record.getMessage() for record in caplog.records)
+
+
+def test_a_query_not_answered_in_time_fails_and_its_late_answer_is_not_taken_for_the_next(open_store, monkeypatch):
+    monkeypatch.setattr(index_process, "QUERY_TIMEOUT_S", 0.5)
+    store = open_store(index_process=True)
+    for n in range(100):
+        store.append(keyed(n))
+    store.wait_dispatched(timeout=10)
+    child = store.index_process.pid
+    os.kill(child, signal.SIGSTOP)
+    try:
+        with pytest.raises(IndexProcessError, match=r"did not answer 'query' within 0 s .* try again"):
+            store.query_messages("orders", "key-1")
+    finally:
+        os.kill(child, signal.SIGCONT)
+    # The answer about key-1 arrives late: taken for this query's, it would find no message with key-2.
+    assert found_keys(store, "key-2") == {"key-2"}
+    assert store.index_process.pid == child and store.index_process.restarts == 0
 
 
 def test_retention_deletes_old_index_files_through_the_index_process(open_store):
