@@ -24,6 +24,9 @@ from core.store.record_codec import BLANK_MAGIC, MIN_RECORD_SIZE, SIZE_MAGIC, Re
 
 log = logging.getLogger(__name__)
 
+# Added to the process's nice value (a lower scheduling priority than the store's process).
+NICENESS = 5
+
 
 class _LogReader:
     """The commit log's segments mapped read-only, for reading records forward from a position."""
@@ -156,6 +159,9 @@ def serve_index(
     """The child's main loop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The index only serves queries, which wait for it: when both cores are busy, the process that takes and hands
+    # out messages goes first.
+    os.nice(NICENESS)
     logging.basicConfig(level=log_level, stream=sys.stderr, format=LOG_FORMAT)
     lock = os.open(Path(index_dir) / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(lock, fcntl.LOCK_EX)  # held until this process ends (wait_for_orphan)
