@@ -232,13 +232,15 @@ def decode_keyed_fields(buffer: Buffer, pos: int, limit: int) -> tuple[int, int,
     """(total size, store timestamp, topic, properties) of the record at `pos`: what indexing it needs, without
     copying or checking the body (the record CRC covers the rest). Raises RecordFormatError."""
     fields, topic_pos, props_pos, end = _checked(buffer, pos, limit, check_body=False)
-    view = memoryview(buffer)
+    topic, properties = _topic_and_properties(memoryview(buffer), topic_pos, props_pos, end)
+    return fields[0], fields[12], topic, properties
+
+
+def _topic_and_properties(view: memoryview, topic_pos: int, props_pos: int, end: int) -> tuple[str, dict[str, str]]:
     try:
-        topic = _topic_name(bytes(view[topic_pos + 2 : props_pos]))
-        properties = decode_properties(bytes(view[props_pos + 2 : end]))
+        return _topic_name(bytes(view[topic_pos + 2 : props_pos])), decode_properties(bytes(view[props_pos + 2 : end]))
     except (UnicodeDecodeError, ValueError) as exc:
         raise RecordFormatError(f"undecodable topic or properties: {exc}") from None
-    return fields[0], fields[12], topic, properties
 
 
 def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:
@@ -265,11 +267,7 @@ def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:
         _body_length,
     ) = fields
     view = memoryview(buffer)
-    try:
-        topic = _topic_name(bytes(view[topic_pos + 2 : props_pos]))
-        properties = decode_properties(bytes(view[props_pos + 2 : end]))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RecordFormatError(f"undecodable topic or properties: {exc}") from None
+    topic, properties = _topic_and_properties(view, topic_pos, props_pos, end)
     return StoredMessage(
         topic,
         bytes(view[pos + HEADER_SIZE : topic_pos]),
