@@ -9,6 +9,7 @@ change the password file, 2 for a bad command line or configuration; `rules test
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
 import logging
 import os
@@ -411,7 +412,8 @@ def cmd_store_stats(args: argparse.Namespace) -> int:
             f"no store at {store_dir}; check --data-dir, or run `mqgate serve --data-dir {settings.data_dir}` once",
             EXIT_STORE,
         )
-    store = MessageStore(settings.store)
+    # It only reads: no index process for it (recovery, if the store crashed, rebuilds the index here as always).
+    store = MessageStore(dataclasses.replace(settings.store, index_process=False))
     try:
         report = open_store(store)
     except StorageError as exc:
