@@ -72,15 +72,13 @@ class _Builder:
         self, index_dir: str, slots: int, max_entries: int, commit_log_dir: str, segment_size: int, floor: int
     ) -> None:
         self.index = IndexService(Path(index_dir), slots, max_entries)
-        # Every record below `floor` is indexed. The store process flushed what it indexed before the hand-over,
-        # and a child started again after one died finds what that one wrote in the page cache: the files are
-        # trusted (load's clean case), and reading resumes at the lower of the floor and their last record; build
-        # skips what is indexed already.
+        # Every record below `floor` is indexed: the store process flushed what it indexed before the hand-over, and
+        # a child started again after one died finds what that one wrote in the page cache (the files are trusted:
+        # load's clean case). Reading resumes at the floor; build skips what a dead predecessor indexed past it.
         self.index.load(True, floor)
-        last = self.index.indexed_offset
         self.log = _LogReader(Path(commit_log_dir), segment_size)
         self.segment_size = segment_size
-        self.position = min(last, floor) if last >= 0 else floor
+        self.position = floor
         self.failures = 0
 
     def index_until(self, limit: int, max_records: int | None = None) -> None:
