@@ -113,7 +113,7 @@ class IndexProcess:
         self._process: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
         # Every record below it is indexed in the files: the hand-over position, then each flush's answer. A child
-        # started again reads the log from here (or from its files' last record, if that is lower).
+        # started again reads the log from here.
         self._floor = 0
         self._number = 0  # of the last request: answers carry it back
         self.restarts = 0
@@ -127,7 +127,11 @@ class IndexProcess:
         self._floor = position
         TARGET.pack_into(self._target, 0, position)
         with self._lock:
-            self._spawn()
+            try:
+                self._spawn()
+            except BaseException:
+                self._release()
+                raise
 
     def advance(self, dispatched: int) -> None:
         """Every record below `dispatched` is in the log and visible: the child may index it."""
@@ -155,6 +159,7 @@ class IndexProcess:
             process, conn = self._process, self._conn
             self._process = self._conn = None
             if process is None or conn is None:
+                self._release()
                 return None
             reached: int | None = None
             TARGET.pack_into(self._target, 0, upto)
@@ -174,8 +179,7 @@ class IndexProcess:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
-                self._target.close()
-                os.close(self._target_fd)
+                self._release()
             return reached
 
     def _spawn(self) -> None:
@@ -258,6 +262,12 @@ class IndexProcess:
                     raise IndexProcessError(f"index process: {request[0]!r} failed: {reply[1]}")
                 return reply
         raise AssertionError("unreachable")
+
+    def _release(self) -> None:
+        """Unmap and close the shared position (once)."""
+        if not self._target.closed:
+            self._target.close()
+            os.close(self._target_fd)
 
     @staticmethod
     def _answer(conn: Connection, number: int, deadline: float) -> tuple[Any, ...] | None:
