@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import enum
 import fcntl
 import logging
 import math
@@ -34,7 +33,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from core.store.checkpoint import Checkpoint, CheckpointFile
 from core.store.commit_log import CommitLog
@@ -63,7 +61,8 @@ from core.store.message import (
     encode_properties,
     is_light_queue,
 )
-from core.store.message_id import decode_offset_msg_id, encode_offset_msg_id
+from core.store.message_id import decode_offset_msg_id
+from core.store.put_result import PutResult, PutStatus
 from core.store.queue_reader import GetResult, GetStatus, QueueReader
 from core.store.record_codec import HEADER_SIZE, encode_tail, encode_topic
 from core.store.recovery import RecoveryReport, StoreRecovery
@@ -80,43 +79,6 @@ END_OF_TIME_MS = 2**62
 MAX_LIGHT_LISTS = 65_536
 # A consume-queue entry's tag code is a signed 64-bit integer.
 _INT64 = re.compile(r"-?[0-9]{1,18}")
-
-
-class PutStatus(enum.Enum):
-    PUT_OK = "PUT_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-
-
-@dataclass(slots=True)
-class PutResult:  # not frozen: one is built per append, and frozen dataclasses are 4x slower to build
-    status: PutStatus
-    topic: str
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    size: int
-    store_timestamp: int
-    store_host: tuple[str, int]
-
-    @property
-    def end_offset(self) -> int:
-        return self.commit_log_offset + self.size
-
-    @property
-    def offset_msg_id(self) -> str:
-        return encode_offset_msg_id(self.store_host, self.commit_log_offset)
-
-    def with_status(self, status: PutStatus) -> PutResult:
-        return PutResult(
-            status,
-            self.topic,
-            self.queue_id,
-            self.queue_offset,
-            self.commit_log_offset,
-            self.size,
-            self.store_timestamp,
-            self.store_host,
-        )
 
 
 class MessageStore:
