@@ -82,6 +82,9 @@ VISIBLE_TIMEOUT_S = 10.0
 
 
 class ArchiveState(enum.Enum):
+    # Opening or creating its files (a new archive first waits for appended events to be visible, up to
+    # VISIBLE_TIMEOUT_S): AWS's CREATING.
+    CREATING = "CREATING"
     ENABLED = "ENABLED"
     # Not filling: its files cannot be opened, or they hold another bus than the definition names (AWS's
     # CREATE_FAILED / UPDATE_FAILED); `reason` says which.
@@ -137,8 +140,8 @@ class ArchiveFiller:
         self.archive = archive
         self._matcher = _matcher_of(archive)
         self.log: ArchiveLog | None = None
-        self.state = ArchiveState.FAILED
-        self.reason: str | None = "not started"
+        self.state = ArchiveState.CREATING
+        self.reason: str | None = None
         self.last_error: str | None = None
         self._positions: dict[int, int] = {}
         self._written: dict[int, int] = {}  # the positions of the archive's last COMMIT on disk
@@ -178,10 +181,11 @@ class ArchiveFiller:
                 log.info("archive %r created on bus %r at %s", archive.name, archive.bus, self.directory)
             self._positions = self._written = self.log.positions
         except (OSError, ValueError, CoreError) as exc:
-            self.reason = f"cannot open {self.directory}: {exc}"
+            self.state, self.reason = ArchiveState.FAILED, f"cannot open {self.directory}: {exc}"
             log.error("archive %r not started: %s", archive.name, self.reason)
             return
         if self.log.bus != archive.bus:
+            self.state = ArchiveState.FAILED
             self.reason = (
                 f"its files hold events of bus {self.log.bus!r}, the definition names {archive.bus!r}: an archive "
                 f"keeps its bus; name {self.log.bus!r} again, or delete the archive (its events go with it) and "

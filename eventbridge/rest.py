@@ -57,6 +57,7 @@ from eventbridge.api_definitions import (
     source_file_path,
     write_definition,
 )
+from eventbridge.archive_filler import ArchiveState
 from eventbridge.bus import BusError, bus_topic
 from eventbridge.ingress import EntryError, IngressError, parse_events, put_events_response
 from eventbridge.matcher import Matcher
@@ -463,8 +464,9 @@ def _archive_json(runtime: EventBridgeRuntime, name: str) -> dict[str, Any]:
         "pattern": archive.pattern.value if archive.pattern is not None else None,
         "retention_days": archive.retention_days,
         "file": str(archive.position) if archive.position else None,
-        "state": filler.state.value if filler is not None else "FAILED",
-        "reason": filler.reason if filler is not None else "not started",
+        # No filler yet: the definition is read, its filler not made (the next reload step makes it).
+        "state": filler.state.value if filler is not None else ArchiveState.CREATING.value,
+        "reason": filler.reason if filler is not None else None,
         "last_error": filler.last_error if filler is not None else None,
         "event_count": stats.events if stats else 0,
         "size_bytes": stats.size_bytes if stats else 0,

@@ -298,8 +298,8 @@ class EventBridgeRuntime:
             if name not in self._archives:
                 self.buses.create(archive.bus)
                 filler = ArchiveFiller(self.broker, archive, self.archives_dir / name, self._arrivals, self.clock)
+                self._archives[name] = filler  # shown CREATING while it starts
                 await filler.start()
-                self._archives[name] = filler
 
     def source_runner(self, name: str) -> SinkRunner:
         return self._sources[name].runner

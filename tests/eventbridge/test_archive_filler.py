@@ -155,6 +155,25 @@ async def test_a_new_archive_starts_at_the_end_of_its_bus(runtimes: Callable[...
     assert ids(await archived(runtime, "late")) == ["e9"]
 
 
+async def test_an_archive_shows_creating_while_it_starts_not_failed(
+    runtimes: Callable[..., Any], tmp_path: Path
+) -> None:
+    """From the moment a reload reads its definition until its files are open, an archive is CREATING (AWS's state
+    then); FAILED is kept for a start that failed. A busy machine once showed a starting archive as FAILED."""
+    runtime = await runtimes()
+    write_rules(tmp_path / "rules", "a.yaml", "archives: [{name: a}]\n")
+    reloading = asyncio.ensure_future(runtime.reload())
+    seen: list[ArchiveState] = []
+    while not reloading.done():
+        filler = runtime.archives().get("a")
+        if filler is not None:
+            seen.append(filler.state)
+        await asyncio.sleep(0)
+    await reloading
+    assert seen and seen[0] is ArchiveState.CREATING and ArchiveState.FAILED not in seen
+    assert runtime.archives()["a"].state is ArchiveState.ENABLED and runtime.archives()["a"].reason is None
+
+
 async def test_reloads_change_an_archive_keep_it_through_a_refused_file_and_delete_it(
     runtimes: Callable[..., Any], tmp_path: Path
 ) -> None:
