@@ -98,6 +98,10 @@ async def test_every_acknowledged_event_is_archived_exactly_once_across_sigkills
         if (data / "eventbridge" / "archives" / "orders").is_dir():
             break
         await asyncio.sleep(0.05)
+    for _ in range(600):  # CREATING until its files are made and open; the bound only stops a hung test
+        if (await archive_state(first, "orders"))["state"] != "CREATING":
+            break
+        await asyncio.sleep(0.05)
     assert (await archive_state(first, "orders"))["state"] == "ENABLED"
     # Killed within a batch or two of the archives' creation: before their start could have been written by a
     # periodic flush of anything.
