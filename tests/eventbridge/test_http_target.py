@@ -539,15 +539,16 @@ async def test_a_short_answer_read_whole_leaves_the_connection_for_the_next_even
 async def test_a_delivery_s_timeout_counts_from_its_request_slot_not_from_the_queue_before_it(
     receiver: Receiver, client: HttpTargetClient
 ) -> None:
-    # Five rounds of requests to one host, each answered in 0.25 s: the last round waits a second for a slot, longer
-    # than the timeout, and still has the whole timeout for its own request.
+    # Ten rounds of requests to one host, each answered in 0.25 s: the last round waits 2.25 s for a slot, longer
+    # than the timeout, and still has the whole timeout for its own request. (The timeout is 8 times an answer's
+    # time: a loaded CI machine once took over a second for one with 4 times.)
     async def slowly(_request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(0.25)
         return web.Response(status=204)
 
     receiver.respond = slowly
-    target = target_from(receiver.url, "timeout_ms: 1000\n")
-    events = [{**EVENT, "id": f"evt-{n}"} for n in range(5 * MAX_CONNECTIONS_PER_HOST)]
+    target = target_from(receiver.url, "timeout_ms: 2000\n")
+    events = [{**EVENT, "id": f"evt-{n}"} for n in range(10 * MAX_CONNECTIONS_PER_HOST)]
     outcomes = await asyncio.gather(*(client.deliver(target, event) for event in events))
     assert [outcome.error for outcome in outcomes if not outcome.ok] == []
     assert len(receiver.received) == len(events)
