@@ -1,5 +1,6 @@
 """What the broker's calls answer: the result of a send, of a pull, and a topic's route (RocketMQ's SendResult,
-PullResult and TopicRouteData, for one broker)."""
+PullResult and TopicRouteData, for one broker), and a transactional send's (TransactionSendResult: here, not in the
+compiled core.client.transaction_producer, because a compiled class cannot extend an interpreted dataclass)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from core.message_queue import MessageQueue
 from core.store.message import StoredMessage
 from core.store.message_id import encode_offset_msg_id
 from core.topic_config import Perm, TopicConfig
+from core.transaction_checkers import LocalTransactionState
 
 
 class SendStatus(enum.Enum):
@@ -32,6 +34,15 @@ class SendResult:
     def offset_msg_id(self) -> str:
         """Where the record is: store host and commit-log offset (RocketMQ's offsetMsgId)."""
         return encode_offset_msg_id(self.store_host, self.commit_log_offset)
+
+
+@dataclass(slots=True)
+class TransactionSendResult(SendResult):
+    """The half message's send result (its queue offset and commit-log offset are the half's), with how the local
+    transaction ended and the transaction id (the message's UNIQ_KEY): what TransactionProducer answers."""
+
+    local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOW
+    transaction_id: str = ""
 
 
 @dataclass(slots=True, frozen=True)

@@ -92,7 +92,9 @@ class Producer:
         elif sharding_key is not None:
             message.queue_id = zlib.crc32(sharding_key.encode()) % len(queues)
         else:
-            counter = self._round_robin.setdefault(topic, itertools.count())
+            counter = self._round_robin.get(topic)
+            if counter is None:  # not setdefault: that builds a count() every message, to throw it away
+                counter = self._round_robin[topic] = itertools.count()
             message.queue_id = next(counter) % len(queues)
         return message
 

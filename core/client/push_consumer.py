@@ -51,7 +51,8 @@ from core.errors import CoreError, IllegalArgumentError
 from core.filter import MessageFilter, build_filter
 from core.message_queue import MessageQueue
 from core.retry import as_consumed, ensure_retry_topic, send_back
-from core.store.message import StoredMessage
+from core.store.message import SYSFLAG_COMPRESSED, StoredMessage
+from core.system_topics import RETRY_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +336,14 @@ class PushConsumer:
             if pq.dropped:
                 return
             if result.status is PullStatus.FOUND:
-                messages = [as_consumed(decode_for_consumer(message)) for message in result.messages]
+                # decode_for_consumer and as_consumed change only a compressed message or one of a retry topic;
+                # the others (all of them at 128 B) are tested here, not passed through two calls each.
+                messages = [
+                    as_consumed(decode_for_consumer(message))
+                    if message.sys_flag & SYSFLAG_COMPRESSED or message.topic.startswith(RETRY_PREFIX)
+                    else message
+                    for message in result.messages
+                ]
                 pq.put(messages)
                 if not self.orderly:
                     self._work.put_nowait((queue, pq, messages))
@@ -404,7 +412,10 @@ class PushConsumer:
             return on_error
         finally:
             self._in_listener -= 1
-            self._listeners_idle.set()
+            # Only shutdown waits on this, and it looks at the count before it waits: an Event.set per message
+            # while running (one listener call per message by default) would wake nobody.
+            if self._stopping:
+                self._listeners_idle.set()
 
     async def _consumed_with_failure(
         self, queue: MessageQueue, pq: ProcessQueue, batch: list[StoredMessage], context: ConsumeContext

@@ -27,12 +27,15 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 from core.broker import Broker, SendResult, SendStatus
 from core.client.producer import Producer
+from core.client.send_retry import DEFAULT_RETRY_TIMES, DEFAULT_SEND_TIMEOUT_MS
+from core.compression import COMPRESS_OVER
 from core.errors import CoreError, IllegalArgumentError
+from core.results import TransactionSendResult
 from core.store.message import Message, StoredMessage
 from core.system_topics import PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_ID, PROPERTY_TRANSACTION_PREPARED
 from core.transaction_checkers import LocalTransactionState, TransactionAnswer, TransactionCheck
@@ -43,18 +46,30 @@ LocalExecutor = Callable[[Message, Any], TransactionAnswer | Awaitable[Transacti
 LocalChecker = Callable[[StoredMessage], TransactionAnswer | Awaitable[TransactionAnswer]]
 
 
-@dataclass(slots=True)
-class TransactionSendResult(SendResult):
-    """The half message's send result (its queue offset and commit-log offset are the half's), with how the local
-    transaction ended and the transaction id (the message's UNIQ_KEY)."""
-
-    local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOW
-    transaction_id: str = ""
-
-
 class TransactionProducer(Producer):
-    def __init__(self, broker: Broker, group: str, transaction_checker: LocalChecker, **options: Any) -> None:
-        super().__init__(broker, group, **options)
+    # The options spelled out, not passed on as **options: compiled by mypyc, super().__init__(broker, group,
+    # **options) handed the empty dict to `compress_over` ("int object expected; got dict", found by the twin test).
+    def __init__(
+        self,
+        broker: Broker,
+        group: str,
+        transaction_checker: LocalChecker,
+        compress_over: int = COMPRESS_OVER,
+        *,
+        send_msg_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS,
+        retry_times_when_send_failed: int = DEFAULT_RETRY_TIMES,
+        retry_times_when_send_async_failed: int = DEFAULT_RETRY_TIMES,
+        retry_another_broker_when_not_store_ok: bool = False,
+    ) -> None:
+        super().__init__(
+            broker,
+            group,
+            compress_over,
+            send_msg_timeout_ms=send_msg_timeout_ms,
+            retry_times_when_send_failed=retry_times_when_send_failed,
+            retry_times_when_send_async_failed=retry_times_when_send_async_failed,
+            retry_another_broker_when_not_store_ok=retry_another_broker_when_not_store_ok,
+        )
         self.transaction_checker = transaction_checker
         self._unregister: Callable[[], None] | None = None
 

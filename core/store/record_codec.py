@@ -42,7 +42,7 @@ from __future__ import annotations
 import functools
 import mmap
 import struct
-from typing import Any
+from typing import Any, Final
 from zlib import crc32
 
 from core.store.message import StoredMessage, decode_host, decode_properties
@@ -50,22 +50,22 @@ from core.store.message import StoredMessage, decode_host, decode_properties
 # What the decoder reads from: a segment's mapping, or bytes in tests.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
-RECORD_MAGIC = 0x4D514701  # "MQG" 1
-BLANK_MAGIC = 0x4D514702
-PREFIX = struct.Struct(">iII")  # total_size, magic, record_crc
-REST = struct.Struct(">Iiiqqiq16siq16siiqi")  # body_crc .. body_length
-HEADER_SIZE = PREFIX.size + REST.size
+RECORD_MAGIC: Final = 0x4D514701  # "MQG" 1
+BLANK_MAGIC: Final = 0x4D514702
+PREFIX: Final = struct.Struct(">iII")  # total_size, magic, record_crc
+REST: Final = struct.Struct(">Iiiqqiq16siq16siiqi")  # body_crc .. body_length
+HEADER_SIZE: Final = PREFIX.size + REST.size
 assert HEADER_SIZE == 116
-U16 = struct.Struct(">H")
-SIZE_MAGIC = struct.Struct(">iI")
-INT64 = struct.Struct(">q")
-STORE_TIMESTAMP = struct.Struct(">q")
-BLANK_MIN_SIZE = SIZE_MAGIC.size
+U16: Final = struct.Struct(">H")
+SIZE_MAGIC: Final = struct.Struct(">iI")
+INT64: Final = struct.Struct(">q")
+STORE_TIMESTAMP: Final = struct.Struct(">q")
+BLANK_MIN_SIZE: Final = SIZE_MAGIC.size
 # Offsets of fields read on their own (by recovery and by time lookups).
-PHYSICAL_OFFSET_POS = 32
-STORE_TIMESTAMP_POS = 72
-BODY_LENGTH_POS = 112
-MIN_RECORD_SIZE = HEADER_SIZE + 2 + 1 + 2
+PHYSICAL_OFFSET_POS: Final = 32
+STORE_TIMESTAMP_POS: Final = 72
+BODY_LENGTH_POS: Final = 112
+MIN_RECORD_SIZE: Final = HEADER_SIZE + 2 + 1 + 2
 
 
 class RecordFormatError(ValueError):
@@ -181,7 +181,7 @@ def record_size_at(buffer: Buffer, pos: int) -> tuple[int, int]:
 
 
 # The whole 116-byte header in one unpack, for readers.
-HEADER = struct.Struct(PREFIX.format + REST.format[1:])
+HEADER: Final = struct.Struct(PREFIX.format + REST.format[1:])
 assert HEADER.size == HEADER_SIZE
 
 
@@ -194,13 +194,17 @@ def _checked(buffer: Buffer, pos: int, limit: int, check_body: bool = True) -> t
     if pos + MIN_RECORD_SIZE > limit:
         raise RecordFormatError("too few bytes left for a record")
     fields = HEADER.unpack_from(buffer, pos)
-    total, magic, record_crc, body_crc = fields[0], fields[1], fields[2], fields[3]
+    # Typed, so that the compiled module does its arithmetic and comparisons on C integers, not on objects.
+    total: int = fields[0]
+    magic: int = fields[1]
+    record_crc: int = fields[2]
+    body_crc: int = fields[3]
     if magic != RECORD_MAGIC:
         raise RecordFormatError(f"bad magic 0x{magic & 0xFFFFFFFF:08x}")
     end = pos + total
     if total < MIN_RECORD_SIZE or end > limit:
         raise RecordFormatError(f"total size {total} out of range")
-    body_length = fields[17]
+    body_length: int = fields[17]
     topic_pos = pos + HEADER_SIZE + body_length
     if body_length < 0 or topic_pos + 2 > end:
         raise RecordFormatError(f"body length {body_length} out of range")

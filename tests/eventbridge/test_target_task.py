@@ -137,10 +137,14 @@ async def test_a_failing_dead_letter_raises_its_error_and_stops_the_batch(broker
     deliverer = ScriptedDeliverer({"e0": [REFUSED]})
     task = task_for(broker, rule_with("concurrency: 2\n"), deliverer)
 
-    async def full_disk(*args: Any, **kwargs: Any) -> None:
-        raise OSError(28, "No space left on device")
+    class FullDisk:
+        """The dead-letter producer on a full disk. A stand-in rather than a patched method: the compiled
+        Producer's methods cannot be replaced on an instance."""
 
-    task.producer.send = full_disk  # type: ignore[method-assign]
+        async def send(self, *args: Any, **kwargs: Any) -> None:
+            raise OSError(28, "No space left on device")
+
+    task.producer = FullDisk()  # type: ignore[assignment]
     deliverer.gate.clear()
     put = asyncio.create_task(task.put(records(3)))
     await asyncio.sleep(0.01)

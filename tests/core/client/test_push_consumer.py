@@ -225,8 +225,9 @@ async def test_orderly_consumption_keeps_order_per_key_while_members_come_and_go
     assert suspended  # the suspend path ran
 
 
-def test_malformed_subscription_is_refused_at_subscribe_time():
-    consumer = PushConsumer(broker=None, group="g", listener=recorder([], 0))  # type: ignore[arg-type]
+async def test_malformed_subscription_is_refused_at_subscribe_time(make_broker):
+    broker = await make_broker()  # a real one: the compiled PushConsumer checks its broker's type
+    consumer = PushConsumer(broker=broker, group="g", listener=recorder([], 0))
     with pytest.raises(FilterExpressionError) as error:
         consumer.subscribe("t", "a > AND b = 1", "SQL92")
     assert error.value.position == 4

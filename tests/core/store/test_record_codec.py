@@ -203,3 +203,27 @@ def test_properties_refuse_separators():
         encode_properties({"a": "x\x01y"})
     with pytest.raises(InvalidMessageError, match="at most 65535"):
         encode_properties({"big": "v" * 70000})
+
+
+def plain_decode_properties(data: bytes) -> dict[str, str]:
+    """The reference: item by item, empty items skipped, an item without its separator refused."""
+    properties = {}
+    for item in data.decode().split("\x02"):
+        if item:
+            name, sep, value = item.partition("\x01")
+            if not sep:
+                raise ValueError(f"property item {item[:40]!r} has no name/value separator")
+            properties[name] = value
+    return properties
+
+
+@given(st.text(alphabet="ab\x01\x02é", max_size=30))
+def test_decode_properties_reads_any_blob_as_the_plain_loop_does(text):
+    data = text.encode()
+    outcomes = []
+    for decode in (decode_properties, plain_decode_properties):
+        try:
+            outcomes.append(("ok", decode(data)))
+        except ValueError as exc:
+            outcomes.append(("error", str(exc)))
+    assert outcomes[0] == outcomes[1]
