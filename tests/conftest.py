@@ -4,6 +4,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.compiled_modules import stale
+from tests.serve_process import RUNNING
 
 logging.getLogger("core").setLevel(logging.INFO)
 
@@ -23,3 +24,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             " or `make uncompiled` to test the interpreted modules",
             returncode=2,
         )
+
+
+@pytest.fixture(autouse=True)
+def no_server_left_running():
+    """Kill any `mqgate serve` a test started and left running (it failed before stopping it): a CI run once kept
+    such a server, and its index process, busy beside the rest of the suite for half an hour. Servers of wider
+    fixtures are left to them."""
+    before = set(RUNNING)  # a module's shared server is started before this (wider fixtures are set up first)
+    yield
+    for server in RUNNING - before:
+        server.kill()

@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # Generous: a loaded machine can take seconds to start Python and import everything.
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+# Every server started and not yet stopped or killed: tests/conftest.py kills what a test leaves (one that failed
+# between starting a server and stopping it), so that it does not run on beside the rest of the suite.
+RUNNING: set[ServeProcess] = set()
 
 
 def serve_command(*args: str | Path) -> list[str]:
@@ -43,6 +46,7 @@ class ServeProcess:
                 stderr=stderr,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )
+        RUNNING.add(self)
         self.line = self._read_line()
         self.ready = dict(part.split("=", 1) for part in self.line.split()[1:])
 
@@ -81,6 +85,7 @@ class ServeProcess:
         return code
 
     def _close(self) -> None:
+        RUNNING.discard(self)
         if self.process.stdout is not None:
             self.process.stdout.close()
 
