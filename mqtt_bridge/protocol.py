@@ -21,7 +21,7 @@ import mqtt5
 
 from mqtt_bridge.codec import DUP_FLAG, MQTT_3_1_1, check_first_byte, protocol_level
 from mqtt_bridge.codec_v5 import V5Codec, publish_topic_bounds, with_topic_alias
-from mqtt_bridge.codec_v311 import V311Codec, decode_short_publish
+from mqtt_bridge.codec_v311 import V311Codec, read_short_publish
 from mqtt_bridge.errors import ProtocolError, UnsupportedProtocol
 from mqtt_bridge.framing import FrameBuffer
 from mqtt_bridge.topic import TopicError, validate_topic_name
@@ -74,16 +74,68 @@ class Connected:
     version: int
 
 
-@dataclass(slots=True)
 class Published:
-    """A PUBLISH from the client; `topic` is its topic with any topic alias resolved (the packet is read-only).
-    QoS 1/2 need `acknowledge_publish` once stored."""
+    """A PUBLISH from the client; `topic` is its topic with any topic alias resolved, `qos` and `packet_id` (0 at
+    QoS 0) plain integers. QoS 1/2 need `acknowledge_publish` once stored.
 
-    packet: mqtt5.PublishPacket
-    topic: str
-    # The packet's own bytes when they are also how a QoS 0 copy goes to an MQTT 3.1.1 subscriber (a 3.1.1
-    # QoS 0 PUBLISH without retain flag): the gateway keeps them instead of encoding the message again.
-    wire: bytes | None = None
+    An MQTT 3.1.1 QoS 0/1 PUBLISH read in place (most inbound traffic) has nothing but these fields, payload,
+    retain and DUP flags: it is kept without an `mqtt5.PublishPacket` (`plain`), whose construction and getters
+    (each copying the payload or topic out of the packet again) cost more than the rest of its way to the store.
+    `packet` makes one when asked. Every other PUBLISH keeps its decoded packet (read-only)."""
+
+    __slots__ = ("_duplicate", "_packet", "_payload", "_retain", "packet_id", "qos", "topic", "wire")
+
+    def __init__(
+        self,
+        topic: str,
+        qos: int,
+        packet_id: int,
+        packet: mqtt5.PublishPacket | None = None,
+        payload: bytes = b"",
+        retain: bool = False,
+        duplicate: bool = False,
+    ) -> None:
+        self.topic = topic
+        self.qos = qos
+        self.packet_id = packet_id
+        self._packet = packet
+        self._payload = payload
+        self._retain = retain
+        self._duplicate = duplicate
+        # The packet's own bytes when they are also how a QoS 0 copy goes to an MQTT 3.1.1 subscriber (a 3.1.1
+        # QoS 0 PUBLISH without retain flag): the gateway keeps them instead of encoding the message again.
+        self.wire: bytes | None = None
+
+    @property
+    def plain(self) -> bool:
+        """No packet behind it: topic, payload, QoS, flags and packet id are all there is (no properties)."""
+        return self._packet is None
+
+    @property
+    def payload(self) -> bytes:
+        return self._payload if self._packet is None else self._packet.payload
+
+    @property
+    def retain(self) -> bool:
+        return self._retain if self._packet is None else self._packet.retain
+
+    @property
+    def packet(self) -> mqtt5.PublishPacket:
+        packet = self._packet
+        if packet is None:
+            qos = mqtt5.QoS.AT_LEAST_ONCE if self.qos else mqtt5.QoS.AT_MOST_ONCE
+            packet = self._packet = mqtt5.PublishPacket(
+                self.topic,
+                self._payload,
+                qos=qos,
+                retain=self._retain,
+                packet_id=self.packet_id or None,
+                duplicate=self._duplicate,
+            )
+        return packet
+
+    def __repr__(self) -> str:
+        return f"Published(topic={self.topic!r}, qos={self.qos}, packet_id={self.packet_id}, packet={self.packet!r})"
 
 
 @dataclass(slots=True)
@@ -219,9 +271,9 @@ class MqttConnection:
                 start, body, end = bounds
                 packets += 1
                 # A 3.1.1 QoS 0/1 PUBLISH (short enough for a one-byte length) is read in place, without a copy.
-                packet = decode_short_publish(buffer, body, end) if fast and body == start + 2 else None
-                if packet is not None:
-                    published = self._handle_publish(packet)
+                fields = read_short_publish(buffer, body, end) if fast and body == start + 2 else None
+                if fields is not None:
+                    published = self._handle_short_publish(fields)
                     if buffer[start] == _PLAIN_QOS0_PUBLISH:
                         published.wire = bytes(buffer[start:end])
                     frames.advance(end)
@@ -323,6 +375,21 @@ class MqttConnection:
             )
         self.keep_alive = self._server_keep_alive = maximum
 
+    def _handle_short_publish(self, fields: tuple[str, bytes, int, bool, int, bool]) -> Published:
+        """`_handle_publish` for the fields of `read_short_publish`: an MQTT 3.1.1 QoS 0/1 PUBLISH, which has no
+        properties (no topic alias, no subscription identifier) and no Receive Maximum to be held to."""
+        topic, payload, qos, retain, packet_id, duplicate = fields
+        self.traffic.publishes_received += 1
+        if topic != self._valid_topic:
+            try:
+                validate_topic_name(topic)
+            except TopicError as exc:
+                raise ProtocolError(f"PUBLISH: {exc}", 0x90) from None
+            self._valid_topic = topic
+        if qos:
+            self.inbound_unacked += 1
+        return Published(topic, qos, packet_id, None, payload, retain, duplicate)
+
     def _handle_publish(self, packet: mqtt5.PublishPacket) -> Published:
         self.traffic.publishes_received += 1
         # A client may publish right after its CONNECT, before the CONNACK (MQTT 3.1.4): the events are handled
@@ -355,7 +422,7 @@ class MqttConnection:
             if qos == 2 and pending is not None and packet.packet_id in pending:
                 # The same QoS 2 flow again (its PUBREL has not come): it holds its quota already, and the gateway
                 # answers it with PUBREC without storing it twice.
-                return Published(packet, topic)
+                return Published(topic, qos, packet.packet_id or 0, packet)
             if self.inbound_unacked >= self.limits.receive_maximum and self.version == 5:
                 raise ProtocolError(
                     f"more than Receive Maximum ({self.limits.receive_maximum}) unacknowledged QoS 1/2 publishes "
@@ -367,7 +434,7 @@ class MqttConnection:
                 if pending is None:
                     pending = self._inbound_qos2 = set()
                 pending.add(packet.packet_id)  # type: ignore[arg-type]
-        return Published(packet, topic)
+        return Published(topic, qos, packet.packet_id or 0, packet)
 
     def _qos2_done(self, packet_id: int) -> None:
         """An inbound QoS 2 flow ended (PUBCOMP queued, or PUBREC with a failure): its quota goes back."""

@@ -42,7 +42,7 @@ def test_the_twins_are_apart():
 
 def event_summary(event: Any) -> tuple[Any, ...]:
     """An event as plain values: its class name and fields (the twins' event classes are different classes)."""
-    fields = ("packet", "version", "topic", "wire", "packet_id")
+    fields = ("packet", "version", "topic", "wire", "packet_id", "qos", "payload", "retain", "plain")
     return (type(event).__name__, *(repr(getattr(event, name, None)) for name in fields))
 
 
