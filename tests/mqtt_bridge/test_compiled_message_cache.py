@@ -143,7 +143,12 @@ def test_a_run_of_operations_gives_the_same_entries_reads_and_bytes(stored, ops,
                     target = conn[version]
                     packet_id = target.next_packet_id() if qos else None
                     sent = cache.publish(target, cached, qos, retain, packet_id, 10_000, ids)
-                    got = (sent, target.data_to_send(), None if cached.qos0 is None else sorted(cached.qos0))
+                    got = (
+                        sent,
+                        target.data_to_send(),
+                        None if cached.qos0 is None else sorted(cached.qos0),
+                        cached.v311,
+                    )
             seen.append((got, len(cache), cache.bytes, cache.hits, cache.misses))
             seen.append([entry(cache.get(offset)) for offset in offsets])
         assert seen[0] == seen[2] and seen[1] == seen[3]
