@@ -174,11 +174,13 @@ _QOS_BITS = 0x06
 _QOS1_BITS = 0x02
 
 
-def decode_short_publish(buffer: bytearray, body: int, end: int) -> mqtt5.PublishPacket | None:
-    """A well-formed QoS 0 or QoS 1 PUBLISH read straight from a connection's receive buffer (its fixed header at
-    `body - 2`, remaining length under 128, body `buffer[body:end]`), else None: anything unusual, including a
-    malformed packet, goes through `V311Codec.decode`, which names the error. Most inbound traffic is this packet,
-    and the general path copies the frame out of the buffer and parses the fixed header again first."""
+def read_short_publish(buffer: bytearray, body: int, end: int) -> tuple[str, bytes, int, bool, int, bool] | None:
+    """(topic, payload, QoS, retain, packet id (0 at QoS 0), DUP) of a well-formed QoS 0 or QoS 1 PUBLISH read
+    straight from a connection's receive buffer (its fixed header at `body - 2`, remaining length under 128, body
+    `buffer[body:end]`), else None: anything unusual, including a malformed packet, goes through
+    `V311Codec.decode`, which names the error. Most inbound traffic is this packet, and the general path copies
+    the frame out of the buffer and parses the fixed header again first; these fields are all a 3.1.1 PUBLISH has,
+    so the gateway needs no `mqtt5.PublishPacket` for it (`decode_short_publish` makes one)."""
     first = buffer[body - 2]
     qos_bits = first & _QOS_BITS
     if first & _TYPE_BITS != _PUBLISH_TYPE or qos_bits > _QOS1_BITS or body + 2 > end:
@@ -196,20 +198,24 @@ def decode_short_publish(buffer: bytearray, body: int, end: int) -> mqtt5.Publis
         return None
     retain = bool(first & RETAIN_FLAG)
     if not qos_bits:
-        return mqtt5.PublishPacket(topic, bytes(buffer[topic_end:end]), qos=_QOS0, retain=retain, packet_id=None)
+        return topic, bytes(buffer[topic_end:end]), 0, retain, 0, False
     if topic_end + 2 > end:
         return None
     packet_id = (buffer[topic_end] << 8) | buffer[topic_end + 1]
     if not packet_id:
         return None  # [MQTT-2.3.1-1]: a QoS 1 PUBLISH needs a non-zero packet id; the codec refuses it
-    return mqtt5.PublishPacket(
-        topic,
-        bytes(buffer[topic_end + 2 : end]),
-        qos=_QOS1,
-        retain=retain,
-        packet_id=packet_id,
-        duplicate=bool(first & DUP_FLAG),
-    )
+    return topic, bytes(buffer[topic_end + 2 : end]), 1, retain, packet_id, bool(first & DUP_FLAG)
+
+
+def decode_short_publish(buffer: bytearray, body: int, end: int) -> mqtt5.PublishPacket | None:
+    """The packet of `read_short_publish`'s fields, or None where it declines."""
+    fields = read_short_publish(buffer, body, end)
+    if fields is None:
+        return None
+    topic, payload, qos, retain, packet_id, duplicate = fields
+    if not qos:
+        return mqtt5.PublishPacket(topic, payload, qos=_QOS0, retain=retain, packet_id=None)
+    return mqtt5.PublishPacket(topic, payload, qos=_QOS1, retain=retain, packet_id=packet_id, duplicate=duplicate)
 
 
 def _check_connect(frame: memoryview, offset: int) -> bytes | None:

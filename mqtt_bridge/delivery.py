@@ -4,11 +4,14 @@ group (shared_group.py); acknowledgements move the positions."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from core import (
     PullStatus,
     StoredMessage,
 )
 from mqtt_bridge.acl_file import Access
+from mqtt_bridge.delivery_round import Batch, merge_pulled, send_batch
 from mqtt_bridge.gateway_state import (
     READ_BATCH,
     GatewayState,
@@ -16,7 +19,6 @@ from mqtt_bridge.gateway_state import (
     now_ms,
 )
 from mqtt_bridge.link import Link
-from mqtt_bridge.message_cache import CachedMessage
 from mqtt_bridge.message_mapping import (
     MqttMessage,
 )
@@ -31,10 +33,11 @@ class Delivery(GatewayState):
         assert session is not None
         conn = link.conn
         limit = self.config.max_queued_messages
+        group = session_group(session.client_id)  # a BLAKE2b hash: once per connection, not per read
         while True:
             link.woken.clear()
             progressed = self._send_retained(link)
-            batch: dict[int, tuple[CachedMessage | None, list[tuple[str, int]]]] = {}
+            batch: Batch = {}
             # Queues are read READ_BATCH entries at a time. When one has more past what was read, a message of
             # another queue stored later than the last one read here may not go first: the round delivers up to
             # the lowest such commit-log offset (the horizon) and reads the rest again next round, so overlapping
@@ -55,73 +58,27 @@ class Delivery(GatewayState):
                     offset = session.read_offsets[queue] = high - limit
                 if offset >= high:
                     continue
-                got = await self.messages.pull(session_group(session.client_id), queue, offset, READ_BATCH)
+                got = await self.messages.pull(group, queue, offset, READ_BATCH)
                 if got.status is PullStatus.OFFSET_ILLEGAL:
                     session.read_offsets[queue] = got.next_begin_offset
                     progressed = True
                     continue
-                for commit_log_offset, queue_offset, read in got.messages:
-                    entry = batch.get(commit_log_offset)
-                    if entry is None:
-                        batch[commit_log_offset] = (read, [(queue, queue_offset)])
-                    else:
-                        entry[1].append((queue, queue_offset))
+                merge_pulled(batch, queue, got.messages)
                 if not got.messages and got.next_begin_offset > offset:  # only holes or corrupt entries: skip them
                     session.read_offsets[queue] = got.next_begin_offset
                 if got.messages and got.next_begin_offset < high:
                     last = got.messages[-1][0]
                     horizon = last if horizon is None else min(horizon, last)
-            stopped = False
-            now = now_ms()
-            # How a message of one queue is delivered depends on its QoS, retain flag and whether this client
-            # published it, and on the queue's subscriptions: found once per round for each such kind (most
-            # messages sit in one queue only).
-            deliveries: dict[tuple[str, int, bool, bool], tuple[int, bool, list[int]] | None] = {}
-            # Deliveries are counted per core topic (core.TopicTraffic) a run of one topic at a time: most rounds
-            # hold one topic, and a call per message would cost more than the count is worth.
-            counted_topic = ""
-            counted = counted_bytes = 0
-            for commit_offset in sorted(batch):
-                if horizon is not None and commit_offset > horizon:
-                    break  # read again next round, after what comes before it in the other queues
-                cached, positions = batch[commit_offset]
-                message = cached.message if cached is not None else None
-                delivery = None
-                if message is not None and (message.expires_at_ms is None or message.expires_at_ms > now):
-                    if len(positions) == 1:
-                        kind = (positions[0][0], message.qos, message.retain, message.client_id == session.client_id)
-                        if kind in deliveries:
-                            delivery = deliveries[kind]
-                        else:
-                            delivery = deliveries[kind] = session.delivery(message, session.matching(positions))
-                    else:
-                        delivery = session.delivery(message, session.matching(positions))
-                if delivery is None or (message is not None and not self.allowed(link, message.topic, Access.READ)):
-                    session.advance(positions)
-                    progressed = True
-                    continue
-                assert cached is not None and message is not None
-                qos, retain, ids = delivery
-                if qos and conn.send_window <= 0:
-                    stopped = True
-                    break
-                if not link.writable:
-                    stopped = True
-                    break
-                packet_id = conn.next_packet_id() if qos else None
-                if self.messages.publish(conn, cached, qos, retain, packet_id, now, ids) and qos:
-                    session.sent(packet_id, Outgoing(message, qos, retain, ids, positions))  # type: ignore[arg-type]
-                session.advance(positions)
-                if cached.topic is not counted_topic:
-                    if counted:
-                        self.broker.traffic.delivered(counted_topic, counted, counted_bytes)
-                    counted_topic, counted, counted_bytes = cached.topic, 0, 0
-                counted += 1
-                counted_bytes += len(message.payload)
-                self.stats["delivered"] += 1
+            # The messages themselves: delivery_round.py (compiled), an ACL read check per message if there is an ACL.
+            readable = None if self.acl is None else partial(self.allowed, link, access=Access.READ)
+            done = send_batch(batch, horizon, session, conn, link, self.messages, now_ms(), readable)
+            if done.progressed:
                 progressed = True
-            if counted:
-                self.broker.traffic.delivered(counted_topic, counted, counted_bytes)
+            stopped = done.stopped
+            if done.delivered:
+                self.stats["delivered"] += done.delivered
+                for topic, count, size in done.traffic:
+                    self.broker.traffic.delivered(topic, count, size)
             took = False
             if not stopped:
                 took, stopped = await self._deliver_shared(link)

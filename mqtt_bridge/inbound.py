@@ -209,16 +209,21 @@ class InboundPublishing(GatewayState):
                     topic_error = None
                 except (CoreError, ValueError) as exc:
                     topic_error = exc
-            qos = int(event.packet.qos)
-            packet_id = event.packet.packet_id or 0
+            qos = event.qos
+            packet_id = event.packet_id
             refusal = denied if not allowed else refusal_of(topic_error) if topic_error is not None else None
             if refusal is None:
-                message = MqttMessage.from_publish(event.packet, topic, client_id, now)
-                if message.is_plain() and properties_key == (topic, message.retain, qos):
+                if event.plain:  # a 3.1.1 PUBLISH read without a packet object: these fields are all it has
+                    message = MqttMessage(topic, event.payload, qos, event.retain, client_id)
+                    plain = True
+                else:
+                    message = MqttMessage.from_publish(event.packet, topic, client_id, now)
+                    plain = message.is_plain()
+                if plain and properties_key == (topic, message.retain, qos):
                     core = Message(core_topic, message.payload, queue_id, plain_properties.copy(), born_timestamp=now)
                 else:
                     properties, body = message.core_fields()
-                    if message.is_plain() and PROPERTY_HEADER not in properties:
+                    if plain and PROPERTY_HEADER not in properties:
                         plain_properties, properties_key = properties.copy(), (topic, message.retain, qos)
                     core = Message(core_topic, body, queue_id, properties, born_timestamp=now)
             else:
@@ -242,7 +247,7 @@ class InboundPublishing(GatewayState):
                 run, mqtt_run, run_bytes = [], [], 0
             run_key = key
             run.append(core)
-            mqtt_run.append((message, event.wire, event.packet.packet_id if qos else None))
+            mqtt_run.append((message, event.wire, packet_id if qos else None))
             run_bytes += size
         if run:
             await self._store_run(link, run, mqtt_run)

@@ -135,7 +135,7 @@ class DequeOnDemand(typing.Generic[T]):
 
 def _is_run_publish(event: Event) -> bool:
     """A QoS 0 or 1 PUBLISH: those go to the core in runs (QoS 2 has its own duplicate check)."""
-    return type(event) is Published and int(event.packet.qos) < 2  # an mqtt5 QoS is truthy even at QoS 0
+    return type(event) is Published and event.qos < 2
 
 
 class ClientLink(abc.ABC):

@@ -21,10 +21,39 @@ import mqtt5
 
 from mqtt_bridge.codec import DUP_FLAG, MQTT_3_1_1, check_first_byte, protocol_level
 from mqtt_bridge.codec_v5 import V5Codec, publish_topic_bounds, with_topic_alias
-from mqtt_bridge.codec_v311 import V311Codec, decode_short_publish
+from mqtt_bridge.codec_v311 import V311Codec, read_short_publish
 from mqtt_bridge.errors import ProtocolError, UnsupportedProtocol
 from mqtt_bridge.framing import FrameBuffer
+from mqtt_bridge.protocol_events import (
+    Connected,
+    Delivered,
+    Disconnected,
+    Event,
+    MqttTraffic,
+    Published,
+    Received,
+    Released,
+    Subscribed,
+    Unsubscribed,
+)
 from mqtt_bridge.topic import TopicError, validate_topic_name
+
+# The events and traffic counters live in protocol_events.py; importers of this module find them here too.
+__all__ = [
+    "Connected",
+    "Delivered",
+    "Disconnected",
+    "Event",
+    "Limits",
+    "MqttConnection",
+    "MqttTraffic",
+    "Published",
+    "Received",
+    "Released",
+    "State",
+    "Subscribed",
+    "Unsubscribed",
+]
 
 # Before CONNECT we know nothing of the peer: a CONNECT is small (ids, credentials, a will), so a first packet
 # over this size is refused before it is buffered (Mosquitto applies its message size limit the same way).
@@ -63,95 +92,6 @@ class Limits:
     # Outbound QoS 1/2 publishes in flight per client, whatever the client's Receive Maximum allows
     # (Mosquitto's max_inflight_messages is 20; a durable queue behind us makes a larger window cheap).
     max_inflight: int = 64
-
-
-# --- events -----------------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Connected:
-    packet: mqtt5.ConnectPacket
-    version: int
-
-
-@dataclass(slots=True)
-class Published:
-    """A PUBLISH from the client; `topic` is its topic with any topic alias resolved (the packet is read-only).
-    QoS 1/2 need `acknowledge_publish` once stored."""
-
-    packet: mqtt5.PublishPacket
-    topic: str
-    # The packet's own bytes when they are also how a QoS 0 copy goes to an MQTT 3.1.1 subscriber (a 3.1.1
-    # QoS 0 PUBLISH without retain flag): the gateway keeps them instead of encoding the message again.
-    wire: bytes | None = None
-
-
-@dataclass(slots=True)
-class Released:
-    """The client's PUBREL for an inbound QoS 2 publish; the gateway answers with `complete`."""
-
-    packet_id: int
-
-
-@dataclass(slots=True)
-class Delivered:
-    """An outbound QoS 1 (PUBACK) or QoS 2 (PUBCOMP) publish is done; its packet id is free again."""
-
-    packet_id: int
-
-
-@dataclass(slots=True)
-class Received:
-    """The client's PUBREC for an outbound QoS 2 publish; the PUBREL is already queued."""
-
-    packet_id: int
-
-
-@dataclass(slots=True)
-class Subscribed:
-    packet: mqtt5.SubscribePacket
-
-
-@dataclass(slots=True)
-class Unsubscribed:
-    packet: mqtt5.UnsubscribePacket
-
-
-@dataclass(slots=True)
-class Disconnected:
-    """The client sent DISCONNECT (v5: with a reason code; 0x04 asks for the will to be published)."""
-
-    packet: mqtt5.DisconnectPacket
-
-
-Event = Connected | Published | Released | Delivered | Received | Subscribed | Unsubscribed | Disconnected
-
-
-class MqttTraffic:
-    """What connections received and sent, in all (Mosquitto's $SYS counters): each connection adds to the one its
-    server gives it. Plain integers: the connections of a server share one event loop, and an addition per packet
-    is the whole cost of keeping them."""
-
-    __slots__ = (
-        "bytes_received",
-        "bytes_sent",
-        "connects",
-        "packets_received",
-        "packets_sent",
-        "publishes_received",
-        "publishes_sent",
-        "sockets",
-    )
-
-    def __init__(self) -> None:
-        self.bytes_received = 0
-        self.bytes_sent = 0
-        self.packets_received = 0  # every control packet, as Mosquitto's messages/received
-        self.packets_sent = 0
-        self.publishes_received = 0
-        self.publishes_sent = 0
-        self.sockets = 0  # connections opened (the listener counts them)
-        self.connects = 0  # CONNECTs accepted (the gateway counts them)
 
 
 class MqttConnection:
@@ -219,9 +159,9 @@ class MqttConnection:
                 start, body, end = bounds
                 packets += 1
                 # A 3.1.1 QoS 0/1 PUBLISH (short enough for a one-byte length) is read in place, without a copy.
-                packet = decode_short_publish(buffer, body, end) if fast and body == start + 2 else None
-                if packet is not None:
-                    published = self._handle_publish(packet)
+                fields = read_short_publish(buffer, body, end) if fast and body == start + 2 else None
+                if fields is not None:
+                    published = self._handle_short_publish(fields)
                     if buffer[start] == _PLAIN_QOS0_PUBLISH:
                         published.wire = bytes(buffer[start:end])
                     frames.advance(end)
@@ -323,6 +263,21 @@ class MqttConnection:
             )
         self.keep_alive = self._server_keep_alive = maximum
 
+    def _handle_short_publish(self, fields: tuple[str, bytes, int, bool, int, bool]) -> Published:
+        """`_handle_publish` for the fields of `read_short_publish`: an MQTT 3.1.1 QoS 0/1 PUBLISH, which has no
+        properties (no topic alias, no subscription identifier) and no Receive Maximum to be held to."""
+        topic, payload, qos, retain, packet_id, duplicate = fields
+        self.traffic.publishes_received += 1
+        if topic != self._valid_topic:
+            try:
+                validate_topic_name(topic)
+            except TopicError as exc:
+                raise ProtocolError(f"PUBLISH: {exc}", 0x90) from None
+            self._valid_topic = topic
+        if qos:
+            self.inbound_unacked += 1
+        return Published(topic, qos, packet_id, None, payload, retain, duplicate)
+
     def _handle_publish(self, packet: mqtt5.PublishPacket) -> Published:
         self.traffic.publishes_received += 1
         # A client may publish right after its CONNECT, before the CONNACK (MQTT 3.1.4): the events are handled
@@ -355,7 +310,7 @@ class MqttConnection:
             if qos == 2 and pending is not None and packet.packet_id in pending:
                 # The same QoS 2 flow again (its PUBREL has not come): it holds its quota already, and the gateway
                 # answers it with PUBREC without storing it twice.
-                return Published(packet, topic)
+                return Published(topic, qos, packet.packet_id or 0, packet)
             if self.inbound_unacked >= self.limits.receive_maximum and self.version == 5:
                 raise ProtocolError(
                     f"more than Receive Maximum ({self.limits.receive_maximum}) unacknowledged QoS 1/2 publishes "
@@ -367,7 +322,7 @@ class MqttConnection:
                 if pending is None:
                     pending = self._inbound_qos2 = set()
                 pending.add(packet.packet_id)  # type: ignore[arg-type]
-        return Published(packet, topic)
+        return Published(topic, qos, packet.packet_id or 0, packet)
 
     def _qos2_done(self, packet_id: int) -> None:
         """An inbound QoS 2 flow ended (PUBCOMP queued, or PUBREC with a failure): its quota goes back."""

@@ -206,7 +206,8 @@ def test_first_packets_are_read_alike(data):
     st.binary(max_size=3),
 )
 def test_publishes_read_in_place_alike(packet, before, after):
-    """`decode_short_publish` reads a frame from a connection's receive buffer, with other bytes around it."""
+    """`decode_short_publish` and `read_short_publish` read a frame from a connection's receive buffer, with other
+    bytes around it."""
     data = packet if isinstance(packet, bytes) else V311_CODECS[0].encode(packet)
     if len(data) < 2 or data[1] & 0x80:
         return  # the in-place reader takes frames with a one-byte remaining length only
@@ -214,6 +215,9 @@ def test_publishes_read_in_place_alike(packet, before, after):
     body, end = len(before) + 2, len(before) + len(data)
     compiled = outcome(compiled_v311.decode_short_publish, buffer, body, end)
     assert compiled == outcome(pure_v311.decode_short_publish, buffer, body, end)
+    fields = outcome(compiled_v311.read_short_publish, buffer, body, end)
+    assert fields == outcome(pure_v311.read_short_publish, buffer, body, end)
+    assert (fields[1] is None) == (compiled[1] is None)
     if compiled[0] == "result" and compiled[1] is not None:
         assert compiled == decoded(V311_CODECS[1], data)
 

@@ -1,0 +1,147 @@
+"""What an `MqttConnection` (protocol.py) hands the gateway: one event per packet the gateway must act on, and the
+traffic counters its connections share. Plain records, compiled with mypyc with the connection (a Published is
+made per inbound message)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mqtt5
+
+
+@dataclass(slots=True)
+class Connected:
+    packet: mqtt5.ConnectPacket
+    version: int
+
+
+class Published:
+    """A PUBLISH from the client; `topic` is its topic with any topic alias resolved, `qos` and `packet_id` (0 at
+    QoS 0) plain integers. QoS 1/2 need `acknowledge_publish` once stored.
+
+    An MQTT 3.1.1 QoS 0/1 PUBLISH read in place (most inbound traffic) has nothing but these fields, payload,
+    retain and DUP flags: it is kept without an `mqtt5.PublishPacket` (`plain`), whose construction and getters
+    (each copying the payload or topic out of the packet again) cost more than the rest of its way to the store.
+    `packet` makes one when asked. Every other PUBLISH keeps its decoded packet (read-only)."""
+
+    __slots__ = ("_duplicate", "_packet", "_payload", "_retain", "packet_id", "qos", "topic", "wire")
+
+    def __init__(
+        self,
+        topic: str,
+        qos: int,
+        packet_id: int,
+        packet: mqtt5.PublishPacket | None = None,
+        payload: bytes = b"",
+        retain: bool = False,
+        duplicate: bool = False,
+    ) -> None:
+        self.topic = topic
+        self.qos = qos
+        self.packet_id = packet_id
+        self._packet = packet
+        self._payload = payload
+        self._retain = retain
+        self._duplicate = duplicate
+        # The packet's own bytes when they are also how a QoS 0 copy goes to an MQTT 3.1.1 subscriber (a 3.1.1
+        # QoS 0 PUBLISH without retain flag): the gateway keeps them instead of encoding the message again.
+        self.wire: bytes | None = None
+
+    @property
+    def plain(self) -> bool:
+        """No packet behind it: topic, payload, QoS, flags and packet id are all there is (no properties)."""
+        return self._packet is None
+
+    @property
+    def payload(self) -> bytes:
+        return self._payload if self._packet is None else self._packet.payload
+
+    @property
+    def retain(self) -> bool:
+        return self._retain if self._packet is None else self._packet.retain
+
+    @property
+    def packet(self) -> mqtt5.PublishPacket:
+        packet = self._packet
+        if packet is None:
+            qos = mqtt5.QoS.AT_LEAST_ONCE if self.qos else mqtt5.QoS.AT_MOST_ONCE
+            packet = self._packet = mqtt5.PublishPacket(
+                self.topic,
+                self._payload,
+                qos=qos,
+                retain=self._retain,
+                packet_id=self.packet_id or None,
+                duplicate=self._duplicate,
+            )
+        return packet
+
+    def __repr__(self) -> str:
+        return f"Published(topic={self.topic!r}, qos={self.qos}, packet_id={self.packet_id}, packet={self.packet!r})"
+
+
+@dataclass(slots=True)
+class Released:
+    """The client's PUBREL for an inbound QoS 2 publish; the gateway answers with `complete`."""
+
+    packet_id: int
+
+
+@dataclass(slots=True)
+class Delivered:
+    """An outbound QoS 1 (PUBACK) or QoS 2 (PUBCOMP) publish is done; its packet id is free again."""
+
+    packet_id: int
+
+
+@dataclass(slots=True)
+class Received:
+    """The client's PUBREC for an outbound QoS 2 publish; the PUBREL is already queued."""
+
+    packet_id: int
+
+
+@dataclass(slots=True)
+class Subscribed:
+    packet: mqtt5.SubscribePacket
+
+
+@dataclass(slots=True)
+class Unsubscribed:
+    packet: mqtt5.UnsubscribePacket
+
+
+@dataclass(slots=True)
+class Disconnected:
+    """The client sent DISCONNECT (v5: with a reason code; 0x04 asks for the will to be published)."""
+
+    packet: mqtt5.DisconnectPacket
+
+
+Event = Connected | Published | Released | Delivered | Received | Subscribed | Unsubscribed | Disconnected
+
+
+class MqttTraffic:
+    """What connections received and sent, in all (Mosquitto's $SYS counters): each connection adds to the one its
+    server gives it. Plain integers: the connections of a server share one event loop, and an addition per packet
+    is the whole cost of keeping them."""
+
+    __slots__ = (
+        "bytes_received",
+        "bytes_sent",
+        "connects",
+        "packets_received",
+        "packets_sent",
+        "publishes_received",
+        "publishes_sent",
+        "sockets",
+    )
+
+    def __init__(self) -> None:
+        self.bytes_received = 0
+        self.bytes_sent = 0
+        self.packets_received = 0  # every control packet, as Mosquitto's messages/received
+        self.packets_sent = 0
+        self.publishes_received = 0
+        self.publishes_sent = 0
+        self.sockets = 0  # connections opened (the listener counts them)
+        self.connects = 0  # CONNECTs accepted (the gateway counts them)
