@@ -8,6 +8,8 @@
   PushConsumers of one clustering group (default options: one message per listener call) consume them; the clock
   stops when the last message has been consumed.
 Each figure is the median of --rounds runs (this VM's speed drifts); the ratio is the median of per-round ratios.
+Both run with mqgate serve's interpreter settings (mqgate.server.apply_interpreter_settings: GC threshold, GIL
+switch interval).
 Prints key=value lines.
 """
 
@@ -33,6 +35,7 @@ from core.store.config import StoreConfig
 from core.store.message import Message
 from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import MessageStore
+from mqgate.server import apply_interpreter_settings
 from mqgate.server import run as run_on_event_loop
 
 BODY = os.urandom(128)
@@ -104,6 +107,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=Path(__file__).resolve().parent.parent / ".bench-tmp")
     args = parser.parse_args()
+    apply_interpreter_settings()  # mqgate serve's: GC threshold, GIL switch interval
     count = 50_000 if args.quick else 300_000
     args.dir.mkdir(parents=True, exist_ok=True)
     stores, both, ratios = [], [], []

@@ -24,7 +24,8 @@ has counted all N. The baseline, in the same round: a bare aiohttp loop POSTing 
 CloudEvents binary-mode headers to the same kind of target, 8 requests in flight on one ClientSession, clock
 stopped the same way. The target is one aiohttp server (answers 204, counts requests) in a child process, so
 it does not share the measured event loop; both measurements use it. The benchmark's loop is mqgate's (uvloop
-when installed). Each figure is the median of `--rounds` runs, the ratio the median of per-round ratios.
+when installed), with serve's interpreter settings (GC threshold, GIL switch interval). Each figure is the median
+of `--rounds` runs, the ratio the median of per-round ratios.
 
 End to end (`serve`): PutEvents through `mqgate serve` with 10 and 10,000 rules, each to its own target
 (bench/eventbridge_serve.py).
@@ -63,6 +64,7 @@ from eventbridge.matcher import Matcher
 from eventbridge.pattern_compiler import compile_pattern
 from eventbridge.rule_file import parse_rule_file
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
+from mqgate.server import apply_interpreter_settings
 from mqgate.server import run as run_on_event_loop
 
 RULE_COUNTS = (10, 1_000, 10_000)
@@ -342,6 +344,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=("match", "deliver", "serve"), help="run one part (default: all)")
     args = parser.parse_args()
+    apply_interpreter_settings()  # mqgate serve's: GC threshold, GIL switch interval
     # The `serve` part's `mqgate serve` runs from this tree and venv: it imports the same files this process finds.
     print(f"eventbridge.compiled={compiled_state()}", flush=True)
     if args.only in (None, "match"):

@@ -11,7 +11,7 @@ Measures on the same file system:
 Every message carries a unique id (UNIQ_KEY), as a RocketMQ producer sets, so every message is indexed.
 Messages are built before the clock starts (they are the producer's work) and the pool is frozen out of the
 garbage collector's scans (it is the harness's data, not the store's). The event loop is the one `mqgate serve`
-runs (uvloop when installed).
+runs (uvloop when installed), with serve's interpreter settings (GC threshold, GIL switch interval).
 
 This machine is a VM whose speed drifts by 2x within minutes, so each figure is the median of `--rounds` runs,
 and the raw-disk baseline is measured right before each 4 KiB run: a ratio is the median of per-round ratios.
@@ -38,6 +38,7 @@ from core.store.config import FlushMode, StoreConfig
 from core.store.message import Message
 from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import MessageStore
+from mqgate.server import apply_interpreter_settings
 from mqgate.server import run as run_on_event_loop
 
 MiB = 1024 * 1024
@@ -128,6 +129,7 @@ def main() -> None:
         " process of its own, as `mqgate serve` does: [store] index_process)",
     )
     args = parser.parse_args()
+    apply_interpreter_settings()  # mqgate serve's: GC threshold, GIL switch interval
     index_process = not args.index_in_process
     args.dir.mkdir(parents=True, exist_ok=True)
     quick = args.quick
