@@ -76,7 +76,9 @@ class Published:
         return packet
 
     def __repr__(self) -> str:
-        return f"Published(topic={self.topic!r}, qos={self.qos}, packet_id={self.packet_id}, packet={self.packet!r})"
+        # Not through `packet`: a log line must not make a packet for a plain event (it would stop being plain).
+        detail = f"packet={self._packet!r}" if self._packet is not None else f"payload={len(self._payload)} bytes"
+        return f"Published(topic={self.topic!r}, qos={self.qos}, packet_id={self.packet_id}, {detail})"
 
 
 @dataclass(slots=True)

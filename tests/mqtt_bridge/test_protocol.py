@@ -123,3 +123,12 @@ def test_traffic_counts_every_packet_and_byte_both_ways_into_the_shared_counters
     other = MqttConnection(traffic=traffic)  # a second connection adds to the same counters
     other.receive_data(connect)
     assert traffic.packets_received == 6
+
+
+def test_a_plain_publish_stays_plain_when_logged():
+    from mqtt_bridge.protocol import Published
+
+    event = Published("a/b", 1, 7, payload=b"xyz", retain=True)
+    assert "payload=3 bytes" in repr(event) and event.plain  # a log line makes no packet
+    assert event.packet.payload == b"xyz" and event.packet.retain and not event.plain
+    assert "packet=" in repr(event)
