@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from core.store.errors import StoreError
-from core.store.index_process import CHUNK_RECORDS, IDLE_POLL_S, LOCK_NAME, LOG_FORMAT, TARGET
+from core.store.index_process import CHUNK_RECORDS, IDLE_POLL_S, LOG_FORMAT, TARGET
 from core.store.index_service import IndexService
 from core.store.mapped_file import file_name
 from core.store.message import PROPERTY_KEYS, PROPERTY_UNIQ_KEY
@@ -161,8 +161,6 @@ def serve_index(
     # out messages goes first.
     os.nice(NICENESS)
     logging.basicConfig(level=log_level, stream=sys.stderr, format=LOG_FORMAT)
-    lock = os.open(Path(index_dir) / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(lock, fcntl.LOCK_EX)  # held until this process ends (wait_for_orphan)
     try:
         builder = _Builder(index_dir, slots, max_entries, commit_log_dir, segment_size, floor)
     except Exception as exc:
@@ -196,9 +194,22 @@ def serve_index(
 
 
 def main() -> None:
-    index_dir, slots, max_entries, commit_log_dir, segment_size, floor, conn_fd, target_fd, log_level = json.loads(
-        sys.argv[1]
-    )
+    (
+        index_dir,
+        slots,
+        max_entries,
+        commit_log_dir,
+        segment_size,
+        floor,
+        conn_fd,
+        target_fd,
+        lock_fd,
+        log_level,
+    ) = json.loads(sys.argv[1])
+    # The index directory's lock, taken by the store's process before it started this one and inherited: held until
+    # this process ends (core.store.index_process.wait_for_orphan). Taking it again on the same open file changes
+    # nothing; it fails only if the descriptor is not the lock.
+    fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     target = mmap.mmap(target_fd, TARGET.size)
     serve_index(
         index_dir, slots, max_entries, commit_log_dir, segment_size, floor, Connection(conn_fd), target, log_level

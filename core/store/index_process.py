@@ -60,24 +60,27 @@ CHUNK_RECORDS = 4096
 IDLE_POLL_S = 0.002
 # The format of mqgate's log lines (mqgate/cli.py): the child writes to the same stderr.
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
-# Held (flock) by a child while it runs, in the index directory. A store process killed with SIGKILL leaves its
-# child a few milliseconds to notice and exit: opening the store again waits for that, so that no writer from
-# before the crash touches the index while recovery rebuilds it.
+# Held (flock) while a child runs, in the index directory. A store process killed with SIGKILL leaves its child a
+# few milliseconds to notice and exit (or, killed while starting one, the time the child takes to start): opening
+# the store again waits for that, so that no writer from before the crash touches the index while recovery rebuilds
+# it. The store's process takes the lock before it starts a child and the child inherits it, so that there is no
+# moment when a child runs without it.
 LOCK_NAME = "lock"
 ORPHAN_WAIT_S = 10.0
 
 
-def wait_for_orphan(index_dir: Path) -> None:
-    """Return once no index process of an earlier run holds `index_dir`; raise IndexProcessError after
-    ORPHAN_WAIT_S."""
+def take_index_lock(index_dir: Path) -> int:
+    """A descriptor holding the index directory's lock, taken once no index process of an earlier run holds it;
+    raise IndexProcessError after ORPHAN_WAIT_S. Closing the descriptor (and every copy a child inherited)
+    releases it."""
     index_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(index_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(index_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         deadline = time.monotonic() + ORPHAN_WAIT_S
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
+                return fd
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     raise IndexProcessError(
@@ -85,8 +88,15 @@ def wait_for_orphan(index_dir: Path) -> None:
                         f" {ORPHAN_WAIT_S:.0f} s; stop it (it is named mqgate-index)"
                     ) from None
                 time.sleep(0.01)
-    finally:
-        os.close(fd)  # releases the lock
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def wait_for_orphan(index_dir: Path) -> None:
+    """Return once no index process of an earlier run holds `index_dir`; raise IndexProcessError after
+    ORPHAN_WAIT_S."""
+    os.close(take_index_lock(index_dir))
 
 
 TARGET = struct.Struct("=q")
@@ -185,12 +195,18 @@ class IndexProcess:
     def _spawn(self) -> None:
         # A new interpreter that imports only the store (`python -m core.store.index_process`): multiprocessing's
         # spawn would import the program's main module again (mqgate's whole CLI), fork would copy its threads' locks.
-        ours, theirs = socket.socketpair()
+        lock = take_index_lock(Path(self._args[0]))
+        try:
+            ours, theirs = socket.socketpair()
+        except BaseException:
+            os.close(lock)
+            raise
         arguments = [
             *self._args,
             self._floor,
             theirs.fileno(),
             self._target_fd,
+            lock,
             logging.getLogger().getEffectiveLevel(),
         ]
         package_root = str(Path(__file__).resolve().parents[2])
@@ -201,12 +217,13 @@ class IndexProcess:
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "core.store.index_child", json.dumps(arguments)],
-                pass_fds=(theirs.fileno(), self._target_fd),
+                pass_fds=(theirs.fileno(), self._target_fd, lock),
                 stdin=subprocess.DEVNULL,
                 env=environment,
             )
         finally:
             theirs.close()
+            os.close(lock)  # the child holds it now (or, if it did not start, nobody)
         parent = Connection(ours.detach())
         try:
             if not parent.poll(START_TIMEOUT_S):

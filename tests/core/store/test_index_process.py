@@ -2,11 +2,13 @@
 can see is found by key and unique id at once; the index survives a clean close, a killed index process and a
 killed store process; retention deletes its files through it."""
 
+import fcntl
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -156,3 +158,41 @@ def test_every_acknowledged_message_is_found_after_the_store_process_is_killed(o
         n for n in range(acked + 1) if [m.unique_id for m in store.query_messages("orders", f"id-{n}")] != [f"id-{n}"]
     ]
     assert missing == []
+
+
+def children_running(module: str) -> list[int]:
+    """Pids of this process's children whose command line names `module`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text().splitlines()
+            ppid = int(next(line for line in status if line.startswith("PPid:")).split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (FileNotFoundError, ProcessLookupError, StopIteration):
+            continue
+        if ppid == os.getpid() and module.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_the_index_lock_is_held_from_the_moment_the_child_exists(open_store, tmp_path):
+    # A store process killed while its index child was still starting left that child running unlocked: the next
+    # open took the lock at once, and the old child then opened (and created) index files beside the recovery.
+    directory = tmp_path / "store"
+    opener = threading.Thread(target=open_store, args=(directory,), kwargs={"index_process": True})
+    opener.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not children_running("core.store.index_child"):
+            assert time.monotonic() < deadline, "no index process appeared"
+            time.sleep(0.001)
+        fd = os.open(directory / "index" / index_process.LOCK_NAME, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    finally:
+        opener.join()
