@@ -20,7 +20,8 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from zlib import crc32
+
+from core.store.checksum import crc32
 
 _SLOT = struct.Struct(">IIqqqqq16x")
 SLOT_SIZE = _SLOT.size

@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from zlib import crc32
 
+from core.store.checksum import crc32
 from core.store.errors import CorruptRecordError, StoreNotWritableError
 from core.store.mapped_file import MappedFile, MappedFileQueue, file_name
 from core.store.message import (

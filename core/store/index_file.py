@@ -40,8 +40,8 @@ import shutil
 import struct
 from collections.abc import Sequence
 from pathlib import Path
-from zlib import crc32
 
+from core.store.checksum import crc32
 from core.store.errors import StoreError
 from core.store.mapped_file import MappedFile
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import operator
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from core.store.checksum import crc32
 from core.store.errors import InvalidMessageError
+from core.store.property_codec import MAX_PROPERTIES_LENGTH as MAX_PROPERTIES_LENGTH
+from core.store.property_codec import decode_properties as decode_properties
+from core.store.property_codec import encode_properties as encode_properties
 
 PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"
@@ -36,10 +38,6 @@ PROPERTY_TAG_CODE = "__TAG_CODE"
 # dead-letter copy would be dispatched into the light queues of the original.
 INTERNAL_PROPERTIES = frozenset({PROPERTY_MULTI_DISPATCH, PROPERTY_TAG_CODE})
 
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-# The properties length is an unsigned 16-bit field of the record.
-MAX_PROPERTIES_LENGTH = 0xFFFF
 
 # sys_flag bits, as RocketMQ's MessageSysFlag.
 SYSFLAG_COMPRESSED = 0x1
@@ -143,7 +141,7 @@ def split_keys(keys: str | None) -> list[str]:
 
 def tags_code(tags: str | None) -> int:
     """The tag hash kept in consume-queue entries: stable across processes (Python's hash() is not)."""
-    return zlib.crc32(tags.encode()) if tags else 0
+    return crc32(tags.encode()) if tags else 0
 
 
 def entry_code(properties: dict[str, str]) -> int:
@@ -152,94 +150,6 @@ def entry_code(properties: dict[str, str]) -> int:
     if given is not None:
         return int(given)
     return tags_code(properties.get(PROPERTY_TAGS))
-
-
-_join_name_value = NAME_VALUE_SEPARATOR.join
-_split_name_value = operator.methodcaller("split", NAME_VALUE_SEPARATOR, 1)
-
-
-def encode_properties(properties: dict[str, str]) -> bytes:
-    if not properties:
-        return b""
-    if len(properties) == 1:
-        # One property (a producer's UNIQ_KEY alone, the most common record) is checked directly: 0.22 us against
-        # 0.60 for the join and counts below, a tenth of an append of 128 bytes (profiled with py-spy).
-        for name, value in properties.items():
-            if (
-                type(name) is str
-                and type(value) is str
-                and name
-                and NAME_VALUE_SEPARATOR not in name
-                and PROPERTY_SEPARATOR not in name
-                and NAME_VALUE_SEPARATOR not in value
-                and PROPERTY_SEPARATOR not in value
-            ):
-                encoded = (name + NAME_VALUE_SEPARATOR + value + PROPERTY_SEPARATOR).encode()
-                if len(encoded) <= MAX_PROPERTIES_LENGTH:
-                    return encoded
-    # Every append encodes its properties, so the usual case is checked by C string methods: str.join refuses
-    # anything but strings, and with one name-value separator per property, one property separator between each
-    # two and no empty name, no name or value can hold a separator. Anything else goes to the loop below, which
-    # says what is wrong.
-    try:
-        text = PROPERTY_SEPARATOR.join(map(_join_name_value, properties.items()))
-    except TypeError:
-        text = ""
-    count = len(properties)
-    if (
-        text.count(NAME_VALUE_SEPARATOR) == count
-        and text.count(PROPERTY_SEPARATOR) == count - 1
-        and text[0] != NAME_VALUE_SEPARATOR
-        and PROPERTY_SEPARATOR + NAME_VALUE_SEPARATOR not in text
-    ):
-        encoded = (text + PROPERTY_SEPARATOR).encode()
-        if len(encoded) <= MAX_PROPERTIES_LENGTH:
-            return encoded
-    return _encode_properties_checked(properties)
-
-
-def _encode_properties_checked(properties: dict[str, str]) -> bytes:
-    parts = []
-    for name, value in properties.items():
-        if not isinstance(name, str) or not isinstance(value, str):
-            raise InvalidMessageError(f"property {name!r}: names and values must be strings")
-        if not name:
-            raise InvalidMessageError("property with an empty name")
-        for text in (name, value):
-            if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
-                raise InvalidMessageError(
-                    f"property {name!r}: the characters \\x01 and \\x02 are reserved as separators"
-                )
-        parts.append(f"{name}\x01{value}\x02")
-    encoded = "".join(parts).encode()
-    if len(encoded) > MAX_PROPERTIES_LENGTH:
-        raise InvalidMessageError(
-            f"properties take {len(encoded)} bytes encoded; at most {MAX_PROPERTIES_LENGTH} are allowed"
-        )
-    return encoded
-
-
-def decode_properties(data: bytes) -> dict[str, str]:
-    if not data:
-        return {}
-    text = data.decode()
-    # Every message read decodes its properties: the usual blob (each item `name \x01 value`, ended by \x02) is
-    # split into pairs by C string methods, one Python call per blob instead of a loop per item. An empty item
-    # or one without its separator leaves a pair of one string, which dict() refuses: the loop below then skips
-    # the empty ones and says which item is wrong, as before.
-    if text[-1] == PROPERTY_SEPARATOR:
-        try:
-            return dict(map(_split_name_value, text[:-1].split(PROPERTY_SEPARATOR)))
-        except ValueError:
-            pass
-    properties = {}
-    for item in text.split(PROPERTY_SEPARATOR):
-        if item:
-            name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-            if not sep:
-                raise ValueError(f"property item {item[:40]!r} has no name/value separator")
-            properties[name] = value
-    return properties
 
 
 @functools.lru_cache(maxsize=4096)

@@ -29,11 +29,11 @@ import logging
 import math
 import mmap
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable
 
+from core.store.appender import Appender
 from core.store.checkpoint import Checkpoint, CheckpointFile
 from core.store.commit_log import CommitLog
 from core.store.config import FlushMode, StoreConfig
@@ -41,44 +41,27 @@ from core.store.consume_queue_table import ConsumeQueueTable
 from core.store.dispatcher import Dispatcher, DispatchListener
 from core.store.errors import (
     CorruptRecordError,
-    InvalidMessageError,
-    MessageTooLargeError,
     StoreError,
     StoreLockedError,
-    StoreNotWritableError,
 )
 from core.store.flush_service import FlushService, FlushTimes, FlushWaiters
 from core.store.index_process import IndexProcess, IndexProcessError, wait_for_orphan
 from core.store.index_service import IndexService
 from core.store.mapped_file import fsync_dir
 from core.store.message import (
-    LIGHT_QUEUE_PREFIX,
-    MULTI_DISPATCH_SEPARATOR,
-    PROPERTY_MULTI_DISPATCH,
-    PROPERTY_TAG_CODE,
     Message,
     StoredMessage,
-    encode_properties,
-    is_light_queue,
 )
 from core.store.message_id import decode_offset_msg_id
 from core.store.put_result import PutResult, PutStatus
 from core.store.queue_reader import GetResult, GetStatus, QueueReader
-from core.store.record_codec import HEADER_SIZE, encode_tail, encode_topic
 from core.store.recovery import RecoveryReport, StoreRecovery
 from core.store.retention import RetentionService, disk_usage_ratio
 from core.store.service_thread import PeriodicService
-from core.store.topic_name import validate_topic
 
 log = logging.getLogger(__name__)
 
 END_OF_TIME_MS = 2**62
-# Checked light-queue lists remembered, at most (then forgotten all at once). Sized for tens of thousands of
-# distinct lists (an EventBridge bus with 10,000 targets routes to 10,000 one-queue lists): at 4,096 such a bus
-# missed nearly always, and a miss splits and checks the list again. A few MB at most.
-MAX_LIGHT_LISTS = 65_536
-# A consume-queue entry's tag code is a signed 64-bit integer.
-_INT64 = re.compile(r"-?[0-9]{1,18}")
 
 
 class MessageStore:
@@ -103,14 +86,13 @@ class MessageStore:
         self.retention = RetentionService(config, self.commit_log, self.queues, self.index, self._set_refusal)
         self.checkpoint_file = CheckpointFile(config.store_dir / "checkpoint")
         self.recovery: RecoveryReport | None = None
-        self._store_host = (config.store_host, config.store_port)
-        self._max_size = config.max_message_size
-        self._topics: dict[str, bytes] = {}
-        # Light-queue lists (the INNER_MULTI_DISPATCH value) already checked, split and deduplicated: a front door
-        # names the same few lists again and again (the MQTT gateway: one per topic with its matching filters).
-        self._light_lists: dict[str, tuple[str, ...]] = {}
-        # Why appends are refused right now, or None; one attribute so the append path checks it once.
-        self._refusal: str | None = "the store is not open"
+        self.appender = Appender(
+            self.commit_log,
+            self.dispatcher,
+            config.max_message_size,
+            (config.store_host, config.store_port),
+            str(config.store_dir),
+        )
         self._disk_refusal: str | None = None
         self._flush_error: str | None = None
         self._open = False
@@ -272,61 +254,18 @@ class MessageStore:
         self._refresh_refusal()
 
     def _refresh_refusal(self) -> None:
+        # Why appends are refused right now, or None: one attribute, so the append path checks it once.
         if not self._open:
-            self._refusal = "the store is not open"
+            self.appender.refusal = "the store is not open"
         else:
-            self._refusal = self._flush_error or self._disk_refusal
+            self.appender.refusal = self._flush_error or self._disk_refusal
 
     # --- writing -----------------------------------------------------------------------------------------
-
-    def _prepare_record(self, message: Message) -> tuple[Message, bytes, bytes, tuple[str, ...]]:
-        """Check a message and encode what of its record does not depend on where it lands: (message, body,
-        tail, light queues), as CommitLog.append takes them. Raises as `append` does."""
-        topic = message.topic
-        topic_part = self._topics.get(topic)
-        if topic_part is None:
-            topic_part = self._topics[topic] = encode_topic(validate_topic(topic).encode())
-        body = message.body
-        if type(body) is not bytes:
-            if not isinstance(body, bytes | bytearray | memoryview):
-                raise InvalidMessageError(f"topic {topic!r}: body must be bytes, not {type(body).__name__}")
-            body = bytes(body)
-        if message.queue_id < 0:
-            raise InvalidMessageError(f"topic {topic!r}: queue id {message.queue_id} is negative")
-        properties = message.properties
-        tail = encode_tail(topic_part, encode_properties(properties) if properties else b"")
-        if HEADER_SIZE + len(body) + len(tail) > self._max_size:
-            raise MessageTooLargeError(
-                f"topic {topic!r}: message of {len(body) + len(tail)} bytes (body and properties) is over"
-                f" max_message_size {self.config.max_message_size}"
-            )
-        if properties:
-            code = properties.get(PROPERTY_TAG_CODE)
-            if code is not None and not _INT64.fullmatch(code):
-                raise InvalidMessageError(
-                    f"topic {topic!r}: property {PROPERTY_TAG_CODE} must be a decimal integer, not {code[:40]!r}"
-                )
-            light = properties.get(PROPERTY_MULTI_DISPATCH)
-        else:
-            light = None
-        return message, body, tail, self._light_queues(light) if light else ()
 
     def append_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """`append` for several messages in one go: all are checked and encoded before any is written, so a bad
         one refuses the whole batch and nothing is written; then one commit-log call lays them down in order."""
-        if self._refusal is not None:
-            raise StoreNotWritableError(f"store {self.config.store_dir}: {self._refusal}")
-        prepare = self._prepare_record
-        records = [prepare(message) for message in messages]
-        placed = self.commit_log.append_batch(records)
-        if self.dispatcher.sleeping:
-            self.dispatcher.wake()
-        host = self._store_host
-        ok = PutStatus.PUT_OK
-        return [
-            PutResult(ok, message.topic, message.queue_id, queue_offset, offset, size, stamp, host)
-            for (message, _, _, _), (offset, size, queue_offset, stamp) in zip(records, placed, strict=True)
-        ]
+        return self.appender.append_batch(messages)
 
     def append(self, message: Message) -> PutResult:
         """Append without waiting for the disk (the record is in the page cache and will be dispatched).
@@ -334,46 +273,18 @@ class MessageStore:
         Raises InvalidTopicError / InvalidMessageError / MessageTooLargeError for bad input and
         StoreNotWritableError when writes are refused; nothing is written then.
         """
-        if self._refusal is not None:
-            raise StoreNotWritableError(f"store {self.config.store_dir}: {self._refusal}")
-        _, body, tail, light_queues = self._prepare_record(message)
-        offset, size, queue_offset, stamp = self.commit_log.append(message, body, tail, light_queues)
-        if self.dispatcher.sleeping:
-            self.dispatcher.wake()
-        return PutResult(
-            PutStatus.PUT_OK, message.topic, message.queue_id, queue_offset, offset, size, stamp, self._store_host
-        )
-
-    def _light_queues(self, names: str) -> tuple[str, ...]:
-        queues = self._light_lists.get(names)
-        if queues is not None:
-            return queues
-        queues = tuple(dict.fromkeys(names.split(MULTI_DISPATCH_SEPARATOR)))
-        for name in queues:
-            # Checked even when the name is a known topic: an entry of a normal topic's queue 0 made here would
-            # hand that topic's consumers another topic's record.
-            if not is_light_queue(name):
-                raise InvalidMessageError(
-                    f"property {PROPERTY_MULTI_DISPATCH}: {name!r} is not a light queue name; such names"
-                    f" start with {LIGHT_QUEUE_PREFIX!r}"
-                )
-            if name not in self._topics:
-                self._topics[name] = encode_topic(validate_topic(name).encode())
-        if len(self._light_lists) >= MAX_LIGHT_LISTS:
-            self._light_lists.clear()
-        self._light_lists[names] = queues
-        return queues
+        return self.appender.append(message)
 
     async def put(self, message: Message) -> PutResult:
         """Append and, under SYNC_FLUSH, wait until the record is on disk (FLUSH_DISK_TIMEOUT after the timeout)."""
-        result = self.append(message)
+        result = self.appender.append(message)
         if self._sync and not await self.wait_durable(result.end_offset):
             return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
         return result
 
     async def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """Append several messages and wait once, for the last, under SYNC_FLUSH."""
-        results = self.append_batch(messages)
+        results = self.appender.append_batch(messages)
         if self._sync and results and not await self.wait_durable(results[-1].end_offset):
             return [result.with_status(PutStatus.FLUSH_DISK_TIMEOUT) for result in results]
         return results
@@ -396,7 +307,7 @@ class MessageStore:
 
     def put_blocking(self, message: Message) -> PutResult:
         """`put` for callers on plain threads."""
-        result = self.append(message)
+        result = self.appender.append(message)
         if self._sync:
             self.flush_service.wake()
             if not self.waiters.wait_blocking(result.end_offset):
@@ -521,11 +432,11 @@ class MessageStore:
 
     @property
     def writable(self) -> bool:
-        return self._refusal is None
+        return self.appender.refusal is None
 
     @property
     def refusal(self) -> str | None:
-        return self._refusal
+        return self.appender.refusal
 
     @property
     def flush_times(self) -> FlushTimes:

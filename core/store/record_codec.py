@@ -43,8 +43,8 @@ import functools
 import mmap
 import struct
 from typing import Any, Final
-from zlib import crc32
 
+from core.store.checksum import crc32
 from core.store.message import StoredMessage, decode_host, decode_properties
 
 # What the decoder reads from: a segment's mapping, or bytes in tests.

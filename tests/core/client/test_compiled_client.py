@@ -26,7 +26,6 @@ import core.store.message_store as compiled_store
 from core.errors import ServiceNotAvailableError
 from core.store.config import StoreConfig
 from core.store.message import PROPERTY_TAGS, PROPERTY_UNIQ_KEY, StoredMessage
-from core.transaction_checkers import LocalTransactionState
 from mqgate.server import run
 from tests.compiled_modules import is_compiled, pure_twin
 
@@ -264,7 +263,9 @@ def test_transactions_end_as_their_pure_twins(script):
         await broker.start()
         try:
             broker.create_topic("t", queue_nums=2)
-            producer = module.TransactionProducer(broker, "pg", lambda message: LocalTransactionState.UNKNOW)
+            # The twin's own states: its imports that reach compiled code are twins too (tests/compiled_modules.py).
+            states = module.LocalTransactionState
+            producer = module.TransactionProducer(broker, "pg", lambda message: states.UNKNOW)
             await producer.start()
             ended = []
             for body, answer in script:
@@ -272,7 +273,7 @@ def test_transactions_end_as_their_pure_twins(script):
                 def executor(message: Any, arg: Any, answer: str = answer) -> Any:
                     if answer == "raise":
                         raise RuntimeError("the local transaction failed")
-                    return None if answer == "none" else LocalTransactionState(answer)
+                    return None if answer == "none" else states(answer)
 
                 result = await producer.send_message_in_transaction("t", body, executor)
                 ended.append((result.status.value, result.message_queue.queue_id, result.local_transaction_state.value))
