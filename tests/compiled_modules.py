@@ -9,8 +9,10 @@ import importlib
 import importlib.machinery
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from mqgate import compile_modules
 
@@ -114,3 +116,12 @@ def _reaches_compiled(name: str, seen: frozenset[str] = frozenset()) -> bool:
     if source is None or name in seen:
         return False
     return any(_reaches_compiled(imported, seen | {name}) for imported in _imports_of(source))
+
+
+def outcome(call: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
+    """The result of `call(*args)`, or its error by class name and message: a twin defines its own error classes
+    when the module that holds them reaches compiled code, so classes are compared by name."""
+    try:
+        return ("result", call(*args))
+    except Exception as exc:
+        return ("error", type(exc).__name__, str(exc))

@@ -6,7 +6,6 @@ send hooks, and fields of the wrong type, give the same properties, the same res
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given, settings
@@ -17,18 +16,10 @@ import core.results as compiled_results
 from core.message_queue import MessageQueue
 from core.store.message import Message
 from core.store.put_result import PutResult, PutStatus
-from tests.compiled_modules import is_compiled, pure_twin
+from tests.compiled_modules import is_compiled, outcome, pure_twin
 
 pure = pure_twin("core.batch_send")
 pure_results = pure_twin("core.results")
-
-
-def outcome(call: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
-    """The result of `call(*args)` (None for a procedure), or its error by class name and message."""
-    try:
-        return ("result", call(*args))
-    except Exception as exc:
-        return ("error", type(exc).__name__, str(exc))
 
 
 def test_the_twins_are_apart():

@@ -5,7 +5,6 @@ generated patterns and events, the same operators accepting the same values, the
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from enum import IntEnum
 from types import MappingProxyType
 from typing import Any
@@ -17,20 +16,13 @@ import eventbridge.leaf_index as compiled_leaf_index
 import eventbridge.matcher as compiled_matcher
 import eventbridge.pattern_compiler as pattern_compiler
 import eventbridge.pattern_operators as compiled_operators
-from tests.compiled_modules import pure_twin
+from tests.compiled_modules import outcome, pure_twin
 from tests.eventbridge.pattern_strategies import KEYS, LEAVES, MATCHERS, TEXTS, events, patterns
 
 pure_matcher = pure_twin("eventbridge.matcher")
 pure_leaf_index = pure_twin("eventbridge.leaf_index")
 pure_operators = pure_twin("eventbridge.pattern_operators")
 pure_pattern_compiler = pure_twin("eventbridge.pattern_compiler")
-
-
-def outcome(call: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
-    try:
-        return ("result", call(*args))
-    except Exception as exc:
-        return ("error", type(exc).__name__, str(exc))
 
 
 def test_the_twins_are_apart():

@@ -4,7 +4,6 @@ filters (wildcards, '$' names, '$share/'), and the same subscribers matched afte
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given, settings
@@ -12,19 +11,10 @@ from hypothesis import strategies as st
 
 import mqtt_bridge.topic as compiled_topic
 import mqtt_bridge.topic_trie as compiled_trie
-from tests.compiled_modules import pure_twin
+from tests.compiled_modules import outcome, pure_twin
 
 pure_topic = pure_twin("mqtt_bridge.topic")
 pure_trie = pure_twin("mqtt_bridge.topic_trie")
-
-
-def outcome(call: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
-    """The result of `call(*args)`, or its error. Each twin has its own TopicError class (topic.py defines it), so an
-    error is compared by class name and message."""
-    try:
-        return ("result", call(*args))
-    except Exception as exc:
-        return ("error", type(exc).__name__, str(exc))
 
 
 def test_the_twins_are_apart():

@@ -5,7 +5,6 @@ carry fields of any type: both twins refuse them with the same store error, neve
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,11 @@ import core.store.put_result as compiled_result
 from core.store.config import StoreConfig
 from core.store.message import Message
 from core.store.message_store import MessageStore
-from tests.compiled_modules import is_compiled, pure_twin
+from tests.compiled_modules import is_compiled, outcome, pure_twin
 
 pure_codec = pure_twin("core.store.property_codec")
 pure_appender = pure_twin("core.store.appender")
 pure_result = pure_twin("core.store.put_result")
-
-
-def outcome(call: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
-    """The result of `call(*args)`, or its error by class name and message (each twin has its own error class)."""
-    try:
-        return ("result", call(*args))
-    except Exception as exc:
-        return ("error", type(exc).__name__, str(exc))
 
 
 def test_the_twins_are_what_they_say():

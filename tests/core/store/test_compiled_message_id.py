@@ -4,24 +4,13 @@ and the same refusals of text that is no id, and unique ids of the same shape an
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import core.store.message_id as compiled
-from tests.compiled_modules import pure_twin
+from tests.compiled_modules import outcome, pure_twin
 
 pure = pure_twin("core.store.message_id")
-
-
-def outcome(call: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
-    """The result of `call(*args)`, or its error by class name and message (each twin has its own error class)."""
-    try:
-        return ("result", call(*args))
-    except Exception as exc:
-        return ("error", type(exc).__name__, str(exc))
 
 
 hosts = st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)).map(str)
