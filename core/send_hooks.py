@@ -14,10 +14,11 @@ SendHook = Callable[[Message], Iterable[str] | None]
 
 def name_light_queues(message: Message, hooks: Sequence[SendHook]) -> None:
     """Write the light queues of `message` (its own, then each hook's, in order) into the property the store
-    dispatches by (Broker._send_batch has this inlined). Runs for every message sent while a hook is installed: one
-    hook naming the queues costs one join, as when hooks wrote the property themselves. Lists are merged, dropping
-    repeats, only when two sources name queues; a repeat within one list is left to the store, which checks each
-    distinct list once (MessageStore._light_queues), keeps it and dispatches a repeated name once."""
+    dispatches by (core.batch_send.name_queues_and_ids does the same for a batch). Runs for every message sent while
+    a hook is installed: one hook naming the queues costs one join, as when hooks wrote the property themselves.
+    Lists are merged, dropping repeats, only when two sources name queues; a repeat within one list is left to the
+    store, which checks each distinct list once (core.store.appender.Appender.light_queues), keeps it and dispatches
+    a repeated name once."""
     queues: Iterable[str] = message.light_queues
     for hook in hooks:
         named = hook(message)
