@@ -14,8 +14,8 @@ from typing import Any, Final
 from core.errors import IllegalMessageError, PayloadTooLargeError
 from core.message_queue import MessageQueue
 from core.results import SendResult, SendStatus
-from core.send_hooks import SendHook
-from core.store.message import MULTI_DISPATCH_SEPARATOR, PROPERTY_MULTI_DISPATCH, PROPERTY_UNIQ_KEY, Message
+from core.send_hooks import SendHook, name_light_queues
+from core.store.message import PROPERTY_UNIQ_KEY, Message
 from core.store.put_result import PutResult
 from core.system_topics import PARKING_PROPERTIES
 
@@ -51,24 +51,11 @@ def batch_bytes(messages: Sequence[Message]) -> int:
 
 
 def name_queues_and_ids(messages: Sequence[Message], ids: list[str], hooks: Sequence[SendHook]) -> None:
-    """Each message's light queues (its own, then each hook's: core.send_hooks.name_light_queues, the same rules)
-    into the property the store dispatches by, and a unique id from `ids` unless it has one."""
-    separator = MULTI_DISPATCH_SEPARATOR
+    """Each message's light queues (core.send_hooks.name_light_queues) into the property the store dispatches by,
+    and a unique id from `ids` unless it has one."""
     for message, unique_id in zip(messages, ids, strict=True):
-        fields: Any = message
-        properties: Any = fields.properties
-        queues: Any = fields.light_queues
-        for hook in hooks:
-            named: Any = hook(message)
-            if named:
-                queues = list(dict.fromkeys([*queues, *named])) if queues else named
-        if queues:
-            given: Any = properties.get(PROPERTY_MULTI_DISPATCH)
-            if given:
-                queues = dict.fromkeys([*given.split(separator), *queues])
-            names = separator.join(queues)
-            if names:
-                properties[PROPERTY_MULTI_DISPATCH] = names
+        name_light_queues(message, hooks)
+        properties: Any = message.properties
         properties.setdefault(PROPERTY_UNIQ_KEY, unique_id)
 
 

@@ -4,6 +4,7 @@ their answers are merged into the property the store dispatches by."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from core.store.message import MULTI_DISPATCH_SEPARATOR, PROPERTY_MULTI_DISPATCH, Message
 
@@ -14,20 +15,22 @@ SendHook = Callable[[Message], Iterable[str] | None]
 
 def name_light_queues(message: Message, hooks: Sequence[SendHook]) -> None:
     """Write the light queues of `message` (its own, then each hook's, in order) into the property the store
-    dispatches by (core.batch_send.name_queues_and_ids does the same for a batch). Runs for every message sent while
-    a hook is installed: one hook naming the queues costs one join, as when hooks wrote the property themselves.
-    Lists are merged, dropping repeats, only when two sources name queues; a repeat within one list is left to the
-    store, which checks each distinct list once (core.store.appender.Appender.light_queues), keeps it and dispatches
-    a repeated name once."""
-    queues: Iterable[str] = message.light_queues
+    dispatches by. Runs for every message sent while a hook is installed (core.batch_send calls it for each message
+    of a batch), so this module is compiled: one hook naming the queues costs one join, as when hooks wrote the
+    property themselves. Lists are merged, dropping repeats, only when two sources name queues; a repeat within one
+    list is left to the store, which checks each distinct list once (core.store.appender.Appender.light_queues),
+    keeps it and dispatches a repeated name once. The message's fields are read untyped, so a field of the wrong
+    type gets the same answer compiled or not."""
+    fields: Any = message
+    queues: Any = fields.light_queues
     for hook in hooks:
-        named = hook(message)
+        named: Any = hook(message)
         if named:
             queues = list(dict.fromkeys([*queues, *named])) if queues else named
     if not queues:
         return
-    properties = message.properties
-    given = properties.get(PROPERTY_MULTI_DISPATCH)  # written by a caller that knows the store's property
+    properties: Any = fields.properties
+    given: Any = properties.get(PROPERTY_MULTI_DISPATCH)  # written by a caller that knows the store's property
     if given:
         queues = dict.fromkeys([*given.split(MULTI_DISPATCH_SEPARATOR), *queues])
     names = MULTI_DISPATCH_SEPARATOR.join(queues)
