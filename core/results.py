@@ -21,8 +21,10 @@ class SendStatus(enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class SendResult:
+    # __init__ written out: mypyc compiles a class's own methods, while those the dataclass decorator generates run
+    # interpreted (core.store.put_result.PutResult). One is built per message sent.
     status: SendStatus
     msg_id: str  # the producer's unique id (UNIQ_KEY)
     message_queue: MessageQueue
@@ -30,19 +32,51 @@ class SendResult:
     commit_log_offset: int
     store_host: tuple[str, int]
 
+    def __init__(
+        self,
+        status: SendStatus,
+        msg_id: str,
+        message_queue: MessageQueue,
+        queue_offset: int,
+        commit_log_offset: int,
+        store_host: tuple[str, int],
+    ) -> None:
+        self.status = status
+        self.msg_id = msg_id
+        self.message_queue = message_queue
+        self.queue_offset = queue_offset
+        self.commit_log_offset = commit_log_offset
+        self.store_host = store_host
+
     @property
     def offset_msg_id(self) -> str:
         """Where the record is: store host and commit-log offset (RocketMQ's offsetMsgId)."""
         return encode_offset_msg_id(self.store_host, self.commit_log_offset)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class TransactionSendResult(SendResult):
     """The half message's send result (its queue offset and commit-log offset are the half's), with how the local
-    transaction ended and the transaction id (the message's UNIQ_KEY): what TransactionProducer answers."""
+    transaction ended and the transaction id (the message's UNIQ_KEY): what TransactionProducer answers. Its
+    __init__ is written out as well: mypyc would call the base's with the wrong arguments from a generated one."""
 
-    local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOW
-    transaction_id: str = ""
+    local_transaction_state: LocalTransactionState
+    transaction_id: str
+
+    def __init__(
+        self,
+        status: SendStatus,
+        msg_id: str,
+        message_queue: MessageQueue,
+        queue_offset: int,
+        commit_log_offset: int,
+        store_host: tuple[str, int],
+        local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOW,
+        transaction_id: str = "",
+    ) -> None:
+        super().__init__(status, msg_id, message_queue, queue_offset, commit_log_offset, store_host)
+        self.local_transaction_state = local_transaction_state
+        self.transaction_id = transaction_id
 
 
 @dataclass(slots=True, frozen=True)

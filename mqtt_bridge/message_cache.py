@@ -42,9 +42,10 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 _ENTRY_OVERHEAD = 700
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class CachedMessage:
-    """A decoded message and its QoS 0 PUBLISH encodings."""
+    """A decoded message and its QoS 0 PUBLISH encodings. Its __init__ is written out: mypyc compiles a class's own
+    methods, while those the dataclass decorator generates run interpreted (core.store.put_result.PutResult)."""
 
     message: MqttMessage
     size: int
@@ -53,20 +54,35 @@ class CachedMessage:
     # published so, the bytes it sent: put_many), in a field of its own: as a dict entry it cost 0.4 us of the
     # 1.3 us a put_many entry took (allocating, tracking by the GC and freeing a dict per message; 64-byte
     # messages, a full cache).
-    v311: bytes | None = None
+    v311: bytes | None
     # The other QoS 0 encodings, by (protocol level, retain flag); made on the first: the empty dict for every
     # stored message cost more than the lookups it saves.
-    qos0: dict[tuple[int, bool], bytes] | None = None
+    qos0: dict[tuple[int, bool], bytes] | None
+
+    def __init__(self, message: MqttMessage, size: int, topic: str, v311: bytes | None = None) -> None:
+        self.message = message
+        self.size = size
+        self.topic = topic
+        self.v311 = v311
+        self.qos0 = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Pulled:
     """What `MessageCache.pull` read: (commit-log offset, queue offset, message or None when the core message
-    carries no MQTT topic) per entry, in queue order, and where to read next."""
+    carries no MQTT topic) per entry, in queue order, and where to read next. __init__ written out, as
+    CachedMessage's."""
 
     status: PullStatus
     messages: list[tuple[int, int, CachedMessage | None]]
     next_begin_offset: int
+
+    def __init__(
+        self, status: PullStatus, messages: list[tuple[int, int, CachedMessage | None]], next_begin_offset: int
+    ) -> None:
+        self.status = status
+        self.messages = messages
+        self.next_begin_offset = next_begin_offset
 
 
 class MessageCache:

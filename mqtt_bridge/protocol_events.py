@@ -88,11 +88,16 @@ class Released:
     packet_id: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Delivered:
-    """An outbound QoS 1 (PUBACK) or QoS 2 (PUBCOMP) publish is done; its packet id is free again."""
+    """An outbound QoS 1 (PUBACK) or QoS 2 (PUBCOMP) publish is done; its packet id is free again. One per QoS 1
+    delivery, so its __init__ is written out: mypyc compiles a class's own methods, while those the dataclass
+    decorator generates run interpreted."""
 
     packet_id: int
+
+    def __init__(self, packet_id: int) -> None:
+        self.packet_id = packet_id
 
 
 @dataclass(slots=True)

@@ -110,16 +110,34 @@ class Subscription:
         )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Outgoing:
-    """A publish sent with QoS 1/2 and not yet acknowledged, with the queue positions it stands for."""
+    """A publish sent with QoS 1/2 and not yet acknowledged, with the queue positions it stands for. One per QoS 1
+    delivery, so its __init__ is written out: mypyc compiles a class's own methods, while those the dataclass
+    decorator generates run interpreted."""
 
     message: MqttMessage
     qos: int
     retain: bool
     subscription_ids: list[int]
     positions: list[tuple[str, int]]  # (light queue, queue offset); empty for retained messages
-    released: bool = False  # QoS 2: PUBREC came, PUBREL sent
+    released: bool  # QoS 2: PUBREC came, PUBREL sent
+
+    def __init__(
+        self,
+        message: MqttMessage,
+        qos: int,
+        retain: bool,
+        subscription_ids: list[int],
+        positions: list[tuple[str, int]],
+        released: bool = False,
+    ) -> None:
+        self.message = message
+        self.qos = qos
+        self.retain = retain
+        self.subscription_ids = subscription_ids
+        self.positions = positions
+        self.released = released
 
 
 @dataclass(slots=True)
