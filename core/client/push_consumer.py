@@ -72,14 +72,20 @@ class ConsumeOrderlyStatus(enum.Enum):
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ConsumeContext:
     """What a listener is told about its messages, and may change: `delay_level_when_next_consume` is the delay
     level of a concurrent listener's messages sent back after RECONSUME_LATER (0: the broker chooses; negative:
-    the dead-letter topic at once), as RocketMQ's ConsumeConcurrentlyContext."""
+    the dead-letter topic at once), as RocketMQ's ConsumeConcurrentlyContext. One per listener call, so its
+    __init__ is written out: mypyc compiles a class's own methods, while those the dataclass decorator generates
+    run interpreted."""
 
     message_queue: MessageQueue
-    delay_level_when_next_consume: int = 0
+    delay_level_when_next_consume: int
+
+    def __init__(self, message_queue: MessageQueue, delay_level_when_next_consume: int = 0) -> None:
+        self.message_queue = message_queue
+        self.delay_level_when_next_consume = delay_level_when_next_consume
 
 
 ConcurrentListener = Callable[[list[StoredMessage], ConsumeContext], Awaitable[ConsumeStatus]]
