@@ -86,3 +86,27 @@ def test_record_codec_encodes_and_decodes_as_its_pure_twin(body, topic, props, n
               "store_host", "store_timestamp", "born_timestamp", "reconsume_times", "properties")  # fmt: skip
     assert [getattr(decoded[0], f) for f in fields] == [getattr(decoded[1], f) for f in fields]
     assert compiled.record_size_at(record, 0) == pure.record_size_at(record, 0) == (len(record), compiled.RECORD_MAGIC)
+
+
+# Classes of compiled modules built for every message (or every delivery, acknowledgement or listener call). mypyc
+# compiles a class's own methods, while those the dataclass decorator generates run interpreted: each of these
+# writes out its __init__ (dataclass init=False), which the decorator would otherwise make, 2-4 times slower.
+PER_MESSAGE_CLASSES = (
+    ("core.store.put_result", "PutResult"),
+    ("core.results", "SendResult"),
+    ("mqtt_bridge.message_cache", "CachedMessage"),
+    ("mqtt_bridge.message_cache", "Pulled"),
+    ("mqtt_bridge.protocol_events", "Delivered"),
+    ("mqtt_bridge.session", "Outgoing"),
+    ("core.client.push_consumer", "ConsumeContext"),
+)
+
+
+@pytest.mark.skipif(os.environ.get(PURE_ENV) == "1", reason=f"{PURE_ENV}=1: the interpreted modules are tested")
+@pytest.mark.parametrize(("module", "name"), PER_MESSAGE_CLASSES, ids=lambda value: value)
+def test_classes_built_per_message_have_a_compiled_init(module, name):
+    import importlib
+    import types
+
+    cls = getattr(importlib.import_module(module), name)
+    assert not isinstance(cls.__init__, types.FunctionType), f"{module}.{name}.__init__ runs interpreted"
