@@ -131,7 +131,7 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
             if view is None:
                 return None
             topic = view[0]
-        queues = [queue for _, queue, _ in self.trie.match(topic)]
+        queues = self.trie.match_keys(topic)
         if PROPERTY_PACKET_ID in properties:
             queues.append(INBOUND_QOS2_QUEUE)
         if properties.get(PROPERTY_RETAIN) == "1":

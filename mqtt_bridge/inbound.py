@@ -261,13 +261,7 @@ class InboundPublishing(GatewayState):
             sent = await self.broker.send_batch(run) if len(run) > 1 else [await self.broker.send(run[0])]
         except (CoreError, ValueError) as exc:
             return self._refuse_run(link, mqtt_run, refusal_of(exc))
-        self.messages.put_many(
-            (
-                (result.commit_log_offset, message, wire)
-                for result, (message, wire, _) in zip(sent, mqtt_run, strict=True)
-            ),
-            run[0].topic,
-        )
+        self.messages.put_many([result.commit_log_offset for result in sent], mqtt_run, run[0].topic)
         self.stats["published"] += len(run)
         unconfirmed = next((result.status for result in sent if result.status is not SendStatus.SEND_OK), None)
         if unconfirmed is not None:

@@ -20,7 +20,7 @@ copy with its own (`MqttConnection.publish_encoded`), and the others send the sh
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core import Broker, PullStatus
@@ -114,12 +114,16 @@ class MessageCache:
         self._trim()
         return cached
 
-    def put_many(self, entries: Iterable[tuple[int, MqttMessage, bytes | None]], topic: str) -> None:
-        """`put` for (commit-log offset, message, its QoS 0 MQTT 3.1.1 PUBLISH without retain flag if known)
-        triples stored in core topic `topic`, with one trim at the end."""
+    def put_many(
+        self, offsets: Sequence[int], run: Sequence[tuple[MqttMessage, bytes | None, int | None]], topic: str
+    ) -> None:
+        """`put` for the messages of one run stored in core topic `topic`, with one trim at the end: `run[i]` is
+        (message, its QoS 0 MQTT 3.1.1 PUBLISH without retain flag if known, its packet id, which is not read), as
+        the inbound path holds its runs, and `offsets[i]` its commit-log offset. Taking the run as it is spares
+        a tuple and an interpreted generator step a message."""
         cache = self._entries
         added = 0
-        for commit_log_offset, message, wire in entries:
+        for commit_log_offset, (message, wire, _) in zip(offsets, run, strict=True):
             old = cache.pop(commit_log_offset, None)
             if old is not None:
                 added -= old.size

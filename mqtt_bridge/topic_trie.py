@@ -57,12 +57,14 @@ class SubscriptionTrie(Generic[K, V]):
     `match` remembers its answers per topic name until the subscriptions change.
     """
 
-    __slots__ = ("_count", "_matches", "_root")
+    __slots__ = ("_count", "_keys", "_matches", "_root")
 
     def __init__(self) -> None:
         self._root: _FilterNode[K, V] = _FilterNode()
         self._count = 0
         self._matches: dict[str, tuple[tuple[str, K, V], ...]] = {}
+        # The keys of those matches, for match_keys (the MQTT gateway's send hook asks for every message).
+        self._keys: dict[str, tuple[K, ...]] = {}
 
     def __len__(self) -> int:
         """The number of (filter, key) subscriptions."""
@@ -89,6 +91,7 @@ class SubscriptionTrie(Generic[K, V]):
                     child = node.children[level] = _FilterNode()
                 node = child
         self._matches.clear()
+        self._keys.clear()
         is_new = key not in node.subscribers
         if is_new:
             self._count += 1
@@ -115,6 +118,7 @@ class SubscriptionTrie(Generic[K, V]):
         if node.subscribers.pop(key, _MISSING) is _MISSING:
             return False
         self._matches.clear()
+        self._keys.clear()
         self._count -= 1
         # Drop the emptied tail of the path so that unsubscribed filters cost no memory.
         for parent, level in reversed(path):
@@ -140,6 +144,15 @@ class SubscriptionTrie(Generic[K, V]):
                 self._matches.clear()
             remembered = self._matches[topic_name] = tuple(self._walk(topic_name))
         return list(remembered)
+
+    def match_keys(self, topic_name: str) -> list[K]:
+        """The keys of `match(topic_name)`, in the same order, as a new list."""
+        keys = self._keys.get(topic_name)
+        if keys is None:
+            if len(self._keys) >= MAX_REMEMBERED_MATCHES:
+                self._keys.clear()
+            keys = self._keys[topic_name] = tuple(key for _, key, _ in self.match(topic_name))
+        return list(keys)
 
     def _walk(self, topic_name: str) -> list[tuple[str, K, V]]:
         levels = topic_name.split(LEVEL_SEPARATOR)

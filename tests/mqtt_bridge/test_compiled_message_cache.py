@@ -125,8 +125,8 @@ def test_a_run_of_operations_gives_the_same_entries_reads_and_bytes(stored, ops,
                     message = module.MqttMessage(**fields)
                     plain = with_wire and not message.qos and not message.retain
                     wire = encode_publish(message.topic, message.payload, 0, False, None) if plain else None
-                    batch.append((offsets[index], message, wire))
-                got = cache.put_many(batch, "t")
+                    batch.append((offsets[index], (message, wire, None)))
+                got = cache.put_many([offset for offset, _ in batch], [item for _, item in batch], "t")
             elif op[0] == "pull":
                 _, start, count = op
                 pulled = loop.run_until_complete(cache.pull(GROUP, QUEUE, start, count))

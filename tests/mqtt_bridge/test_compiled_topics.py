@@ -78,6 +78,8 @@ def test_subscription_tries_match_alike(changes, published):
     compiled, pure = tries
     for name in published + published[:2]:  # again: a remembered match
         assert sorted(compiled.match(name)) == sorted(pure.match(name))
+        for trie in tries:
+            assert trie.match_keys(name) == [key for _, key, _ in trie.match(name)]
     assert len(compiled) == len(pure)
     assert compiled.node_count() == pure.node_count()
     assert sorted(compiled.items()) == sorted(pure.items())

@@ -116,8 +116,8 @@ async def test_put_many_keeps_what_puts_one_by_one_keep(make_broker):
     entries = [(n % 6, MqttMessage(f"t/{n}", bytes(100 * n), 0, False)) for n in range(9)]  # offsets repeat
     for offset, message in entries:
         one.put(offset, message, "t")
-    many.put_many(((offset, message, None) for offset, message in entries[:5]), "t")
-    many.put_many(((offset, message, None) for offset, message in entries[5:]), "t")
+    for part in (entries[:5], entries[5:]):
+        many.put_many([offset for offset, _ in part], [(message, None, None) for _, message in part], "t")
     assert len(many) == len(one) and many.bytes == one.bytes
     for offset in range(6):
         kept, expected = many.get(offset), one.get(offset)
@@ -129,7 +129,7 @@ async def test_the_received_bytes_of_a_plain_qos0_publish_are_sent_to_3_1_1_rece
     cache = MessageCache(broker)
     message = mqtt(1)
     wire = encode_publish(message.topic, message.payload, 0, False, None)
-    cache.put_many([(42, message, wire)], "t")
+    cache.put_many([42], [(message, wire, None)], "t")
     cached = cache.get(42)
     assert cached is not None
     conn = connection(4)

@@ -93,6 +93,7 @@ def test_remembered_matches_follow_every_change(ops: list[tuple[bool, str, objec
         for name in names:
             expected = {(f, k, v) for (f, k), v in model.items() if matches(f, name)}
             assert set(trie.match(name)) == expected, name
+            assert sorted(trie.match_keys(name), key=repr) == sorted((k for _, k, _ in expected), key=repr), name
 
 
 def test_the_memo_of_matches_is_bounded_and_answers_are_the_caller_s_to_keep(monkeypatch) -> None:
