@@ -398,9 +398,7 @@ class Broker:
         if self._sync:
             await self._stored.confirm(messages, results, puts[-1].end_offset)
         elif self._stored_listeners:
-            tell = self._stored.tell
-            for message, result in zip(messages, results, strict=True):
-                tell(message, result)
+            self._stored.tell_all(messages, results)
         return results
 
     # --- pulling -----------------------------------------------------------------------------------------

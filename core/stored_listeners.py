@@ -2,11 +2,11 @@
 store, once, in store order, with the result its sender gets, before the send returns.
 
 A front door whose in-memory state derives from messages (the MQTT gateway's retained messages) keeps it here in
-step with the store. Under ASYNC_FLUSH the broker tells them as soon as a send is appended (`StoredListeners.tell`).
-Under SYNC_FLUSH a message is heard when its wait for the disk is over (`StoredListeners.confirm`), and those waits
-end out of store order: the flush thread releases waiters in store order, but a sender whose record was flushed
-before it began to wait goes on at once, and a cancelled sender at any time. So appended sends queue up here, in
-store order, and are heard from the head of the queue once their results are final.
+step with the store. Under ASYNC_FLUSH the broker tells them as soon as a send is appended (`StoredListeners.tell`,
+`tell_all`). Under SYNC_FLUSH a message is heard when its wait for the disk is over (`StoredListeners.confirm`), and
+those waits end out of store order: the flush thread releases waiters in store order, but a sender whose record was
+flushed before it began to wait goes on at once, and a cancelled sender at any time. So appended sends queue up here,
+in store order, and are heard from the head of the queue once their results are final.
 """
 
 from __future__ import annotations
@@ -60,11 +60,18 @@ class StoredListeners:
 
     def tell(self, message: Message, result: SendResult) -> None:
         """Have every listener hear of `message`, stored with `result`; a listener that raises is logged."""
-        for listener in self.listeners:
-            try:
-                listener(message, result)
-            except Exception:
-                log.exception("stored listener %r failed on a message of topic %r", listener, message.topic)
+        self.tell_all((message,), (result,))
+
+    def tell_all(self, messages: Sequence[Message], results: Sequence[SendResult]) -> None:
+        """`tell` for each message of a batch stored with its result, in order (one call a batch: the MQTT gateway
+        sends every message through a batch)."""
+        listeners = self.listeners
+        for message, result in zip(messages, results, strict=True):
+            for listener in listeners:
+                try:
+                    listener(message, result)
+                except Exception:
+                    log.exception("stored listener %r failed on a message of topic %r", listener, message.topic)
 
     async def confirm(self, messages: Sequence[Message], results: Sequence[SendResult], end_offset: int) -> None:
         """SYNC_FLUSH: wait until the records of `results` (stored up to `end_offset`) are on disk, mark them
@@ -100,8 +107,6 @@ class StoredListeners:
 
     def _hear_settled(self) -> None:
         unheard = self._unheard
-        tell = self.tell
         while unheard and unheard[0].settled:
             sent = unheard.popleft()
-            for message, result in zip(sent.messages, sent.results, strict=True):
-                tell(message, result)
+            self.tell_all(sent.messages, sent.results)
