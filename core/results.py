@@ -74,14 +74,9 @@ class TransactionSendResult(SendResult):
         local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOW,
         transaction_id: str = "",
     ) -> None:
-        # Not super().__init__: a dataclass with slots is a new class, which the zero-argument super() of its
-        # interpreted twin does not know.
-        self.status = status
-        self.msg_id = msg_id
-        self.message_queue = message_queue
-        self.queue_offset = queue_offset
-        self.commit_log_offset = commit_log_offset
-        self.store_host = store_host
+        # Not the zero-argument super(): a dataclass with slots is a new class, which that super() of the interpreted
+        # twin does not know.
+        SendResult.__init__(self, status, msg_id, message_queue, queue_offset, commit_log_offset, store_host)
         self.local_transaction_state = local_transaction_state
         self.transaction_id = transaction_id
 
