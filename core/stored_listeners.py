@@ -59,8 +59,13 @@ class StoredListeners:
         self.listeners.append(listener)
 
     def tell(self, message: Message, result: SendResult) -> None:
-        """Have every listener hear of `message`, stored with `result`; a listener that raises is logged."""
-        self.tell_all((message,), (result,))
+        """Have every listener hear of `message`, stored with `result`; a listener that raises is logged. (Its own
+        loop, not tell_all's: every single send comes here.)"""
+        for listener in self.listeners:
+            try:
+                listener(message, result)
+            except Exception:
+                _log_failure(listener, message)
 
     def tell_all(self, messages: Sequence[Message], results: Sequence[SendResult]) -> None:
         """`tell` for each message of a batch stored with its result, in order (one call a batch: the MQTT gateway
@@ -71,7 +76,7 @@ class StoredListeners:
                 try:
                     listener(message, result)
                 except Exception:
-                    log.exception("stored listener %r failed on a message of topic %r", listener, message.topic)
+                    _log_failure(listener, message)
 
     async def confirm(self, messages: Sequence[Message], results: Sequence[SendResult], end_offset: int) -> None:
         """SYNC_FLUSH: wait until the records of `results` (stored up to `end_offset`) are on disk, mark them
@@ -110,3 +115,7 @@ class StoredListeners:
         while unheard and unheard[0].settled:
             sent = unheard.popleft()
             self.tell_all(sent.messages, sent.results)
+
+
+def _log_failure(listener: StoredListener, message: Message) -> None:
+    log.exception("stored listener %r failed on a message of topic %r", listener, message.topic)
