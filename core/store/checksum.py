@@ -9,9 +9,15 @@ either read with the other; an interpreter without python-isal uses zlib's.
 
 from __future__ import annotations
 
+from typing import Final
+
 try:
-    from isal.isal_zlib import crc32
+    from isal.isal_zlib import crc32 as _crc32
 except ImportError:  # pragma: no cover - python-isal is a dependency; this keeps a bare interpreter working
-    from zlib import crc32
+    from zlib import crc32 as _crc32
+
+# Final: the compiled modules that checksum records (pyproject.toml [tool.mqgate] compiled) hold it in a C static,
+# where a plain module name costs a dictionary lookup on every call.
+crc32: Final = _crc32
 
 __all__ = ["crc32"]

@@ -8,7 +8,6 @@ consume-queue entry and index entries. After a crash the dispatcher is fed from 
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import shutil
@@ -17,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from core.store.checksum import crc32
 from core.store.errors import CorruptRecordError, StoreNotWritableError
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 # A sparse segment is created only if this much is free besides it, for consume-queue and index files.
 SEGMENT_FREE_MARGIN = 64 * 1024
+# Final: held in a C static by the compiled module (a module attribute is a lookup on every append).
+_time_ns: Final = time.time_ns
 
 # (topic, queue_id, queue_offset, commit_log_offset, size, tags_code, store_timestamp, keys, unique_id)
 DispatchRequest = tuple[str, int, int, int, int, int, int, "str | None", "str | None"]
@@ -77,8 +79,12 @@ class CommitLog:
         self.write_pos = 0  # commit-log offset of the next record; every record below it is whole
         self.flushed_pos = 0  # every byte below it is on disk
         self.queue_offsets: dict[tuple[str, int], int] = {}
-        self.pending: collections.deque[DispatchRequest] = collections.deque()
+        # Dispatch requests of the records appended since the dispatcher last took them (under the lock).
+        self.pending: list[DispatchRequest] = []
         self._current: MappedFile | None = None
+        # The last born address `append` encoded, and its 16 bytes (one tuple: appenders on several threads
+        # replace it whole): a connection's messages all come from one address.
+        self._last_born: tuple[str, bytes] = ("", b"")
 
     # --- appending -------------------------------------------------------------------------------------
 
@@ -107,7 +113,12 @@ class CommitLog:
         else:
             code, keys, unique_id = 0, None, None
         born_address, born_port = message.born_host
-        born_host = encode_host(born_address)
+        last_born = self._last_born
+        if born_address == last_born[0]:
+            born_host = last_born[1]
+        else:
+            born_host = encode_host(born_address)
+            self._last_born = (born_address, born_host)
         with self.lock:
             pos = self.write_pos
             mapped = self._current
@@ -115,7 +126,7 @@ class CommitLog:
                 mapped = self._roll(pos, size)
                 pos = mapped.base if pos < mapped.base else pos
             queue_offset = self.queue_offsets.get(key, 0)
-            store_timestamp = time.time_ns() // 1_000_000
+            store_timestamp = _time_ns() // 1_000_000
             header = encode_header(
                 body,
                 body_crc,
@@ -161,7 +172,7 @@ class CommitLog:
         born_address: str | None = None
         born_host = b""
         with self.lock:
-            store_timestamp = time.time_ns() // 1_000_000
+            store_timestamp = _time_ns() // 1_000_000
             pos = self.write_pos
             mapped = self._current
             buffer = bytearray()
@@ -238,7 +249,7 @@ class CommitLog:
         size: int,
         code: int,
         stamp: int,
-        out: collections.deque[DispatchRequest] | list[DispatchRequest],
+        out: list[DispatchRequest],
     ) -> None:
         """A dispatch request per light queue, at its next offset (under the lock; recovery replays it)."""
         offsets = self.queue_offsets
@@ -283,13 +294,14 @@ class CommitLog:
     def take_pending(self) -> tuple[list[DispatchRequest], int]:
         """The records appended since the last call, and a log position that they cover (past any filler).
 
-        Lock-free, so the dispatcher never makes an appender wait: appends (under the lock, in log order)
-        queue their request before moving write_pos, so reading write_pos first and then draining the deque
-        yields every record below that position.
+        The list is taken whole and replaced under the lock, for the moment of two assignments: appends queue
+        their requests under it too, so the list holds exactly the records below that position. (Draining a
+        deque one request at a time without the lock took a quarter of the dispatcher's time.)
         """
-        position = self.write_pos
-        pending = self.pending
-        return [pending.popleft() for _ in range(len(pending))], position
+        with self.lock:
+            pending = self.pending
+            self.pending = []
+            return pending, self.write_pos
 
     # --- flushing --------------------------------------------------------------------------------------
 

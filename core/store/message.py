@@ -10,6 +10,7 @@ import functools
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from core.store.checksum import crc32
 from core.store.errors import InvalidMessageError
@@ -17,35 +18,35 @@ from core.store.property_codec import MAX_PROPERTIES_LENGTH as MAX_PROPERTIES_LE
 from core.store.property_codec import decode_properties as decode_properties
 from core.store.property_codec import encode_properties as encode_properties
 
-PROPERTY_TAGS = "TAGS"
-PROPERTY_KEYS = "KEYS"
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_TAGS: Final = "TAGS"
+PROPERTY_KEYS: Final = "KEYS"
+PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"
 # RocketMQ 5 clients carry a FIFO message's group (the sharding key) here.
-PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"
-KEY_SEPARATOR = " "
+PROPERTY_MESSAGE_GROUP: Final = "__SHARDINGKEY"
+KEY_SEPARATOR: Final = " "
 # Light message queues (RocketMQ's LMQ): a record that names light queues here, separated by commas, gets a
 # consume-queue entry in queue 0 of each of them as well as in its own queue; the body is stored once. The
 # light queues' offsets are assigned at append, in log order, and not written into the record: recovery assigns
 # the same ones again by replaying the log in the same order.
-PROPERTY_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
-MULTI_DISPATCH_SEPARATOR = ","
-LIGHT_QUEUE_PREFIX = "%LMQ%"
+PROPERTY_MULTI_DISPATCH: Final = "INNER_MULTI_DISPATCH"
+MULTI_DISPATCH_SEPARATOR: Final = ","
+LIGHT_QUEUE_PREFIX: Final = "%LMQ%"
 # A record carrying this property (a decimal integer) gets that number, not its tag hash, in its consume-queue
 # entry: the broker's schedulers keep there the time they must look at a parked message (RocketMQ keeps deliver
 # timestamps in SCHEDULE_TOPIC's tag codes), so they can rebuild their state from the queue without reading records.
-PROPERTY_TAG_CODE = "__TAG_CODE"
+PROPERTY_TAG_CODE: Final = "__TAG_CODE"
 # Properties the core writes for its own bookkeeping. A copy of a message sent again must not carry them: a
 # dead-letter copy would be dispatched into the light queues of the original.
 INTERNAL_PROPERTIES = frozenset({PROPERTY_MULTI_DISPATCH, PROPERTY_TAG_CODE})
 
 
 # sys_flag bits, as RocketMQ's MessageSysFlag.
-SYSFLAG_COMPRESSED = 0x1
-SYSFLAG_MULTI_TAGS = 0x2
-SYSFLAG_TRANSACTION_PREPARED = 0x4
-SYSFLAG_TRANSACTION_COMMIT = 0x8
-SYSFLAG_TRANSACTION_ROLLBACK = 0xC
-SYSFLAG_TRANSACTION_MASK = 0xC
+SYSFLAG_COMPRESSED: Final = 0x1
+SYSFLAG_MULTI_TAGS: Final = 0x2
+SYSFLAG_TRANSACTION_PREPARED: Final = 0x4
+SYSFLAG_TRANSACTION_COMMIT: Final = 0x8
+SYSFLAG_TRANSACTION_ROLLBACK: Final = 0xC
+SYSFLAG_TRANSACTION_MASK: Final = 0xC
 
 
 class WellKnownProperties:
