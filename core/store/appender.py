@@ -14,14 +14,18 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from core.store.commit_log import CommitLog
+from core.store.checksum import crc32
+from core.store.commit_log import CommitLog, Record
 from core.store.dispatcher import Dispatcher
 from core.store.errors import InvalidMessageError, MessageTooLargeError, StoreNotWritableError
 from core.store.message import (
     LIGHT_QUEUE_PREFIX,
     MULTI_DISPATCH_SEPARATOR,
+    PROPERTY_KEYS,
     PROPERTY_MULTI_DISPATCH,
     PROPERTY_TAG_CODE,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
     Message,
     is_light_queue,
 )
@@ -36,8 +40,6 @@ from core.store.topic_name import validate_topic
 MAX_LIGHT_LISTS: Final = 65_536
 # A consume-queue entry's tag code is a signed 64-bit integer.
 _INT64: Final = re.compile(r"-?[0-9]{1,18}")
-
-Record = tuple[Message, bytes, bytes, tuple[str, ...]]
 
 
 class Appender:
@@ -65,8 +67,9 @@ class Appender:
         self.light_lists: dict[str, tuple[str, ...]] = {}
 
     def prepare(self, message: Message) -> Record:
-        """Check a message and encode what of its record does not depend on where it lands: (message, body,
-        tail, light queues), as CommitLog.append takes them. Raises as `append` does."""
+        """Check a message and encode what of its record does not depend on where it lands, as CommitLog.append
+        takes it (Record). Raises as `append` does. The fields it needs are read here once: each read of an
+        interpreted object's attribute is a lookup."""
         fields: Any = message
         topic: Any = fields.topic
         topic_part = self.topics.get(topic) if type(topic) is str else None
@@ -79,6 +82,8 @@ class Appender:
                 raise InvalidMessageError(f"topic {topic!r}: body must be bytes, not {type(body).__name__}")
             body = bytes(body)
         queue_id: Any = fields.queue_id
+        if not isinstance(queue_id, int):
+            raise InvalidMessageError(f"topic {topic!r}: queue id must be an integer, not {type(queue_id).__name__}")
         if queue_id < 0:
             raise InvalidMessageError(f"topic {topic!r}: queue id {queue_id} is negative")
         properties: Any = fields.properties
@@ -88,15 +93,31 @@ class Appender:
                 f"topic {topic!r}: message of {len(body) + len(tail)} bytes (body and properties) is over"
                 f" max_message_size {self.max_message_size}"
             )
-        light: Any = None
-        if properties:
-            code: Any = properties.get(PROPERTY_TAG_CODE)
-            if code is not None and not _INT64.fullmatch(code):
+        if not properties:
+            return message, topic, queue_id, body, tail, (), 0, None, None
+        # Every name and value is a string now: encode_properties refuses anything else.
+        given: Any = properties.get(PROPERTY_TAG_CODE)
+        if given is not None:
+            if not _INT64.fullmatch(given):
                 raise InvalidMessageError(
-                    f"topic {topic!r}: property {PROPERTY_TAG_CODE} must be a decimal integer, not {code[:40]!r}"
+                    f"topic {topic!r}: property {PROPERTY_TAG_CODE} must be a decimal integer, not {given[:40]!r}"
                 )
-            light = properties.get(PROPERTY_MULTI_DISPATCH)
-        return message, body, tail, self.light_queues(light) if light else ()
+            code = int(given)
+        else:
+            tags: Any = properties.get(PROPERTY_TAGS)
+            code = crc32(tags.encode()) if tags else 0
+        light: Any = properties.get(PROPERTY_MULTI_DISPATCH)
+        return (
+            message,
+            topic,
+            queue_id,
+            body,
+            tail,
+            self.light_queues(light) if light else (),
+            code,
+            properties.get(PROPERTY_KEYS),
+            properties.get(PROPERTY_UNIQ_KEY),
+        )
 
     def light_queues(self, names: str) -> tuple[str, ...]:
         """The light queues a INNER_MULTI_DISPATCH value names, each once, checked."""
@@ -127,14 +148,12 @@ class Appender:
         """
         if self.refusal is not None:
             raise StoreNotWritableError(f"store {self.store_dir}: {self.refusal}")
-        _, body, tail, light_queues = self.prepare(message)
-        offset, size, queue_offset, stamp = self.commit_log.append(message, body, tail, light_queues)
+        record = self.prepare(message)
+        offset, size, queue_offset, stamp = self.commit_log.append(record)
         dispatcher = self.dispatcher
         if dispatcher.sleeping:
             dispatcher.wake()
-        return PutResult(
-            PutStatus.PUT_OK, message.topic, message.queue_id, queue_offset, offset, size, stamp, self.store_host
-        )
+        return PutResult(PutStatus.PUT_OK, record[1], record[2], queue_offset, offset, size, stamp, self.store_host)
 
     def append_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """`append` for several messages in one go: all are checked and encoded before any is written, so a bad
@@ -150,6 +169,5 @@ class Appender:
         ok = PutStatus.PUT_OK
         results: list[PutResult] = []
         for record, (offset, size, queue_offset, stamp) in zip(records, placed, strict=True):
-            message = record[0]
-            results.append(PutResult(ok, message.topic, message.queue_id, queue_offset, offset, size, stamp, host))
+            results.append(PutResult(ok, record[1], record[2], queue_offset, offset, size, stamp, host))
         return results

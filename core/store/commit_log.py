@@ -22,10 +22,6 @@ from core.store.checksum import crc32
 from core.store.errors import CorruptRecordError, StoreNotWritableError
 from core.store.mapped_file import MappedFile, MappedFileQueue, file_name
 from core.store.message import (
-    PROPERTY_KEYS,
-    PROPERTY_TAG_CODE,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_KEY,
     Message,
     StoredMessage,
     encode_host,
@@ -58,6 +54,10 @@ _time_ns: Final = time.time_ns
 
 # (topic, queue_id, queue_offset, commit_log_offset, size, tags_code, store_timestamp, keys, unique_id)
 DispatchRequest = tuple[str, int, int, int, int, int, int, "str | None", "str | None"]
+# A checked message as `append` takes it (core.store.appender.Appender.prepare): (message, topic, queue id, body, tail,
+# light queues, tag code, keys, unique id). The body and tail (encoded topic and properties) are the record's bytes
+# that do not depend on where it lands; the message's other fields (born host, flags, times) are read here.
+Record = tuple[Message, str, int, bytes, bytes, tuple[str, ...], int, "str | None", "str | None"]
 
 
 @dataclass(slots=True)
@@ -88,30 +88,17 @@ class CommitLog:
 
     # --- appending -------------------------------------------------------------------------------------
 
-    def append(
-        self, message: Message, body: bytes, tail: bytes, light_queues: tuple[str, ...] = ()
-    ) -> tuple[int, int, int, int]:
+    def append(self, record: Record) -> tuple[int, int, int, int]:
         """Append one record; return (commit_log_offset, size, queue_offset, store_timestamp).
 
-        `body` and `tail` are the message's body and encoded topic and properties (record_codec.encode_tail),
-        checked by the caller. This is the hot path: no syscall, one lock, one copy into the mapping.
-        `light_queues` (checked names) each get the next offset of their queue 0 and a dispatch request.
+        The record is checked and its body and tail encoded by the caller. This is the hot path: no syscall, one
+        lock, one copy into the mapping. Its light queues (checked names) each get the next offset of their queue 0
+        and a dispatch request.
         """
+        message, topic, queue_id, body, tail, light_queues, code, keys, unique_id = record
         size = HEADER_SIZE + len(body) + len(tail)
         body_crc = crc32(body)
-        topic = message.topic
-        queue_id = message.queue_id
         key = (topic, queue_id)
-        properties = message.properties
-        if properties:
-            tags = properties.get(PROPERTY_TAGS)
-            code = crc32(tags.encode()) if tags else 0
-            if PROPERTY_TAG_CODE in properties:
-                code = int(properties[PROPERTY_TAG_CODE])
-            keys = properties.get(PROPERTY_KEYS)
-            unique_id = properties.get(PROPERTY_UNIQ_KEY)
-        else:
-            code, keys, unique_id = 0, None, None
         born_address, born_port = message.born_host
         last_born = self._last_born
         if born_address == last_born[0]:
@@ -159,12 +146,10 @@ class CommitLog:
             self.write_pos = pos + size
         return pos, size, queue_offset, store_timestamp
 
-    def append_batch(
-        self, records: list[tuple[Message, bytes, bytes, tuple[str, ...]]]
-    ) -> list[tuple[int, int, int, int]]:
-        """`append` for several records (message, body, tail, light queues, each as `append` takes them), under one
-        lock with one store time: the records of a segment are laid out in one buffer and copied into the mapping
-        at once. Their dispatch requests are queued after their bytes are in place, in log order, as `append`'s."""
+    def append_batch(self, records: list[Record]) -> list[tuple[int, int, int, int]]:
+        """`append` for several records, under one lock with one store time: the records of a segment are laid out
+        in one buffer and copied into the mapping at once. Their dispatch requests are queued after their bytes are
+        in place, in log order, as `append`'s."""
         results: list[tuple[int, int, int, int]] = []
         requests: list[DispatchRequest] = []
         offsets = self.queue_offsets
@@ -177,7 +162,7 @@ class CommitLog:
             mapped = self._current
             buffer = bytearray()
             buffer_pos = pos
-            for message, body, tail, light_queues in records:
+            for message, topic, queue_id, body, tail, light_queues, code, keys, unique_id in records:
                 size = HEADER_SIZE + len(body) + len(tail)
                 if mapped is None or pos + size + BLANK_MIN_SIZE > mapped.end:
                     if buffer:
@@ -187,21 +172,9 @@ class CommitLog:
                     mapped = self._roll(pos, size)
                     pos = mapped.base if pos < mapped.base else pos
                     buffer_pos = pos
-                topic = message.topic
-                queue_id = message.queue_id
                 key = (topic, queue_id)
                 queue_offset = offsets.get(key, 0)
                 offsets[key] = queue_offset + 1
-                properties = message.properties
-                if properties:
-                    tags = properties.get(PROPERTY_TAGS)
-                    code = crc32(tags.encode()) if tags else 0
-                    if PROPERTY_TAG_CODE in properties:
-                        code = int(properties[PROPERTY_TAG_CODE])
-                    keys = properties.get(PROPERTY_KEYS)
-                    unique_id = properties.get(PROPERTY_UNIQ_KEY)
-                else:
-                    code, keys, unique_id = 0, None, None
                 address, born_port = message.born_host
                 if address != born_address:
                     born_address, born_host = address, encode_host(address)

@@ -85,8 +85,8 @@ def prepared(appender: Any, fields: tuple[Any, ...]) -> tuple[Any, ...]:
         object.__setattr__(message, name, value)
     got = outcome(appender.prepare, message)
     if got[0] == "result":
-        _, body_out, tail, light = got[1]
-        return ("result", bytes(body_out), tail, light)
+        _, topic, queue_id, body_out, *rest = got[1]
+        return ("result", topic, queue_id, bytes(body_out), *rest)
     return got
 
 

@@ -75,6 +75,10 @@ def test_bad_input_is_refused_and_nothing_is_written(open_store):
         store.append(msg(KEYS="a\x02b"))
     with pytest.raises(InvalidMessageError, match="body must be bytes"):
         store.append(Message(topic="t", body="text"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessageError, match="queue id must be an integer, not str"):
+        store.append(Message(topic="t", body=b"x", queue_id="1"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessageError, match="queue id must be an integer, not float"):
+        store.append_batch([msg(), Message(topic="t", body=b"x", queue_id=1.0)])  # type: ignore[arg-type]
     assert store.commit_log.write_pos == before
     assert store.append(msg()).status is PutStatus.PUT_OK
 
