@@ -16,7 +16,6 @@ PROPERTY_SEPARATOR: Final = "\x02"
 # The properties length is an unsigned 16-bit field of the record.
 MAX_PROPERTIES_LENGTH: Final = 0xFFFF
 
-_join_name_value = NAME_VALUE_SEPARATOR.join
 _split_name_value = operator.methodcaller("split", NAME_VALUE_SEPARATOR, 1)
 
 
@@ -26,38 +25,23 @@ def encode_properties(properties: dict[Any, Any]) -> bytes:
     checked here, and the compiled module must not refuse them with a TypeError first.)"""
     if not properties:
         return b""
-    if len(properties) == 1:
-        # One property (a producer's UNIQ_KEY alone, the most common record) is checked directly: 0.22 us against
-        # 0.60 for the join and counts below, a tenth of an append of 128 bytes (profiled with py-spy).
-        for name, value in properties.items():
-            if (
-                type(name) is str
-                and type(value) is str
-                and name
-                and NAME_VALUE_SEPARATOR not in name
-                and PROPERTY_SEPARATOR not in name
-                and NAME_VALUE_SEPARATOR not in value
-                and PROPERTY_SEPARATOR not in value
-            ):
-                encoded = (name + NAME_VALUE_SEPARATOR + value + PROPERTY_SEPARATOR).encode()
-                if len(encoded) <= MAX_PROPERTIES_LENGTH:
-                    return encoded
-    # Every append encodes its properties, so the usual case is checked by C string methods: str.join refuses
-    # anything but strings, and with one name-value separator per property, one property separator between each
-    # two and no empty name, no name or value can hold a separator. Anything else goes to the loop below, which
-    # says what is wrong.
-    try:
-        text = PROPERTY_SEPARATOR.join(map(_join_name_value, properties.items()))
-    except TypeError:
-        text = ""
+    # Every append encodes its properties, so the usual case is checked in one pass: with one name-value separator
+    # after each name and one property separator after each value put in here, and no other, no name or value
+    # holds a separator. Anything else goes to the loop below, which says what is wrong. (Compiled, this takes
+    # 0.34 us for the five properties of an MQTT message, where a join of each pair and then of the pairs took
+    # 0.66, a tenth of the gateway's time per QoS 0 message.)
+    parts: list[str] = []
+    for name, value in properties.items():
+        if type(name) is not str or type(value) is not str or not name:
+            return _encode_properties_checked(properties)
+        parts.append(name)
+        parts.append(NAME_VALUE_SEPARATOR)
+        parts.append(value)
+        parts.append(PROPERTY_SEPARATOR)
+    text = "".join(parts)
     count = len(properties)
-    if (
-        text.count(NAME_VALUE_SEPARATOR) == count
-        and text.count(PROPERTY_SEPARATOR) == count - 1
-        and text[0] != NAME_VALUE_SEPARATOR
-        and PROPERTY_SEPARATOR + NAME_VALUE_SEPARATOR not in text
-    ):
-        encoded = (text + PROPERTY_SEPARATOR).encode()
+    if text.count(NAME_VALUE_SEPARATOR) == count and text.count(PROPERTY_SEPARATOR) == count:
+        encoded = text.encode()
         if len(encoded) <= MAX_PROPERTIES_LENGTH:
             return encoded
     return _encode_properties_checked(properties)

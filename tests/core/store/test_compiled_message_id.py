@@ -42,3 +42,9 @@ def test_unique_ids_have_the_same_shape_and_sequence(host, count):
     assert [x[:12] for x in a] == [x[:12] for x in b] and len({x[12:20] for x in a}) == 1
     assert [x[20:] for x in a] == [x[20:] for x in b] == [f"{n:012X}" for n in range(count + 2)]
     assert all(len(x) == 32 for x in a + b)
+
+
+@given(st.integers(0, 2**64))
+def test_the_counter_part_is_its_low_48_bits_in_upper_case_hex(n):
+    # Against the plain format it replaced: 12 digits, zero-filled, wrapping past 2**48.
+    assert compiled._counter_hex(n) == pure._counter_hex(n) == f"{n & 0xFFFFFFFFFFFF:012X}"
