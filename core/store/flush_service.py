@@ -59,21 +59,30 @@ class FlushWaiters:
 
     Each event loop's waiters live in a list touched only by that loop's thread; the flush thread only asks
     each loop, with one call_soon_threadsafe per flush, to release what is flushed. So registering a waiter
-    takes no lock and costs one future.
+    takes no lock, and the writers between two flushes share one future (_LoopWaiters).
     """
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self.flushed = 0
+        # Counts flushes started: the flush thread adds one before it reads how far the log is written.
+        self.generation = 0
         self._loops: dict[asyncio.AbstractEventLoop, _LoopWaiters] = {}
         self._condition = threading.Condition()
 
     def add_async(self, offset: int) -> asyncio.Future[bool]:
+        """A future that gets True once the log is on disk up to `offset` (False after the timeout); called after
+        the record is appended."""
         loop = asyncio.get_running_loop()
         waiters = self._loops.get(loop)
         if waiters is None:
             waiters = self._loops[loop] = _LoopWaiters(loop, self.timeout_s)
-        return waiters.add(offset, self.flushed)
+        return waiters.add(offset, self.flushed, self.generation)
+
+    def flush_starting(self) -> None:
+        """Called by the flush thread before each flush reads its target: writers that register from now on wait in
+        a new group, which that flush may not cover."""
+        self.generation += 1
 
     def wait_blocking(self, offset: int) -> bool:
         with self._condition:
@@ -92,53 +101,76 @@ class FlushWaiters:
                     self._loops.pop(loop, None)
 
 
+class _Group:
+    """Writers of one event loop that registered while the same flushes had started: one future for all."""
+
+    __slots__ = ("deadline", "future", "generation", "highest")
+
+    def __init__(self, highest: int, deadline: float, future: asyncio.Future[bool], generation: int) -> None:
+        self.highest = highest  # the highest end offset among them
+        self.deadline = deadline  # when the first of them times out
+        self.future = future
+        self.generation = generation  # FlushWaiters.generation when they registered
+
+
 class _LoopWaiters:
-    """The waiters of one event loop; only that loop's thread touches them."""
+    """The waiters of one event loop; only that loop's thread touches them.
+
+    Writers that register between the starts of two flushes share one future (a group), and group commit's burst
+    of writers costs one future, not one each. Every writer of a group appended before the next flush read its
+    target (it registers after its append, and that flush starts a new generation before reading), so that flush
+    covers the whole group: the group gets True once the flushed position passes its highest offset, never
+    before. A group times out when its first writer would: the others may get FLUSH_DISK_TIMEOUT up to one flush
+    early.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
         self.loop = loop
         self.timeout_s = timeout_s
-        self.pending: list[tuple[int, float, asyncio.Future[bool]]] = []
-        self.highest = 0  # the highest offset in `pending`
+        self.pending: list[_Group] = []
+        self.open: _Group | None = None  # the group new writers join
         self._sweeping = False
 
-    def add(self, offset: int, flushed: int) -> asyncio.Future[bool]:
-        future = self.loop.create_future()
+    def add(self, offset: int, flushed: int, generation: int) -> asyncio.Future[bool]:
         if flushed >= offset:
+            future = self.loop.create_future()
             future.set_result(True)
             return future
-        self.pending.append((offset, self.loop.time() + self.timeout_s, future))
-        if offset > self.highest:
-            self.highest = offset
-        if not self._sweeping:
-            self._sweeping = True
-            self.loop.call_later(TIMEOUT_SWEEP_S, self._sweep)
-        return future
+        group = self.open
+        if group is None or group.generation != generation:
+            deadline = self.loop.time() + self.timeout_s
+            group = self.open = _Group(offset, deadline, self.loop.create_future(), generation)
+            self.pending.append(group)
+            if not self._sweeping:
+                self._sweeping = True
+                self.loop.call_later(TIMEOUT_SWEEP_S, self._sweep)
+        elif offset > group.highest:
+            group.highest = offset
+        return group.future
 
     def resolve(self, flushed: int) -> None:
-        pending = self.pending
-        if self.highest <= flushed:  # the usual case: everything waiting is flushed
-            self.pending = []
-            done = pending
-        else:
-            done = [w for w in pending if w[0] <= flushed]
-            self.pending = [w for w in pending if w[0] > flushed]
-        for _, _, future in done:
-            if not future.done():
-                future.set_result(True)
+        self._answer(lambda group: group.highest <= flushed, True)
 
     def _sweep(self) -> None:
         now = self.loop.time()
-        expired = [w for w in self.pending if w[1] <= now]
-        if expired:
-            self.pending = [w for w in self.pending if w[1] > now]
-            for _, _, future in expired:
-                if not future.done():
-                    future.set_result(False)
-        if self.pending:
+        if self._answer(lambda group: group.deadline <= now, False):
             self.loop.call_later(TIMEOUT_SWEEP_S, self._sweep)
         else:
             self._sweeping = False
+
+    def _answer(self, due: Callable[[_Group], bool], result: bool) -> bool:
+        """Give `result` to the groups that are `due` and keep the others; True if any still wait."""
+        waiting: list[_Group] = []
+        for group in self.pending:
+            if due(group):
+                if group is self.open:
+                    self.open = None
+                if not group.future.done():
+                    group.future.set_result(result)
+            else:
+                waiting.append(group)
+        self.pending = waiting
+        return bool(waiting)
 
 
 class FlushService(ServiceThread):
@@ -189,6 +221,7 @@ class FlushService(ServiceThread):
         try:
             before = self.commit_log.flushed_pos
             started = time.perf_counter()
+            self.waiters.flush_starting()
             flushed = self.commit_log.flush()
             if flushed > before:
                 self.times.record(time.perf_counter() - started)

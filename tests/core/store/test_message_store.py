@@ -213,14 +213,36 @@ def test_sync_flush_from_threads(open_store):
 
 
 async def test_flush_waiter_times_out_when_the_disk_does_not_answer():
+    # As the store drives them: a writer registers after its append, the flush thread starts a flush (which then
+    # reads how far the log is written), another writer appends and registers, and the flush covers the first.
     waiters = FlushWaiters(timeout_s=0.2)
-    late = waiters.add_async(1000)
     early = waiters.add_async(10)
-    waiters.release(500)  # a flush covering the first waiter only
+    waiters.flush_starting()
+    late = waiters.add_async(1000)
+    waiters.release(500)
     assert await asyncio.wait_for(early, 1) is True
     started = time.monotonic()
-    assert await asyncio.wait_for(late, 2) is False
+    assert await asyncio.wait_for(late, 2) is False  # no flush reaches it: FLUSH_DISK_TIMEOUT
     assert time.monotonic() - started >= 0.1
+
+
+async def test_writers_between_two_flush_starts_share_a_future_released_only_past_the_highest():
+    waiters = FlushWaiters(timeout_s=5)
+    first, second = waiters.add_async(100), waiters.add_async(300)
+    assert first is second  # one group: one future for the burst
+    waiters.flush_starting()
+    third = waiters.add_async(400)
+    assert third is not first
+    waiters.release(200)  # an earlier flush's position: below the group's highest offset
+    await asyncio.sleep(0.01)
+    assert not first.done() and not third.done()
+    waiters.release(300)
+    assert await asyncio.wait_for(first, 1) is True
+    await asyncio.sleep(0.01)
+    assert not third.done()
+    waiters.release(400)
+    assert await asyncio.wait_for(third, 1) is True
+    assert waiters.add_async(350).result() is True  # already on disk: done at once
 
 
 def test_dispatch_listener_sees_new_messages(open_store):
