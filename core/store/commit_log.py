@@ -82,8 +82,7 @@ class CommitLog:
         # Dispatch requests of the records appended since the dispatcher last took them (under the lock).
         self.pending: list[DispatchRequest] = []
         self._current: MappedFile | None = None
-        # The last born address `append` encoded, and its 16 bytes (one tuple: appenders on several threads
-        # replace it whole): a connection's messages all come from one address.
+        # The last born address encoded, and its 16 bytes (one tuple: appenders on several threads replace it whole).
         self._last_born: tuple[str, bytes] = ("", b"")
 
     # --- appending -------------------------------------------------------------------------------------
@@ -100,12 +99,7 @@ class CommitLog:
         body_crc = crc32(body)
         key = (topic, queue_id)
         born_address, born_port = message.born_host
-        last_born = self._last_born
-        if born_address == last_born[0]:
-            born_host = last_born[1]
-        else:
-            born_host = encode_host(born_address)
-            self._last_born = (born_address, born_host)
+        born_host = self._encoded_host(born_address)
         with self.lock:
             pos = self.write_pos
             mapped = self._current
@@ -146,6 +140,15 @@ class CommitLog:
             self.write_pos = pos + size
         return pos, size, queue_offset, store_timestamp
 
+    def _encoded_host(self, address: str) -> bytes:
+        """encode_host, remembering the last address: a connection's messages all come from one."""
+        last = self._last_born
+        if address == last[0]:
+            return last[1]
+        packed = encode_host(address)
+        self._last_born = (address, packed)
+        return packed
+
     def append_batch(self, records: list[Record]) -> list[tuple[int, int, int, int]]:
         """`append` for several records, under one lock with one store time: the records of a segment are laid out
         in one buffer and copied into the mapping at once. Their dispatch requests are queued after their bytes are
@@ -154,8 +157,6 @@ class CommitLog:
         requests: list[DispatchRequest] = []
         offsets = self.queue_offsets
         store_host, store_port = self.store_host, self.store_port
-        born_address: str | None = None
-        born_host = b""
         with self.lock:
             store_timestamp = _time_ns() // 1_000_000
             pos = self.write_pos
@@ -175,9 +176,8 @@ class CommitLog:
                 key = (topic, queue_id)
                 queue_offset = offsets.get(key, 0)
                 offsets[key] = queue_offset + 1
-                address, born_port = message.born_host
-                if address != born_address:
-                    born_address, born_host = address, encode_host(address)
+                born_address, born_port = message.born_host
+                born_host = self._encoded_host(born_address)
                 append_record(
                     buffer,
                     body,
