@@ -195,6 +195,27 @@ async def test_sync_flush_acknowledges_after_fsync(open_store):
     assert store.commit_log.flushed_pos >= batch[-1].end_offset
 
 
+async def test_no_sync_flush_writer_is_answered_before_its_record_is_flushed(open_store):
+    # Writers in bursts share futures (one group between two flush starts): each must still hear PUT_OK only once
+    # the flushed position has passed its own record.
+    store = open_store(flush_mode=FlushMode.SYNC_FLUSH)
+    early: list[tuple[int, int]] = []
+
+    async def writer(k: int) -> None:
+        for n in range(20):
+            result = await store.put(msg(body=f"{k}-{n}".encode() * (1 + n % 7)))
+            assert result.status is PutStatus.PUT_OK
+            flushed = store.commit_log.flushed_pos
+            if flushed < result.end_offset:
+                early.append((result.end_offset, flushed))
+            if n % 5 == 0:
+                await asyncio.sleep(0)
+
+    await asyncio.gather(*(writer(k) for k in range(32)))
+    assert early == []
+    assert store.flush_service.flushes < 32 * 20
+
+
 def test_sync_flush_from_threads(open_store):
     store = open_store(flush_mode=FlushMode.SYNC_FLUSH)
     results = []
