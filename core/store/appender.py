@@ -14,7 +14,6 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from core.store.checksum import crc32
 from core.store.commit_log import CommitLog, Record
 from core.store.dispatcher import Dispatcher
 from core.store.errors import InvalidMessageError, MessageTooLargeError, StoreNotWritableError
@@ -24,12 +23,11 @@ from core.store.message import (
     PROPERTY_KEYS,
     PROPERTY_MULTI_DISPATCH,
     PROPERTY_TAG_CODE,
-    PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     Message,
     is_light_queue,
 )
-from core.store.property_codec import encode_properties
+from core.store.property_codec import encode_properties, entry_code
 from core.store.put_result import PutResult, PutStatus
 from core.store.record_codec import HEADER_SIZE, encode_tail, encode_topic
 from core.store.topic_name import validate_topic
@@ -97,15 +95,10 @@ class Appender:
             return message, topic, queue_id, body, tail, (), 0, None, None
         # Every name and value is a string now: encode_properties refuses anything else.
         given: Any = properties.get(PROPERTY_TAG_CODE)
-        if given is not None:
-            if not _INT64.fullmatch(given):
-                raise InvalidMessageError(
-                    f"topic {topic!r}: property {PROPERTY_TAG_CODE} must be a decimal integer, not {given[:40]!r}"
-                )
-            code = int(given)
-        else:
-            tags: Any = properties.get(PROPERTY_TAGS)
-            code = crc32(tags.encode()) if tags else 0
+        if given is not None and not _INT64.fullmatch(given):
+            raise InvalidMessageError(
+                f"topic {topic!r}: property {PROPERTY_TAG_CODE} must be a decimal integer, not {given[:40]!r}"
+            )
         light: Any = properties.get(PROPERTY_MULTI_DISPATCH)
         return (
             message,
@@ -114,7 +107,7 @@ class Appender:
             body,
             tail,
             self.light_queues(light) if light else (),
-            code,
+            entry_code(properties),
             properties.get(PROPERTY_KEYS),
             properties.get(PROPERTY_UNIQ_KEY),
         )

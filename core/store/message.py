@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from core.store.checksum import crc32
 from core.store.errors import InvalidMessageError
 from core.store.property_codec import MAX_PROPERTIES_LENGTH as MAX_PROPERTIES_LENGTH
+from core.store.property_codec import PROPERTY_TAG_CODE as PROPERTY_TAG_CODE
+from core.store.property_codec import PROPERTY_TAGS as PROPERTY_TAGS
 from core.store.property_codec import decode_properties as decode_properties
 from core.store.property_codec import encode_properties as encode_properties
+from core.store.property_codec import entry_code as entry_code
+from core.store.property_codec import tags_code as tags_code
 
-PROPERTY_TAGS: Final = "TAGS"
 PROPERTY_KEYS: Final = "KEYS"
 PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"
 # RocketMQ 5 clients carry a FIFO message's group (the sharding key) here.
@@ -31,10 +33,6 @@ KEY_SEPARATOR: Final = " "
 PROPERTY_MULTI_DISPATCH: Final = "INNER_MULTI_DISPATCH"
 MULTI_DISPATCH_SEPARATOR: Final = ","
 LIGHT_QUEUE_PREFIX: Final = "%LMQ%"
-# A record carrying this property (a decimal integer) gets that number, not its tag hash, in its consume-queue
-# entry: the broker's schedulers keep there the time they must look at a parked message (RocketMQ keeps deliver
-# timestamps in SCHEDULE_TOPIC's tag codes), so they can rebuild their state from the queue without reading records.
-PROPERTY_TAG_CODE: Final = "__TAG_CODE"
 # Properties the core writes for its own bookkeeping. A copy of a message sent again must not carry them: a
 # dead-letter copy would be dispatched into the light queues of the original.
 INTERNAL_PROPERTIES = frozenset({PROPERTY_MULTI_DISPATCH, PROPERTY_TAG_CODE})
@@ -138,19 +136,6 @@ class StoredMessage(WellKnownProperties):
 
 def split_keys(keys: str | None) -> list[str]:
     return [k for k in keys.split(KEY_SEPARATOR) if k] if keys else []
-
-
-def tags_code(tags: str | None) -> int:
-    """The tag hash kept in consume-queue entries: stable across processes (Python's hash() is not)."""
-    return crc32(tags.encode()) if tags else 0
-
-
-def entry_code(properties: dict[str, str]) -> int:
-    """What a record's consume-queue entry carries: PROPERTY_TAG_CODE if the record has it, else the tag hash."""
-    given = properties.get(PROPERTY_TAG_CODE)
-    if given is not None:
-        return int(given)
-    return tags_code(properties.get(PROPERTY_TAGS))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Final
 
+from core.store.checksum import crc32
 from core.store.errors import InvalidMessageError
 
 NAME_VALUE_SEPARATOR: Final = "\x01"
@@ -17,6 +18,27 @@ PROPERTY_SEPARATOR: Final = "\x02"
 MAX_PROPERTIES_LENGTH: Final = 0xFFFF
 
 _split_name_value = operator.methodcaller("split", NAME_VALUE_SEPARATOR, 1)
+
+# The properties a record's consume-queue entry is made from (core.store.message exports them with the other names).
+PROPERTY_TAGS: Final = "TAGS"
+# A record carrying this property (a decimal integer) gets that number, not its tag hash, in its consume-queue
+# entry: the broker's schedulers keep there the time they must look at a parked message (RocketMQ keeps deliver
+# timestamps in SCHEDULE_TOPIC's tag codes), so they can rebuild their state from the queue without reading records.
+PROPERTY_TAG_CODE: Final = "__TAG_CODE"
+
+
+def tags_code(tags: str | None) -> int:
+    """The tag hash kept in consume-queue entries: stable across processes (Python's hash() is not)."""
+    return crc32(tags.encode()) if tags else 0
+
+
+def entry_code(properties: dict[str, str]) -> int:
+    """What a record's consume-queue entry carries: PROPERTY_TAG_CODE if the record has it, else the tag hash. The
+    one rule for the appender and for recovery, which replays it from the log; here, compiled, for the appender."""
+    given = properties.get(PROPERTY_TAG_CODE)
+    if given is not None:
+        return int(given)
+    return tags_code(properties.get(PROPERTY_TAGS))
 
 
 def encode_properties(properties: dict[Any, Any]) -> bytes:
