@@ -300,7 +300,7 @@ class CommitLog:
         mapped = self._file_at(offset)
         start = offset - mapped.base
         try:
-            message = decode_record(mapped.mm, start, mapped.size)
+            message = decode_record(mapped.view, start, mapped.size)
         except RecordFormatError as exc:
             raise CorruptRecordError(str(mapped.path), start, offset, str(exc)) from None
         except ValueError:
@@ -351,7 +351,7 @@ class CommitLog:
                 if magic == BLANK_MAGIC and total == mapped.size - local:
                     break
                 try:
-                    total = check_record(mapped.mm, local, mapped.size)
+                    total = check_record(mapped.view, local, mapped.size)
                     if INT64.unpack_from(mapped.mm, local + PHYSICAL_OFFSET_POS)[0] != mapped.base + local:
                         raise RecordFormatError("physical offset field does not match the position")
                 except RecordFormatError as exc:
@@ -379,7 +379,7 @@ class CommitLog:
                     )
                     local = resync
                     continue
-                yield decode_record(mapped.mm, local, mapped.size)
+                yield decode_record(mapped.view, local, mapped.size)
                 result.records += 1
                 local += total
             index += 1
@@ -401,7 +401,7 @@ class CommitLog:
                 return None
             candidate = found - 4
             try:
-                check_record(mapped.mm, candidate, mapped.size)
+                check_record(mapped.view, candidate, mapped.size)
                 if INT64.unpack_from(mapped.mm, candidate + PHYSICAL_OFFSET_POS)[0] == mapped.base + candidate:
                     return candidate
             except RecordFormatError:

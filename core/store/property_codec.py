@@ -6,7 +6,6 @@ Every append encodes a message's properties and every read decodes them, so this
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Final
 
 from core.store.checksum import crc32
@@ -16,8 +15,6 @@ NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
 # The properties length is an unsigned 16-bit field of the record.
 MAX_PROPERTIES_LENGTH: Final = 0xFFFF
-
-_split_name_value = operator.methodcaller("split", NAME_VALUE_SEPARATOR, 1)
 
 # The properties a record's consume-queue entry is made from (core.store.message exports them with the other names).
 PROPERTY_TAGS: Final = "TAGS"
@@ -91,23 +88,19 @@ def _encode_properties_checked(properties: dict[Any, Any]) -> bytes:
 
 
 def decode_properties(data: bytes) -> dict[str, str]:
-    if not data:
-        return {}
-    text = data.decode()
-    # Every message read decodes its properties: the usual blob (each item `name \x01 value`, ended by \x02) is
-    # split into pairs by C string methods, one Python call per blob instead of a loop per item. An empty item
-    # or one without its separator leaves a pair of one string, which dict() refuses: the loop below then skips
-    # the empty ones and says which item is wrong, as before.
-    if text[-1] == PROPERTY_SEPARATOR:
-        try:
-            return dict(map(_split_name_value, text[:-1].split(PROPERTY_SEPARATOR)))
-        except ValueError:
-            pass
-    properties = {}
+    return decode_properties_text(data.decode()) if data else {}
+
+
+def decode_properties_text(text: str) -> dict[str, str]:
+    """The properties of a blob already decoded from UTF-8: each item `name \\x01 value`, ended by \\x02. Empty
+    items are skipped; an item without its separator is a ValueError that names it. Every message read decodes its
+    properties: compiled, this loop of C string calls takes about half the time of dict(map(...)) over the items,
+    which built a list per item and merged them generically."""
+    properties: dict[str, str] = {}
     for item in text.split(PROPERTY_SEPARATOR):
         if item:
-            name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-            if not sep:
+            cut = item.find(NAME_VALUE_SEPARATOR)
+            if cut < 0:
                 raise ValueError(f"property item {item[:40]!r} has no name/value separator")
-            properties[name] = value
+            properties[item[:cut]] = item[cut + 1 :]
     return properties

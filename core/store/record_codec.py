@@ -39,13 +39,13 @@ BLANK_MIN_SIZE bytes stay free after it, so there is always room for the filler.
 
 from __future__ import annotations
 
-import functools
 import mmap
 import struct
 from typing import Any, Final
 
 from core.store.checksum import crc32
-from core.store.message import StoredMessage, decode_host, decode_properties
+from core.store.message import StoredMessage, decode_host
+from core.store.property_codec import decode_properties_text
 
 # What the decoder reads from: a segment's mapping, or bytes in tests.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
@@ -185,15 +185,15 @@ HEADER: Final = struct.Struct(PREFIX.format + REST.format[1:])
 assert HEADER.size == HEADER_SIZE
 
 
-def _checked(buffer: Buffer, pos: int, limit: int, check_body: bool = True) -> tuple[tuple[Any, ...], int, int, int]:
+def _checked(view: memoryview, pos: int, limit: int, check_body: bool = True) -> tuple[tuple[Any, ...], int, int, int]:
     """Check the record at `pos` (size, magic, both CRCs, inner lengths) in one pass over its header; without
     `check_body`, the body's CRC is left to the body's readers.
 
-    Returns (header fields, topic position, properties position, end), positions absolute in `buffer`.
+    Returns (header fields, topic position, properties position, end), positions absolute in `view`.
     """
     if pos + MIN_RECORD_SIZE > limit:
         raise RecordFormatError("too few bytes left for a record")
-    fields = HEADER.unpack_from(buffer, pos)
+    fields = HEADER.unpack_from(view, pos)
     # Typed, so that the compiled module does its arithmetic and comparisons on C integers, not on objects.
     total: int = fields[0]
     magic: int = fields[1]
@@ -208,48 +208,80 @@ def _checked(buffer: Buffer, pos: int, limit: int, check_body: bool = True) -> t
     topic_pos = pos + HEADER_SIZE + body_length
     if body_length < 0 or topic_pos + 2 > end:
         raise RecordFormatError(f"body length {body_length} out of range")
-    view = memoryview(buffer)
     if crc32(view[topic_pos:end], crc32(view[pos + 12 : pos + HEADER_SIZE])) != record_crc:
         raise RecordFormatError("record CRC mismatch")
-    props_pos = topic_pos + 2 + U16.unpack_from(buffer, topic_pos)[0]
+    props_pos = topic_pos + 2 + (view[topic_pos] << 8 | view[topic_pos + 1])
     if props_pos + 2 > end:
         raise RecordFormatError("topic length out of range")
-    if props_pos + 2 + U16.unpack_from(buffer, props_pos)[0] != end:
+    if props_pos + 2 + (view[props_pos] << 8 | view[props_pos + 1]) != end:
         raise RecordFormatError("lengths do not add up to the total size")
     if check_body and crc32(view[pos + HEADER_SIZE : topic_pos]) != body_crc:
         raise RecordFormatError("body CRC mismatch")
     return fields, topic_pos, props_pos, end
 
 
+def _view(buffer: Buffer) -> memoryview:
+    """A byte view of `buffer`; the commit log passes its segments' views, which are used as they are."""
+    if isinstance(buffer, memoryview):
+        return buffer
+    return memoryview(buffer)
+
+
 def check_record(buffer: Buffer, pos: int, limit: int) -> int:
     """Validate the record at `pos` and return its total size; RecordFormatError says what is wrong.
     Builds no message: recovery calls this for every record it scans."""
-    return _checked(buffer, pos, limit)[0][0]
+    total: int = _checked(_view(buffer), pos, limit)[0][0]
+    return total
 
 
-@functools.lru_cache(maxsize=4096)
+# Topic names and hosts decoded, by their bytes in the record: a log holds few of either, and each read would
+# otherwise decode (and keep a string of) its own copy. Cleared when full, as the hosts of many clients come and go.
+_TOPIC_NAMES: Final[dict[bytes, str]] = {}
+_HOST_NAMES: Final[dict[bytes, str]] = {}
+NAMES_KEPT: Final = 4096
+
+
 def _topic_name(raw: bytes) -> str:
-    return raw.decode("ascii")
+    name = _TOPIC_NAMES.get(raw)
+    if name is None:
+        if len(_TOPIC_NAMES) >= NAMES_KEPT:
+            _TOPIC_NAMES.clear()
+        name = _TOPIC_NAMES[raw] = raw.decode("ascii")
+    return name
+
+
+def _host_name(packed: bytes) -> str:
+    name = _HOST_NAMES.get(packed)
+    if name is None:
+        if len(_HOST_NAMES) >= NAMES_KEPT:
+            _HOST_NAMES.clear()
+        name = _HOST_NAMES[packed] = decode_host(packed)
+    return name
 
 
 def decode_keyed_fields(buffer: Buffer, pos: int, limit: int) -> tuple[int, int, str, dict[str, str]]:
     """(total size, store timestamp, topic, properties) of the record at `pos`: what indexing it needs, without
     copying or checking the body (the record CRC covers the rest). Raises RecordFormatError."""
-    fields, topic_pos, props_pos, end = _checked(buffer, pos, limit, check_body=False)
-    topic, properties = _topic_and_properties(memoryview(buffer), topic_pos, props_pos, end)
+    view = _view(buffer)
+    fields, topic_pos, props_pos, end = _checked(view, pos, limit, check_body=False)
+    topic, properties = _topic_and_properties(view, topic_pos, props_pos, end)
     return fields[0], fields[12], topic, properties
 
 
 def _topic_and_properties(view: memoryview, topic_pos: int, props_pos: int, end: int) -> tuple[str, dict[str, str]]:
     try:
-        return _topic_name(bytes(view[topic_pos + 2 : props_pos])), decode_properties(bytes(view[props_pos + 2 : end]))
+        topic = _topic_name(view[topic_pos + 2 : props_pos].tobytes())
+        if end == props_pos + 2:
+            return topic, {}
+        return topic, decode_properties_text(view[props_pos + 2 : end].tobytes().decode())
     except (UnicodeDecodeError, ValueError) as exc:
         raise RecordFormatError(f"undecodable topic or properties: {exc}") from None
 
 
 def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:
     """Check and decode the record at `pos`. Raises RecordFormatError; never returns unchecked bytes."""
-    fields, topic_pos, props_pos, end = _checked(buffer, pos, limit)
+    view = _view(buffer)
+    fields, topic_pos, props_pos, end = _checked(view, pos, limit)
     (
         total,
         _magic,
@@ -270,7 +302,6 @@ def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:
         prepared_transaction_offset,
         _body_length,
     ) = fields
-    view = memoryview(buffer)
     topic, properties = _topic_and_properties(view, topic_pos, props_pos, end)
     return StoredMessage(
         topic,
@@ -283,9 +314,9 @@ def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:
         flag,
         sys_flag,
         born_timestamp,
-        (decode_host(born_host), born_port),
+        (_host_name(born_host), born_port),
         store_timestamp,
-        (decode_host(store_host), store_port),
+        (_host_name(store_host), store_port),
         reconsume_times,
         prepared_transaction_offset,
         properties,

@@ -227,3 +227,37 @@ def test_decode_properties_reads_any_blob_as_the_plain_loop_does(text):
         except ValueError as exc:
             outcomes.append(("error", str(exc)))
     assert outcomes[0] == outcomes[1]
+
+
+def test_more_topics_and_hosts_than_the_decoder_keeps_each_decode_as_their_own():
+    # The decoder keeps the names it decoded, by their bytes, up to NAMES_KEPT of each, and starts again when full:
+    # every record still reads back its own topic and hosts, whichever of them were kept.
+    from core.store.record_codec import NAMES_KEPT
+
+    count = NAMES_KEPT + 50
+    for n in [*range(count), *range(0, count, 97)]:
+        host = f"10.{n // 65536}.{n // 256 % 256}.{n % 256}"
+        message = decode_record(*_whole(build(topic=f"topic-{n}", born_host=host, store_host=host)))
+        assert message.topic == f"topic-{n}"
+        assert message.born_host[0] == message.store_host[0] == host
+
+
+def test_a_topic_that_is_not_ascii_is_a_format_error_not_a_name():
+    record = bytearray(build(topic="ab"))
+    at = record.index(b"\x00\x02ab") + 2
+    record[at] = 0xC3  # the bytes of "é" in place of "ab", CRC fixed below: only the topic is wrong
+    record[at + 1] = 0xA9
+    with pytest.raises(RecordFormatError, match="undecodable topic"):
+        decode_record(*_whole(_with_record_crc(record)))
+
+
+def _whole(record: bytes) -> tuple[bytes, int, int]:
+    return record, 0, len(record)
+
+
+def _with_record_crc(record: bytearray) -> bytes:
+    from zlib import crc32
+
+    body_length = int.from_bytes(record[112:116], "big")
+    record[8:12] = crc32(record[HEADER_SIZE + body_length :], crc32(record[12:HEADER_SIZE])).to_bytes(4, "big")
+    return bytes(record)
