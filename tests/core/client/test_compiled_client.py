@@ -215,6 +215,7 @@ queue_operations = st.lists(
         st.tuples(st.just("put"), st.lists(st.tuples(offsets, st.integers(0, 9)), max_size=5)),
         st.tuples(st.just("remove"), st.lists(offsets, max_size=5)),
         st.tuples(st.just("take"), st.integers(1, 4)),
+        st.tuples(st.just("room"), st.tuples(st.integers(0, 6), st.integers(0, 40))),
     ),
     max_size=30,
 )
@@ -231,8 +232,12 @@ def test_process_queue_keeps_books_as_its_pure_twin(ops):
         pq = module.ProcessQueue()
         made: dict[int, StoredMessage] = {}
         trail: list[Any] = []
+        rooms: list[Any] = []
         for kind, argument in ops:
-            if kind == "put":
+            if kind == "room":
+                rooms.append(pq.room(*argument))
+                trail.append(None)
+            elif kind == "put":
                 pq.put([made.setdefault(offset, stored(offset, size)) for offset, size in argument])
                 trail.append(None)
             elif kind == "remove":
@@ -240,6 +245,7 @@ def test_process_queue_keeps_books_as_its_pure_twin(ops):
             else:
                 trail.append([m.queue_offset for m in pq.take_in_order(argument)])
             trail.append((pq.count, pq.cached_bytes, pq.max_pulled, pq.commit_offset(), sorted(pq.consuming)))
+            trail.append([room.cancelled() or room.done() for room in rooms])
         return trail
 
     trails = [run(books(module)) for module in (compiled_process_queue, pure_process_queue)]

@@ -315,3 +315,34 @@ async def test_consume_workers_grow_from_min_to_max_under_load(make_broker):
     release.set()
     await eventually(lambda: sum(broker.query_offset("wg", "w", q) for q in range(4)) == 40)
     await consumer.shutdown()
+
+
+async def test_a_consumer_at_its_threshold_pulls_again_as_it_consumes(make_broker):
+    # A queue threshold of 2 messages and pulls of 2: the pull loop is at its limit after every pull and goes on
+    # only as the listener makes room. Every message arrives once, and the queue never holds more than the limit
+    # and one pull.
+    broker = await make_broker()
+    broker.create_topic("tight", queue_nums=1)
+    producer = Producer(broker)
+    for n in range(300):
+        await producer.send("tight", str(n).encode())
+    seen: list[int] = []
+    peak = 0
+    consumer: PushConsumer | None = None
+
+    async def listener(messages, context):
+        nonlocal peak
+        assert consumer is not None
+        peak = max(peak, max(pq.count for pq in consumer.process_queues.values()))
+        await asyncio.sleep(0)
+        seen.extend(int(m.body) for m in messages)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    options = replace(FAST, pull_threshold_for_queue=2, pull_batch_size=2, consume_thread_min=2, consume_thread_max=2)
+    consumer = PushConsumer(broker, "tight", listener, options=options)
+    consumer.subscribe("tight")
+    await consumer.start()
+    await eventually(lambda: len(seen) >= 300, what="all 300 consumed")
+    await consumer.shutdown()
+    assert sorted(seen) == list(range(300))
+    assert 0 < peak <= 2 + 2
