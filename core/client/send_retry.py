@@ -61,13 +61,18 @@ async def send_with_retries(
     stored_ok: Callable[[Result], bool],
     what: str,
     may_wait: bool = True,
+    first_refused: ServiceNotAvailableError | None = None,
+    first_not_ok: Result | None = None,
 ) -> Result:
     """Run `attempt` until it succeeds, as `policy` allows; `what` names the message in logs and errors ("topic 't':
     message <UNIQ_KEY>"). Returns the attempt's result; raises RequestTimeoutError when time runs out, the last
     ServiceNotAvailableError when every attempt was refused, or at once whatever else an attempt raises.
 
     `may_wait=False` says an attempt answers without suspending (an in-process broker under ASYNC_FLUSH): it cannot
-    outlast the deadline, so no timer is armed for it (the timer cost a fifth of such a send)."""
+    outlast the deadline, so no timer is armed for it (the timer cost a fifth of such a send).
+
+    A caller that made the first attempt itself, without suspending, passes what became of it: `first_refused` (it
+    was refused) or `first_not_ok` (stored but not confirmed); the retries go on from the second attempt."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + policy.timeout_ms / 1000
     pause = FIRST_PAUSE_S
@@ -75,24 +80,30 @@ async def send_with_retries(
     not_ok: Result | None = None
     refused: ServiceNotAvailableError | None = None
     for number in range(1, attempts + 1):
-        left = deadline - loop.time()
-        if left <= 0:
-            raise _timed_out(what, policy, number - 1, refused, not_ok is not None)
+        given = number == 1 and (first_refused is not None or first_not_ok is not None)
+        if not given:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise _timed_out(what, policy, number - 1, refused, not_ok is not None)
         try:
-            if may_wait:
+            if given:
+                if first_refused is not None:
+                    raise first_refused
+                result: Result = first_not_ok  # type: ignore[assignment]
+            elif may_wait:
                 result = await _attempt_within(attempt, left, what, policy, number, attempts)
             else:
                 result = await attempt()
         except ServiceNotAvailableError as exc:
             refused = exc
             if number < attempts:
-                log.warning("%s: attempt %d of %d refused (%s); trying again", what, number, attempts, exc)
+                _log_retry(what, number, attempts, exc)
         else:
             if stored_ok(result) or not policy.retry_when_not_stored_ok:
                 return result
             not_ok = result
             if number < attempts:
-                log.warning("%s: attempt %d of %d stored but not confirmed; storing again", what, number, attempts)
+                _log_retry(what, number, attempts, None)
         if number < attempts:
             left = deadline - loop.time()
             if left <= 0:
@@ -104,6 +115,14 @@ async def send_with_retries(
     assert refused is not None
     times = "once" if attempts == 1 else f"{attempts} times"
     raise ServiceNotAvailableError(f"{what}: refused {times}, the last time: {refused}") from refused
+
+
+def _log_retry(what: str, number: int, attempts: int, refused: ServiceNotAvailableError | None) -> None:
+    """Attempt `number` was refused (`refused`), or stored but not confirmed (None): another follows."""
+    if refused is not None:
+        log.warning("%s: attempt %d of %d refused (%s); trying again", what, number, attempts, refused)
+    else:
+        log.warning("%s: attempt %d of %d stored but not confirmed; storing again", what, number, attempts)
 
 
 async def _attempt_within(

@@ -209,6 +209,51 @@ def test_send_with_retries_retries_as_its_pure_twin(script, retries, retry_when_
     assert outcomes[0] == outcomes[1]
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    first=st.sampled_from(["not_ok", "refused"]),
+    script=st.lists(st.sampled_from(["ok", "not_ok", "refused", "error"]), min_size=1, max_size=4),
+    retries=st.integers(0, 3),
+    retry_when_not_stored_ok=st.booleans(),
+)
+def test_a_first_attempt_made_by_the_caller_goes_on_as_in_the_loop(first, script, retries, retry_when_not_stored_ok):
+    """Producer.send makes the first attempt itself and hands its outcome on: the same attempts follow, with the
+    same result or error, as when the loop made it (compiled and pure)."""
+
+    async def retried(module: Any, handed_on: bool) -> tuple[Any, ...]:
+        answers = [first, *script]
+        made = 1 if handed_on else 0
+
+        async def attempt() -> str:
+            nonlocal made
+            answer = answers[min(made, len(answers) - 1)]
+            made += 1
+            if answer == "refused":
+                raise ServiceNotAvailableError(f"refused at attempt {made}")
+            if answer == "error":
+                raise ValueError(f"failed at attempt {made}")
+            return f"{answer} {made}"
+
+        policy = module.SendRetryPolicy(60_000, retries, retry_when_not_stored_ok)
+        given: dict[str, Any] = {}
+        if handed_on:
+            given = (
+                {"first_refused": ServiceNotAvailableError("refused at attempt 1")}
+                if first == "refused"
+                else {"first_not_ok": "not_ok 1"}
+            )
+        try:
+            result: Any = await module.send_with_retries(
+                attempt, policy, lambda r: r.startswith("ok"), "message m", False, **given
+            )
+        except Exception as exc:
+            result = (type(exc).__name__, str(exc))
+        return made, result
+
+    for module in (compiled_send_retry, pure_send_retry):
+        assert run(retried(module, True)) == run(retried(module, False))
+
+
 offsets = st.integers(0, 30)
 queue_operations = st.lists(
     st.one_of(

@@ -66,6 +66,25 @@ async def test_a_refused_send_is_retried_until_the_store_takes_it_and_is_stored_
     assert len(retries) >= 2 and all(f"message {result.msg_id}: attempt" in text for text in retries)
 
 
+async def test_a_refused_send_to_light_queues_reaches_them_once(refusing, caplog):
+    # The first attempt names the light queue in the message's properties before the store refuses it; the retry
+    # sends the message as it was before that attempt, and the message lands in the light queue once.
+    broker, disk = refusing
+    broker.create_topic("lq", queue_nums=1)
+    broker.add_send_hook(lambda message: ["%LMQ%audit"] if message.topic == "lq" else None)
+    await disk.fill()
+    producer = Producer(broker, retry_times_when_send_failed=50, send_msg_timeout_ms=20_000)
+    with caplog.at_level(logging.WARNING, logger="core.client.send_retry"):
+        sending = asyncio.ensure_future(producer.send("lq", b"one"))
+        await until_logged(caplog, "attempt 2 of 51 refused")
+        await disk.empty()
+        result = await sending
+    [message] = await stored_in(broker, "lq")
+    assert message.light_queues == ["%LMQ%audit"] and message.unique_id == result.msg_id
+    got = await broker.pull("audit", "%LMQ%audit", 0, 0, max_count=16)
+    assert [m.unique_id for m in got.messages] == [result.msg_id]
+
+
 async def test_a_send_the_store_never_takes_runs_out_of_time(refusing):
     broker, disk = refusing
     broker.create_topic("r", queue_nums=1)
@@ -170,8 +189,11 @@ def test_each_attempt_sends_a_copy_of_every_field_with_properties_of_its_own():
               "prepared_transaction_offset": 9, "light_queues": ("%LMQ%x",)}  # fmt: skip
     assert set(values) == {field.name for field in fields(Message)}
     original = Message(**values)
-    copy = _fresh_copy(original)
+    copy = _fresh_copy(original, original.properties)
     assert copy == original and copy.properties is not original.properties
+    before = {"a": "0"}
+    copy = _fresh_copy(original, before)  # a retry: the properties as they were before the failed attempt
+    assert copy.properties == before and copy.properties is not before
 
 
 async def test_only_a_broker_that_waits_for_the_disk_has_sends_that_may_wait(make_broker, tmp_path):
