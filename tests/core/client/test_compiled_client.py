@@ -172,86 +172,73 @@ def test_build_message_builds_as_its_pure_twin(body, tag, keys, properties, grou
     assert [getattr(built[0], f) for f in fields] == [getattr(built[1], f) for f in fields]
 
 
+class ScriptedAttempts:
+    """Attempts that answer as `answers` says, in turn (the last answer repeats): stored ("ok"), stored but not
+    confirmed ("not_ok"), refused, or failing otherwise ("error"). `made` counts them, from `made` given."""
+
+    def __init__(self, answers: list[str], made: int = 0) -> None:
+        self.answers = answers
+        self.made = made
+
+    async def __call__(self) -> str:
+        answer = self.answers[min(self.made, len(self.answers) - 1)]
+        self.made += 1
+        if answer == "refused":
+            raise ServiceNotAvailableError(f"refused at attempt {self.made}")
+        if answer == "error":
+            raise ValueError(f"failed at attempt {self.made}")
+        return f"{answer} {self.made}"
+
+
+async def send_scripted(module: Any, attempts: ScriptedAttempts, policy: Any, may_wait: bool, **first: Any) -> Any:
+    """What send_with_retries of `module` makes of the attempts: (attempts made, result or (error type, text))."""
+    try:
+        result: Any = await module.send_with_retries(
+            attempts, policy, lambda r: r.startswith("ok"), "message m", may_wait, **first
+        )
+    except Exception as exc:
+        result = (type(exc).__name__, str(exc))
+    return attempts.made, result
+
+
+attempt_answers = st.lists(st.sampled_from(["ok", "not_ok", "refused", "error"]), min_size=1, max_size=4)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
-    script=st.lists(st.sampled_from(["ok", "not_ok", "refused", "error"]), min_size=1, max_size=4),
-    retries=st.integers(0, 3),
-    retry_when_not_stored_ok=st.booleans(),
-    may_wait=st.booleans(),
+    script=attempt_answers, retries=st.integers(0, 3), retry_when_not_stored_ok=st.booleans(), may_wait=st.booleans()
 )
 def test_send_with_retries_retries_as_its_pure_twin(script, retries, retry_when_not_stored_ok, may_wait):
-    """A scripted attempt (stored, stored but not confirmed, refused, failing otherwise) under a policy: the same
-    attempts made, the same result or error. The time limit is never reached (a minute; the pauses are 10-40 ms)."""
-
-    async def retried(module: Any) -> tuple[Any, ...]:
-        made = 0
-
-        async def attempt() -> str:
-            nonlocal made
-            answer = script[min(made, len(script) - 1)]
-            made += 1
-            if answer == "refused":
-                raise ServiceNotAvailableError(f"refused at attempt {made}")
-            if answer == "error":
-                raise ValueError(f"failed at attempt {made}")
-            return f"{answer} {made}"
-
+    """A scripted attempt under a policy: the same attempts made, the same result or error. The time limit is never
+    reached (a minute; the pauses are 10-40 ms)."""
+    outcomes = []
+    for module in (compiled_send_retry, pure_send_retry):
         policy = module.SendRetryPolicy(60_000, retries, retry_when_not_stored_ok)
-        try:
-            result: Any = await module.send_with_retries(
-                attempt, policy, lambda r: r.startswith("ok"), "message m", may_wait
-            )
-        except Exception as exc:
-            result = (type(exc).__name__, str(exc))
-        return made, result
-
-    outcomes = [run(retried(module)) for module in (compiled_send_retry, pure_send_retry)]
+        outcomes.append(run(send_scripted(module, ScriptedAttempts(script), policy, may_wait)))
     assert outcomes[0] == outcomes[1]
 
 
 @settings(max_examples=40, deadline=None)
 @given(
     first=st.sampled_from(["not_ok", "refused"]),
-    script=st.lists(st.sampled_from(["ok", "not_ok", "refused", "error"]), min_size=1, max_size=4),
+    script=attempt_answers,
     retries=st.integers(0, 3),
     retry_when_not_stored_ok=st.booleans(),
 )
 def test_a_first_attempt_made_by_the_caller_goes_on_as_in_the_loop(first, script, retries, retry_when_not_stored_ok):
     """Producer.send makes the first attempt itself and hands its outcome on: the same attempts follow, with the
     same result or error, as when the loop made it (compiled and pure)."""
-
-    async def retried(module: Any, handed_on: bool) -> tuple[Any, ...]:
-        answers = [first, *script]
-        made = 1 if handed_on else 0
-
-        async def attempt() -> str:
-            nonlocal made
-            answer = answers[min(made, len(answers) - 1)]
-            made += 1
-            if answer == "refused":
-                raise ServiceNotAvailableError(f"refused at attempt {made}")
-            if answer == "error":
-                raise ValueError(f"failed at attempt {made}")
-            return f"{answer} {made}"
-
-        policy = module.SendRetryPolicy(60_000, retries, retry_when_not_stored_ok)
-        given: dict[str, Any] = {}
-        if handed_on:
-            given = (
-                {"first_refused": ServiceNotAvailableError("refused at attempt 1")}
-                if first == "refused"
-                else {"first_not_ok": "not_ok 1"}
-            )
-        try:
-            result: Any = await module.send_with_retries(
-                attempt, policy, lambda r: r.startswith("ok"), "message m", False, **given
-            )
-        except Exception as exc:
-            result = (type(exc).__name__, str(exc))
-        return made, result
-
+    handed_on = (
+        {"first_refused": ServiceNotAvailableError("refused at attempt 1")}
+        if first == "refused"
+        else {"first_not_ok": "not_ok 1"}
+    )
     for module in (compiled_send_retry, pure_send_retry):
-        assert run(retried(module, True)) == run(retried(module, False))
+        policy = module.SendRetryPolicy(60_000, retries, retry_when_not_stored_ok)
+        in_the_loop = run(send_scripted(module, ScriptedAttempts([first, *script]), policy, False))
+        assert run(send_scripted(module, ScriptedAttempts([first, *script], made=1), policy, False, **handed_on)) == (
+            in_the_loop
+        )
 
 
 offsets = st.integers(0, 30)
