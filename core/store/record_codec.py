@@ -241,21 +241,13 @@ _HOST_NAMES: Final[dict[bytes, str]] = {}
 NAMES_KEPT: Final = 4096
 
 
-def _topic_name(raw: bytes) -> str:
-    name = _TOPIC_NAMES.get(raw)
+def _kept_name(kept: dict[bytes, str], raw: bytes, host: bool) -> str:
+    """The name `raw` decodes to, a host's (16 bytes) or a topic's (ASCII), from `kept` when it was decoded before."""
+    name = kept.get(raw)
     if name is None:
-        if len(_TOPIC_NAMES) >= NAMES_KEPT:
-            _TOPIC_NAMES.clear()
-        name = _TOPIC_NAMES[raw] = raw.decode("ascii")
-    return name
-
-
-def _host_name(packed: bytes) -> str:
-    name = _HOST_NAMES.get(packed)
-    if name is None:
-        if len(_HOST_NAMES) >= NAMES_KEPT:
-            _HOST_NAMES.clear()
-        name = _HOST_NAMES[packed] = decode_host(packed)
+        if len(kept) >= NAMES_KEPT:
+            kept.clear()
+        name = kept[raw] = decode_host(raw) if host else raw.decode("ascii")
     return name
 
 
@@ -270,7 +262,7 @@ def decode_keyed_fields(buffer: Buffer, pos: int, limit: int) -> tuple[int, int,
 
 def _topic_and_properties(view: memoryview, topic_pos: int, props_pos: int, end: int) -> tuple[str, dict[str, str]]:
     try:
-        topic = _topic_name(view[topic_pos + 2 : props_pos].tobytes())
+        topic = _kept_name(_TOPIC_NAMES, view[topic_pos + 2 : props_pos].tobytes(), False)
         if end == props_pos + 2:
             return topic, {}
         return topic, decode_properties_text(view[props_pos + 2 : end].tobytes().decode())
@@ -314,9 +306,9 @@ def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:
         flag,
         sys_flag,
         born_timestamp,
-        (_host_name(born_host), born_port),
+        (_kept_name(_HOST_NAMES, born_host, True), born_port),
         store_timestamp,
-        (_host_name(store_host), store_port),
+        (_kept_name(_HOST_NAMES, store_host, True), store_port),
         reconsume_times,
         prepared_transaction_offset,
         properties,
