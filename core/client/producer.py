@@ -113,9 +113,7 @@ class Producer:
         # attempt takes the message itself, outside the retry loop: no copy, no deadline, no loop for the usual
         # send, which succeeds at once. The broker adds to a plain message's properties only (its light queues), so
         # a retry, should the first attempt be refused, sends a copy with the properties as they were before it.
-        unique_id = properties.get(PROPERTY_UNIQ_KEY)
-        if unique_id is None:
-            unique_id = properties[PROPERTY_UNIQ_KEY] = broker.ids.next_id()
+        unique_id = self._unique_id(properties)
         before = dict(properties)
         policy = self.send_policy
         try:
@@ -142,9 +140,7 @@ class Producer:
         """Send a message built by `message`, retrying as `policy` (by default `send_policy`) says."""
         policy = policy or self.send_policy
         properties = message.properties
-        unique_id = properties.get(PROPERTY_UNIQ_KEY)
-        if unique_id is None:
-            unique_id = properties[PROPERTY_UNIQ_KEY] = self.broker.ids.next_id()
+        unique_id = self._unique_id(properties)
         send = self.broker.send
         return await send_with_retries(
             lambda: send(_fresh_copy(message, properties)),
@@ -153,6 +149,13 @@ class Producer:
             f"topic {message.topic!r}: message {unique_id}",
             self.broker.sends_may_wait,
         )
+
+    def _unique_id(self, properties: dict[str, str]) -> str:
+        """The message's UNIQ_KEY, given one now if it has none: it keeps it in every attempt."""
+        unique_id = properties.get(PROPERTY_UNIQ_KEY)
+        if unique_id is None:
+            unique_id = properties[PROPERTY_UNIQ_KEY] = self.broker.ids.next_id()
+        return unique_id
 
     def send_async(
         self, topic: str, body: bytes, callback: SendCallback | None = None, **options: Any
