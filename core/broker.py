@@ -19,6 +19,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from core.batch_send import MAX_BATCH_BYTES as MAX_BATCH_BYTES
 from core.batch_send import batch_bytes, name_queues_and_ids, refuse_parked, send_results
@@ -67,6 +68,8 @@ log = logging.getLogger(__name__)
 # RocketMQ's limit: a pull returns at most 32 messages by default (pullBatchSize); a batch's (MAX_BATCH_BYTES) is
 # checked in core.batch_send.
 DEFAULT_PULL_BATCH = 32
+
+Service = TypeVar("Service")
 
 
 def open_store(store: MessageStore) -> RecoveryReport:
@@ -119,6 +122,16 @@ class Broker:
         self.admin = BrokerAdmin(self)
         # Messages and bytes in and out per topic, store refusals by reason (core.traffic): read by mqgate's metrics.
         self.traffic = TopicTraffic()
+        self._shared: dict[type, object] = {}
+
+    def shared(self, kind: type[Service], make: Callable[[], Service]) -> Service:
+        """The broker's one service of class `kind`, made by `make` on first use and kept while the broker lives:
+        services that must be one per broker (core.pop's PopService, the EventBridge router) are found here."""
+        service = self._shared.get(kind)
+        if service is None:
+            service = self._shared[kind] = make()
+        assert isinstance(service, kind)
+        return service
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

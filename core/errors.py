@@ -152,13 +152,18 @@ class ConfigFileError(CoreError):
 
 
 def from_store_error(error: StoreError) -> CoreError:
-    """The core error for an error of the store, with the same message: raise it `from error`."""
+    """The core error for an error of the store, with the same message and `error` as its `__cause__`: raise it
+    `from error`. The cause is set here too, because compiled callers (mypyc) ignore `raise ... from`."""
+    core_error: CoreError
     if isinstance(error, StoreNotWritableError):
-        return ServiceNotAvailableError(str(error))
-    if isinstance(error, MessageTooLargeError):
-        return PayloadTooLargeError(str(error))
-    if isinstance(error, InvalidMessageError):
-        return IllegalMessageError(str(error))
-    if isinstance(error, InvalidTopicError):
-        return TopicConfigError(str(error))
-    return StorageError(str(error))
+        core_error = ServiceNotAvailableError(str(error))
+    elif isinstance(error, MessageTooLargeError):
+        core_error = PayloadTooLargeError(str(error))
+    elif isinstance(error, InvalidMessageError):
+        core_error = IllegalMessageError(str(error))
+    elif isinstance(error, InvalidTopicError):
+        core_error = TopicConfigError(str(error))
+    else:
+        core_error = StorageError(str(error))
+    core_error.__cause__ = error
+    return core_error

@@ -62,7 +62,6 @@ import itertools
 import logging
 import secrets
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -88,9 +87,6 @@ log = logging.getLogger(__name__)
 MAX_SENT_BACK_REMEMBERED = 100_000
 # One pop in this many looks at the group's retry topic first (RocketMQ's PopMessageProcessor: one in five).
 RETRY_FIRST_EVERY = 5
-
-
-_SERVICES: weakref.WeakKeyDictionary[Broker, PopService] = weakref.WeakKeyDictionary()
 
 
 class PopService(PopGroupState):
@@ -119,10 +115,7 @@ class PopService(PopGroupState):
     @classmethod
     def of(cls, broker: Broker) -> PopService:
         """The broker's shared PopService (created on first use, with the real clock)."""
-        service = _SERVICES.get(broker)
-        if service is None:
-            service = _SERVICES[broker] = cls(broker)
-        return service
+        return broker.shared(cls, lambda: cls(broker))
 
     # --- pop ---------------------------------------------------------------------------------------------
 

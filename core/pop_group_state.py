@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from dataclasses import dataclass, field
 
 from core.broker import Broker
-from core.pop_errors import PopError
 from core.pop_queue_state import PopQueueState
 from core.pop_request import PopInitMode
 
@@ -28,18 +26,9 @@ class TopicState:
 
 class PopGroupState:
     def __init__(self, broker: Broker, init_mode: PopInitMode) -> None:
-        # A weak reference: the per-broker registry keeps services keyed weakly by broker, and a strong one
-        # from the value back to its key would keep every broker (and its store) alive forever.
-        self._broker = weakref.ref(broker)
+        self.broker = broker
         self.init_mode = init_mode
         self._topics: dict[tuple[str, str], TopicState] = {}
-
-    @property
-    def broker(self) -> Broker:
-        broker = self._broker()
-        if broker is None:
-            raise PopError("the broker of this PopService no longer exists; use PopService.of(broker) on a live one")
-        return broker
 
     def _topic(self, group: str, topic: str) -> TopicState:
         key = (group, topic)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import weakref
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -62,9 +61,6 @@ class _BusRoutes:
     by_target: dict[tuple[str, str], str]  # (rule name, target id) -> queue
 
 
-_ROUTERS: weakref.WeakKeyDictionary[Broker, EventRouter] = weakref.WeakKeyDictionary()
-
-
 class EventRouter:
     def __init__(self) -> None:
         self._routes: dict[str, _BusRoutes] = {}  # by bus topic
@@ -75,11 +71,13 @@ class EventRouter:
     def of(cls, broker: Broker) -> EventRouter:
         """The broker's router, its send hook installed on first use: one per broker, however many runtimes are
         started on it one after another (a hook cannot be taken back, and two routers would route twice)."""
-        router = _ROUTERS.get(broker)
-        if router is None:
-            router = _ROUTERS[broker] = cls()
+
+        def make() -> EventRouter:
+            router = cls()
             broker.add_send_hook(router.hook)
-        return router
+            return router
+
+        return broker.shared(cls, make)
 
     def update(self, rules: Iterable[Rule]) -> None:
         """Route by these rules from now on (the enabled ones with targets)."""

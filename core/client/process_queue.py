@@ -33,8 +33,9 @@ class ProcessQueue:
             self.max_pulled = max(self.max_pulled, message.queue_offset)
         self.arrived.set()
 
-    def remove(self, messages: list[StoredMessage]) -> int:
-        """Forget consumed messages; return the offset that may now be committed."""
+    def remove(self, messages: list[StoredMessage]) -> None:
+        """Forget consumed messages (`commit_offset` then says what may be committed: asked once per pull's
+        messages, not per message, since it passes over the slots the removed messages leave at the start)."""
         for message in messages:
             if self.messages.pop(message.queue_offset, None) is not None:
                 self.cached_bytes -= len(message.body)
@@ -44,7 +45,6 @@ class ProcessQueue:
             self._room = None
             if not room.done():
                 room.set_result(None)
-        return self.commit_offset()
 
     def full(self, max_count: int, max_bytes: int) -> bool:
         """True while the queue holds `max_count` messages or `max_bytes` bytes of bodies: pulling must pause."""

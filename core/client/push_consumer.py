@@ -514,12 +514,14 @@ class PushConsumer:
             while not self._stopping:
                 status = await self._call(listener, batch, context, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
                 if status is ConsumeOrderlyStatus.SUCCESS:
-                    self._commit(queue, pq.remove(batch))
+                    pq.remove(batch)
+                    self._commit(queue, pq.commit_offset())
                     break
                 left = await self._dead_letter_exhausted(batch)
                 if len(left) < len(batch):
                     left_ids = {id(message) for message in left}
-                    self._commit(queue, pq.remove([message for message in batch if id(message) not in left_ids]))
+                    pq.remove([message for message in batch if id(message) not in left_ids])
+                    self._commit(queue, pq.commit_offset())
                 if not left:
                     break
                 await asyncio.sleep(self.options.suspend_time_ms / 1000)

@@ -114,7 +114,9 @@ async def send_with_retries(
         return not_ok
     assert refused is not None
     times = "once" if attempts == 1 else f"{attempts} times"
-    raise ServiceNotAvailableError(f"{what}: refused {times}, the last time: {refused}") from refused
+    error = ServiceNotAvailableError(f"{what}: refused {times}, the last time: {refused}")
+    error.__cause__ = refused  # not `raise ... from refused`: compiled by mypyc, which ignores `from`
+    raise error
 
 
 def _log_retry(what: str, number: int, attempts: int, refused: ServiceNotAvailableError | None) -> None:

@@ -1,8 +1,8 @@
-"""The broker on compiled modules (core/long_poll.py, the store's) against its pure twin, core/broker.py and all it
-reaches interpreted (tests/compiled_modules.py; the twin runs on a twin of the message store too): a generated
-sequence of sends, batches, pulls (with and without a tag filter, at legal and illegal offsets and queues), offset
-commits and queries gives the same answers and the same errors on both, and every pull answers what a plain list of
-the sent messages says."""
+"""The compiled broker (core/broker.py, core/long_poll.py, the store's modules) against its pure twin, core/broker.py
+and all it reaches interpreted (tests/compiled_modules.py; the twin runs on a twin of the message store too): a
+generated sequence of sends, batches, pulls (with and without a tag filter, at legal and illegal offsets and
+queues), offset commits and queries gives the same answers and the same errors, with the same causes, on both, and
+every pull answers what a plain list of the sent messages says."""
 
 from __future__ import annotations
 
@@ -59,6 +59,7 @@ operations = st.lists(
         ),
         st.tuples(st.just("commit"), st.sampled_from(GROUPS), topics, queue_ids, st.integers(0, 8)),
         st.tuples(st.just("query"), st.sampled_from(GROUPS), topics, queue_ids),
+        st.tuples(st.just("unstorable"), topics, queue_ids),  # the store refuses it: a core error with its cause
     ),
     max_size=30,
 )
@@ -91,7 +92,8 @@ async def run_operations(broker_module: Any, store_module: Any, directory: Path,
             try:
                 answers.append(await apply(broker, op))
             except Exception as exc:
-                answers.append(("error", type(exc).__name__, str(exc)))
+                cause = exc.__cause__
+                answers.append(("error", type(exc).__name__, str(exc), type(cause).__name__, str(cause)))
     finally:
         await broker.close()
         store.close()
@@ -112,6 +114,9 @@ async def apply(broker: Any, op: tuple[Any, ...]) -> Any:
         got = await broker.pull(group, topic, queue_id, offset, max_count, build_filter("TAG", expression))
         messages = [seen(m) for m in got.messages]
         return (got.status.value, got.next_begin_offset, got.min_offset, got.max_offset, messages)
+    if kind == "unstorable":
+        _, topic, queue_id = op
+        return sent(await broker.send(Message(topic, b"x", queue_id, {"a\x02": "b"})))
     if kind == "commit":
         _, group, topic, queue_id, offset = op
         return broker.commit_offset(group, topic, queue_id, offset)
@@ -148,6 +153,9 @@ def test_the_broker_answers_as_its_pure_twin(ops):
             answers.append(run(run_operations(broker_module, store_module, Path(directory), ops)))
     assert answers[0] == answers[1]
     reference_pulls(ops, answers[0])
+    for op, answer in zip(ops, answers[0], strict=True):
+        if op[0] == "unstorable" and op[2] < QUEUES:
+            assert answer[:2] == ("error", "IllegalMessageError") and answer[3] == "InvalidMessageError", answer
 
 
 @settings(max_examples=30, deadline=None)

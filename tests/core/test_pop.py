@@ -1,8 +1,11 @@
 import asyncio
+import gc
 import random
+import weakref
 
 import pytest
 
+from core import Broker
 from core.client import Producer
 from core.filter import build_filter
 from core.pop import (
@@ -14,6 +17,8 @@ from core.pop_request import MAX_POP_BATCH
 from core.receipt_handle import ReceiptHandle
 from core.subscription_group import SubscriptionGroupConfig
 from core.topic_config import MessageType
+
+from .conftest import open_broker_store
 
 INVISIBLE_MS = 30_000
 
@@ -385,7 +390,24 @@ async def test_pop_arguments_are_checked(make_broker):
         await pops.pop("g", "t", 1, -1)
 
 
-async def test_the_shared_service_is_one_per_broker(make_broker):
+async def test_the_shared_service_is_one_per_broker(make_broker, tmp_path):
     broker = await make_broker()
     assert PopService.of(broker) is PopService.of(broker)
     assert PopService.of(broker) is not PopService(broker)
+    other = await make_broker(tmp_path / "other")
+    assert PopService.of(other) is not PopService.of(broker)
+    assert PopService.of(other).broker is other
+
+
+def test_a_shared_service_goes_with_its_broker(tmp_path):
+    """The broker keeps its shared services (Broker.shared); a broker no longer referenced takes them with it."""
+    store = open_broker_store(tmp_path)
+    try:
+        broker = Broker(store, tmp_path / "config")
+        service = weakref.ref(PopService.of(broker))
+        assert service() is PopService.of(broker)
+        del broker
+        gc.collect()
+        assert service() is None
+    finally:
+        store.close()
