@@ -43,6 +43,7 @@ class ConfigTable(Generic[C]):
         self._lock = threading.Lock()
         self._table: dict[str, C] = {}
         self._version = DataVersion()
+        self._change_listeners: list[Callable[[], None]] = []
         self._load()
 
     def _load(self) -> None:
@@ -70,6 +71,12 @@ class ConfigTable(Generic[C]):
     @property
     def data_version(self) -> DataVersion:
         return self._version
+
+    def add_change_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` after each change, once the new table is what readers get: in the thread that made
+        the change, under the table's lock (so one call at a time). Readers that cache what they derive from the
+        table drop it there, instead of comparing data versions on every read."""
+        self._change_listeners.append(listener)
 
     def get(self, name: str) -> C | None:
         return self._table.get(name)
@@ -120,7 +127,8 @@ class ConfigTable(Generic[C]):
         return list(added)
 
     def _commit(self, table: dict[str, C]) -> None:
-        """Write `table` under the next data version, then publish both. Caller holds the lock."""
+        """Write `table` under the next data version, publish both, then tell the change listeners. Caller holds
+        the lock."""
         version = self._version.next()
         write_json(
             self.path,
@@ -128,3 +136,5 @@ class ConfigTable(Generic[C]):
         )
         self._table = table
         self._version = version
+        for listener in self._change_listeners:
+            listener()

@@ -21,7 +21,7 @@ import asyncio
 import builtins
 import enum
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,6 +219,10 @@ class TopicConfigManager:
     @property
     def data_version(self) -> DataVersion:
         return self._table.data_version
+
+    def add_change_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` after each change of the topics (core.config_table.ConfigTable.add_change_listener)."""
+        self._table.add_change_listener(listener)
 
     def get(self, topic: str) -> TopicConfig | None:
         return self._table.get(topic)

@@ -123,6 +123,23 @@ def test_delete(tmp_path):
     assert [c.topic_name for c in TopicConfigManager(tmp_path, auto_create=False).list()] == ["b"]
 
 
+def test_change_listeners_hear_each_change_once_it_is_readable(tmp_path):
+    manager = TopicConfigManager(tmp_path, auto_create=True)
+    heard: list[tuple[int, list[str]]] = []
+    manager.add_change_listener(lambda: heard.append((manager.data_version.counter, manager_topics(manager))))
+    manager.create_or_update(TopicConfig("a"))
+    manager.create_or_update(TopicConfig("a"))  # unchanged: no write, nothing to hear
+    manager.get_or_auto_create("b")
+    manager.get_or_auto_create("b")
+    manager.delete("a")
+    manager.delete("a")
+    assert heard == [(1, ["a"]), (2, ["a", "b"]), (3, ["b"])]
+
+
+def manager_topics(manager: TopicConfigManager) -> list[str]:
+    return [config.topic_name for config in manager.list()]
+
+
 def test_auto_create_off_says_how_to_create(tmp_path):
     manager = TopicConfigManager(tmp_path, auto_create=False)
     with pytest.raises(TopicNotFoundError, match="topic 'x' does not exist and autoCreateTopicEnable is off; create"):
