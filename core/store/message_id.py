@@ -14,7 +14,6 @@ import ipaddress
 import itertools
 import os
 import struct
-import threading
 
 from core.store.message import encode_host
 
@@ -53,28 +52,22 @@ def decode_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
 
 class UniqueIdGenerator:
     """Unique message ids for one producer: 32 hex characters, host (8), pid (4), a random prefix (8) and a 48-bit
-    counter (12). Thread-safe; no syscall and one string format per id."""
+    counter (12). Thread-safe without a lock: taking the next number of an `itertools.count` is one C call, which
+    no other thread interrupts, so two threads never take the same one. No syscall and one string format per id."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         packed = encode_host(host)
         host4 = packed[12:] if packed[:12] == b"\x00" * 10 + b"\xff\xff" else packed[-4:]
         self._prefix = (host4 + (os.getpid() & 0xFFFF).to_bytes(2, "big") + os.urandom(4)).hex().upper()
         self._counter = itertools.count()
-        self._lock = threading.Lock()
 
     def next_id(self) -> str:
-        with self._lock:
-            n = next(self._counter)
-        return self._prefix + _counter_hex(n)
+        return self._prefix + _counter_hex(next(self._counter))
 
     def next_ids(self, count: int) -> list[str]:
-        """`count` ids in a row, for a batch: one lock for all."""
-        with self._lock:
-            first = next(self._counter)
-            if count > 1:
-                self._counter = itertools.count(first + count)
+        """`count` ids, for a batch (in increasing order; another thread's ids may fall between them)."""
         prefix = self._prefix
-        return [prefix + _counter_hex(n) for n in range(first, first + count)]
+        return [prefix + _counter_hex(n) for n in itertools.islice(self._counter, count)]
 
 
 def _counter_hex(n: int) -> str:

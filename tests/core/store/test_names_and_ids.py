@@ -1,3 +1,6 @@
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from core.store.errors import InvalidTopicError
@@ -68,3 +71,24 @@ def test_ids_taken_in_batches_and_one_by_one_never_repeat():
         ids += generator.next_ids(n % 7) if n % 2 else [generator.next_id()]
     assert len(set(ids)) == len(ids) == 250 + sum(n % 7 for n in range(1, 500, 2))
     assert all(len(i) == 32 for i in ids)
+
+
+def test_threads_taking_ids_at_once_never_get_the_same_one():
+    generator = UniqueIdGenerator("10.1.2.3")
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            taken = list(
+                pool.map(
+                    lambda n: [
+                        i for _ in range(2_000) for i in (generator.next_ids(3) if n % 2 else [generator.next_id()])
+                    ],
+                    range(8),
+                )
+            )
+    finally:
+        sys.setswitchinterval(interval)
+    ids = [i for part in taken for i in part]
+    assert len(ids) == 4 * 2_000 * 3 + 4 * 2_000
+    assert len(set(ids)) == len(ids)
