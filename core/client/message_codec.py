@@ -51,7 +51,9 @@ def build_message(
         props[PROPERTY_KEYS] = keys if isinstance(keys, str) else KEY_SEPARATOR.join(keys)
     if message_group:
         props[PROPERTY_MESSAGE_GROUP] = message_group
-    body, sys_flag = compress_body(body, compress_over)
+    sys_flag = 0
+    if len(body) > compress_over:  # tested here too: most bodies are small, and compress_body is interpreted
+        body, sys_flag = compress_body(body, compress_over)
     # Positional, in Message's field order (flag 0): keyword arguments cost the interpreted dataclass's __init__
     # a name match each, on every message built.
     return Message(topic, body, queue_id, props, 0, sys_flag, time.time_ns() // 1_000_000, (born_host, 0))
