@@ -105,10 +105,9 @@ class Broker:
             "mqgate-offsets", self.config.offset_persist_interval_s, self.offsets.persist
         )
         self._scanner: asyncio.Task[None] | None = None
-        # Routes by topic, dropped when the topic table changes (in whichever thread changed it); the generation
-        # counts those changes, so that a route built from a table that changed meanwhile is not kept.
+        # Routes by topic: a new, empty dictionary each time the topic table changes (in whichever thread changed
+        # it, after the new table is what readers get).
         self._routes: dict[str, Route] = {}
-        self._routes_generation = 0
         self.topics.add_change_listener(self._topics_changed)
         self._send_hooks: list[SendHook] = []
         self._stored = StoredListeners(store)
@@ -230,21 +229,16 @@ class Broker:
     def route(self, topic: str) -> Route:
         """The topic's queues and permissions, auto-creating the topic if allowed. Cached until the topic table
         changes: a send asks for it every time."""
+        # Kept in the dictionary read first: a config read after it is at least as new as the table it was made
+        # for, and a change meanwhile replaces that dictionary, dropping the route with it.
         routes = self._routes
         route = routes.get(topic)
         if route is None:
-            generation = self._routes_generation
-            config = self.topics.get_or_auto_create(topic)
-            route = Route.of(config, self.config.broker_name)
-            # Kept only if the table did not change since `generation` was read (the config may be older than the
-            # change); `routes` is the dictionary read first, so a change that replaced it meanwhile drops this too.
-            if self._routes_generation == generation:
-                routes[topic] = route
+            route = routes[topic] = Route.of(self.topics.get_or_auto_create(topic), self.config.broker_name)
         return route
 
     def _topics_changed(self) -> None:
         self._routes = {}
-        self._routes_generation += 1
 
     def write_queues(self, topic: str) -> list[MessageQueue]:
         """The queues a producer may send to (RocketMQ's publish route); auto-creates the topic if allowed."""
