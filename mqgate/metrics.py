@@ -201,7 +201,8 @@ class MqgateCollector(Collector):
         store = self.parts.store
         size = GaugeMetricFamily(
             "mqgate_store_size_bytes",
-            "Bytes the store's files take on disk (allocated blocks), by part: commitlog, consumequeue, index",
+            "Bytes the store's files take on disk (allocated blocks), by part: commitlog, consumequeue, index,"
+            " write_ring",
             labels=["part"],
         )
         for part, value in sorted(self.disk.items()):

@@ -35,6 +35,11 @@ STORE_KEY_HELP = {
     "max_message_size": (
         "largest record: header, body, topic and properties (RocketMQ maxMessageSize); must fit in a segment"
     ),
+    "write_ring_size": (
+        "bytes of the write ring (DATA_DIR/store/commitlog.ring) that appends are copied into before the dispatcher"
+        " writes them to the commit log's segments (as RocketMQ's transientStorePoolEnable, but a file: a record in"
+        " it survives the process being killed); at least max_message_size + 68 KiB"
+    ),
     "flush_interval_ms": "ASYNC_FLUSH: how often the commit log is flushed (RocketMQ flushIntervalCommitLog)",
     "sync_flush_timeout_ms": (
         "SYNC_FLUSH: how long a write waits for the disk before FLUSH_DISK_TIMEOUT (RocketMQ syncFlushTimeout)"

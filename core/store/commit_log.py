@@ -1,9 +1,12 @@
 """The commit log: one append-only log of records for all topics, in segments (core.store.mapped_file).
 
-Record layout: core.store.record_codec. Appends happen under one lock, in the caller's thread, straight into the
-mapping: no syscall per message. The lock also assigns queue offsets (RocketMQ's topicQueueTable), so queue
-order and log order agree, and it queues a dispatch request for the dispatcher, which turns it into a
-consume-queue entry and index entries. After a crash the dispatcher is fed from `scan` instead.
+Record layout: core.store.record_codec. Appends happen under one lock, in the caller's thread, into the write ring
+(core.store.write_ring), a mapping whose pages stay in memory: no syscall per message. `commit` writes what the
+ring holds past the committed position into the segments with pwrite, outside that lock: the dispatcher does
+before each round, so a record is in its segment before any reader can see it. The lock also assigns queue
+offsets (RocketMQ's topicQueueTable), so queue order and log order agree, and it queues a dispatch request for
+the dispatcher, which turns it into a consume-queue entry and index entries. After a crash the dispatcher is fed
+from `scan` instead.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from core.store.record_codec import (
     encode_blank,
     encode_header,
 )
+from core.store.write_ring import HEADER_PAGE, WriteRing
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +73,28 @@ class ScanResult:
 
 
 class CommitLog:
-    def __init__(self, directory: Path, segment_size: int, max_record_size: int, store_host: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        segment_size: int,
+        max_record_size: int,
+        store_host: tuple[str, int],
+        ring_path: Path,
+        ring_size: int,
+    ) -> None:
         self.store_host = encode_host(store_host[0])
         self.store_port = store_host[1]
         self.files = MappedFileQueue(directory, segment_size, sparse=True)
         self.segment_size = segment_size
         self.max_record_size = max_record_size
         self.lock = threading.Lock()
-        self.write_pos = 0  # commit-log offset of the next record; every record below it is whole
+        self.write_pos = 0  # commit-log offset of the next record; every record below it is whole (in the ring)
+        self.committed_pos = 0  # every byte below it is in its segment (the page cache of the segment's file)
         self.flushed_pos = 0  # every byte below it is on disk
+        self.ring = WriteRing(ring_path, ring_size)
+        self._commit_lock = threading.Lock()
+        # Segments closed by a filler record: base -> the end of the filler (bytes after it are never written).
+        self._filled: dict[int, int] = {}
         self.queue_offsets: dict[tuple[str, int], int] = {}
         # Dispatch requests of the records appended since the dispatcher last took them (under the lock).
         self.pending: list[DispatchRequest] = []
@@ -100,12 +117,15 @@ class CommitLog:
         key = (topic, queue_id)
         born_address, born_port = message.born_host
         born_host = self._encoded_host(born_address)
+        ring = self.ring
         with self.lock:
             pos = self.write_pos
             mapped = self._current
             if mapped is None or pos + size + BLANK_MIN_SIZE > mapped.end:
                 mapped = self._roll(pos, size)
                 pos = mapped.base if pos < mapped.base else pos
+            if pos + size - self.committed_pos > ring.size:
+                self._make_room(pos + size)
             queue_offset = self.queue_offsets.get(key, 0)
             store_timestamp = _time_ns() // 1_000_000
             header = encode_header(
@@ -126,13 +146,18 @@ class CommitLog:
                 message.reconsume_times,
                 message.prepared_transaction_offset,
             )
-            mm = mapped.mm
-            start = pos - mapped.base
-            body_start = start + HEADER_SIZE
-            tail_start = body_start + len(body)
-            mm[start:body_start] = header
-            mm[body_start:tail_start] = body
-            mm[tail_start : start + size] = tail
+            start = pos % ring.size
+            if start + size <= ring.size:
+                mm = ring.mm
+                assert mm is not None
+                start += HEADER_PAGE
+                body_start = start + HEADER_SIZE
+                tail_start = body_start + len(body)
+                mm[start:body_start] = header
+                mm[body_start:tail_start] = body
+                mm[tail_start : start + size] = tail
+            else:
+                ring.put_wrapped(pos, header + body + tail)
             self.queue_offsets[key] = queue_offset + 1
             self.pending.append((topic, queue_id, queue_offset, pos, size, code, store_timestamp, keys, unique_id))
             if light_queues:
@@ -157,6 +182,7 @@ class CommitLog:
         requests: list[DispatchRequest] = []
         offsets = self.queue_offsets
         store_host, store_port = self.store_host, self.store_port
+        place_at = self.ring.size // 4
         with self.lock:
             store_timestamp = _time_ns() // 1_000_000
             pos = self.write_pos
@@ -167,7 +193,7 @@ class CommitLog:
                 size = HEADER_SIZE + len(body) + len(tail)
                 if mapped is None or pos + size + BLANK_MIN_SIZE > mapped.end:
                     if buffer:
-                        self._place(mapped, buffer_pos, buffer, requests, pos)  # type: ignore[arg-type]
+                        self._place(buffer_pos, buffer, requests, pos)
                         buffer = bytearray()
                         requests = []
                     mapped = self._roll(pos, size)
@@ -201,19 +227,48 @@ class CommitLog:
                     self.add_light_entries(light_queues, pos, size, code, store_timestamp, requests)
                 results.append((pos, size, queue_offset, store_timestamp))
                 pos += size
+                if len(buffer) >= place_at:  # a batch larger than the ring goes in in parts
+                    self._place(buffer_pos, buffer, requests, pos)
+                    buffer = bytearray()
+                    requests = []
+                    buffer_pos = pos
             if buffer:
-                self._place(mapped, buffer_pos, buffer, requests, pos)  # type: ignore[arg-type]
+                self._place(buffer_pos, buffer, requests, pos)
         return results
 
-    def _place(
-        self, mapped: MappedFile, pos: int, buffer: bytearray, requests: list[DispatchRequest], end: int
-    ) -> None:
+    def _place(self, pos: int, buffer: bytearray, requests: list[DispatchRequest], end: int) -> None:
         """Copy records laid out in `buffer` to log position `pos`, then queue their dispatch requests and move
         write_pos to `end` (under the lock)."""
-        start = pos - mapped.base
-        mapped.mm[start : start + len(buffer)] = buffer
+        self._put(pos, buffer)
         self.pending.extend(requests)
         self.write_pos = end
+
+    def _put(self, pos: int, data: bytes | bytearray) -> None:
+        """Copy `data` into the ring at log position `pos`, committing first if the ring has no room (under the
+        lock)."""
+        ring = self.ring
+        if pos + len(data) - self.committed_pos > ring.size:
+            self._make_room(pos + len(data))
+        start = pos % ring.size
+        if start + len(data) <= ring.size:
+            mm = ring.mm
+            assert mm is not None
+            mm[HEADER_PAGE + start : HEADER_PAGE + start + len(data)] = data
+        else:
+            ring.put_wrapped(pos, bytes(data))
+
+    def _make_room(self, end: int) -> None:
+        """The ring is full up to `end`: commit what it holds here, on the appending thread (under the lock; the
+        commit takes only its own). Raises StoreNotWritableError if the segments cannot be written."""
+        if end - self.write_pos > self.ring.size:
+            raise ValueError(f"a record of {end - self.write_pos} bytes does not fit in the write ring")
+        try:
+            self.commit()
+        except OSError as exc:
+            raise StoreNotWritableError(
+                f"cannot write the commit log in {self.files.directory}: {exc}; the records already acknowledged"
+                " are kept in the write ring and written when the store is opened again"
+            ) from exc
 
     def add_light_entries(
         self,
@@ -237,8 +292,8 @@ class CommitLog:
         """Close the current segment with a filler record and map the next one (called under the lock)."""
         mapped = self._current
         if mapped is not None:
-            start = pos - mapped.base
-            mapped.mm[start : start + BLANK_MIN_SIZE] = encode_blank(mapped.size - start)
+            self._put(pos, encode_blank(mapped.size - (pos - mapped.base)))
+            self._filled[mapped.base] = pos + BLANK_MIN_SIZE
             self.write_pos = mapped.end
             # If the next segment cannot be created, the next append starts from the new position.
             self._current = None
@@ -278,9 +333,37 @@ class CommitLog:
 
     # --- flushing --------------------------------------------------------------------------------------
 
+    def commit(self) -> int:
+        """Write what the ring holds below the write position into the segments; return the committed position.
+
+        Runs on whichever thread asks (the dispatcher before each round, the flush, a reader, an append that finds
+        the ring full), one at a time; pwrite releases the GIL for the copy. Raises OSError if a segment cannot be
+        written: the records stay in the ring (in the page cache, and restored at the next open)."""
+        with self._commit_lock:
+            pos = self.committed_pos
+            target = self.write_pos
+            if pos >= target:
+                return pos
+            ring = self.ring
+            while pos < target:
+                mapped = self.files.find(pos)
+                if mapped is None:
+                    raise OSError(f"commit-log offset {pos}: no segment holds it")
+                filled = self._filled.get(mapped.base, mapped.end)
+                stop = min(target, filled)
+                if stop > pos:
+                    ring.write_out(mapped.write_fd(), pos - mapped.base, pos, stop - pos)
+                if stop == filled:
+                    self._filled.pop(mapped.base, None)
+                    stop = mapped.end if target >= mapped.end else target
+                pos = stop
+                self.committed_pos = pos
+            ring.set_committed(pos)
+            return pos
+
     def flush(self) -> int:
-        """fdatasync every segment holding bytes not yet on disk; return the new flushed position."""
-        target = self.write_pos
+        """Commit, then fdatasync every segment holding bytes not yet on disk; return the new flushed position."""
+        target = self.commit()
         if target > self.flushed_pos:
             for mapped in self.files.files:
                 if mapped.end > self.flushed_pos and mapped.base < target and not mapped.closed:
@@ -321,6 +404,8 @@ class CommitLog:
     def _file_at(self, offset: int) -> MappedFile:
         if not self.min_offset <= offset < self.write_pos:
             raise LookupError(f"commit-log offset {offset} is outside [{self.min_offset}, {self.write_pos})")
+        if offset >= self.committed_pos:
+            self.commit()  # read before the dispatcher's round: the record is still only in the ring
         mapped = self.files.find(offset)
         if mapped is None:
             raise LookupError(f"commit-log offset {offset}: no segment holds it")
@@ -328,8 +413,59 @@ class CommitLog:
 
     # --- recovery --------------------------------------------------------------------------------------
 
-    def load(self) -> None:
+    def load(self) -> int:
+        """Map the segments, then write into them the records the last run's write ring holds past its committed
+        position (appended, acknowledged, not yet committed when the process stopped); return how many. The ring is
+        then made ready for appends."""
         self.files.load()
+        ring = self.ring
+        committed = ring.open_existing()
+        restored = 0
+        end = 0
+        if committed is not None:
+            end, restored = self._restore(committed)
+            if restored:
+                log.warning(
+                    "%s: %d records restored from the write ring (%d to %d)", ring.path, restored, committed, end
+                )
+        ring.prepare(end)
+        return restored
+
+    def _restore(self, committed: int) -> tuple[int, int]:
+        """Copy the ring's records from `committed` on into the segments, as long as each is whole (its checks
+        pass) and says it is at the position it is read from: (where they end, how many)."""
+        ring = self.ring
+        pos = committed
+        count = 0
+        while True:
+            mapped = self.files.find(pos)
+            if mapped is None:
+                return pos, count
+            local = pos - mapped.base
+            if local + BLANK_MIN_SIZE > mapped.size:
+                pos = mapped.end
+                continue
+            total, magic = SIZE_MAGIC.unpack(ring.read(pos, SIZE_MAGIC.size))
+            if magic == BLANK_MAGIC and total == mapped.size - local:
+                # A filler carries no position to check: it is the log's only if the log went on to a next segment
+                # (a roll makes the segment before it writes anything there), not one left from the last lap.
+                if self.files.find(mapped.end) is None:
+                    return pos, count
+                mapped.mm[local : local + BLANK_MIN_SIZE] = ring.read(pos, BLANK_MIN_SIZE)
+                pos = mapped.end
+                continue
+            if magic != RECORD_MAGIC or not HEADER_SIZE <= total <= min(self.max_record_size, mapped.size - local):
+                return pos, count
+            data = ring.read(pos, total)
+            try:
+                check_record(memoryview(data), 0, total)
+            except RecordFormatError:
+                return pos, count
+            if INT64.unpack_from(data, PHYSICAL_OFFSET_POS)[0] != pos:
+                return pos, count
+            mapped.mm[local : local + total] = data
+            pos += total
+            count += 1
 
     def scan(self, start: int, result: ScanResult) -> Iterator[StoredMessage]:
         """Yield every valid record from `start` (a record boundary) to the end of the log, checking each CRC.
@@ -422,6 +558,9 @@ class CommitLog:
         self.files.drop_from(end + 1)
         self._current = self.files.find(end)
         self.write_pos = end
+        self.committed_pos = end
+        self._filled.clear()
+        self.ring.set_committed(end)
         self.flushed_pos = min(self.flushed_pos, end)
 
     # --- retention -------------------------------------------------------------------------------------
@@ -435,3 +574,4 @@ class CommitLog:
 
     def close(self) -> None:
         self.files.close()
+        self.ring.close()

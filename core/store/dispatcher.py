@@ -1,6 +1,7 @@
 """The dispatcher (RocketMQ's ReputMessageService): follows the commit log and builds consume queues and index.
 
-A message becomes visible to consumers when its consume-queue entry is written here. In normal running the
+A message becomes visible to consumers when its consume-queue entry is written here, after each round has
+committed the write ring into the segments. In normal running the
 appender hands over the fields it already has (`CommitLog.pending`, in log order) so nothing is decoded twice;
 after a crash, recovery feeds the same requests from a scan of the log. Either way `dispatched_offset` is the
 commit-log offset below which every record is in its consume queue.
@@ -112,6 +113,14 @@ class Dispatcher(ServiceThread):
         batch, position = self.commit_log.take_pending()
         if self._backlog:
             batch = self._backlog + batch
+        try:
+            # The records reach their segments (from the write ring) before any reader can learn of them.
+            self.commit_log.commit()
+        except OSError as exc:
+            log.error("commit of the write ring failed: %s; retrying in %.0f s", exc, RETRY_WAIT_S)
+            self._backlog = batch
+            time.sleep(RETRY_WAIT_S)
+            return True
         if not batch:
             if position > self.dispatched_offset:
                 self.dispatched_offset = position  # only a segment filler since the last batch

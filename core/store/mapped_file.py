@@ -8,11 +8,13 @@ preallocated with posix_fallocate: a full disk is an error when the file is crea
 files are sparse, as RocketMQ's: an index file of the default size is 420 MB, mostly zeros until it fills, and
 the first write to a preallocated (unwritten) page costs the kernel about three times a sparse one, which halved
 4 KiB append throughput here. The price: if the file system fills up
-after a segment was created, a write to one of its pages raises SIGBUS. The commit log and the index therefore
+after an index file was created, a write to one of its pages raises SIGBUS (segments are written with pwrite,
+which reports a full disk as an error). The commit log and the index therefore
 create a file only when the whole of it fits in the free space, and the store refuses writes at disk_refuse_ratio.
 
-Writes go into the mapping (no syscall); `flush` is fdatasync on the file descriptor, which releases the GIL
-(mmap.flush would hold it for the whole msync).
+Consume queues and index files are written through the mapping (no syscall); commit-log segments are written with
+pwrite from the write ring (core.store.write_ring), on a descriptor `write_fd` keeps. `flush` is fdatasync on a
+file descriptor, which releases the GIL (mmap.flush would hold it for the whole msync).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def fsync_dir(path: Path) -> None:
 class MappedFile:
     """One file of `size` bytes mapped read-write; `base` is the queue offset of its first byte."""
 
-    __slots__ = ("_closed", "base", "end", "flushed", "mm", "path", "size", "view")
+    __slots__ = ("_closed", "_fd", "base", "end", "flushed", "mm", "path", "size", "view")
 
     def __init__(self, path: Path, base: int, size: int, sparse: bool = False) -> None:
         self.path = path
@@ -65,6 +67,7 @@ class MappedFile:
             # per EventBridge target or MQTT subscription filter) do not run the process out of descriptors.
             os.close(fd)
         self._closed = False
+        self._fd = -1  # opened by `write_fd` only (commit-log segments)
         self.view = memoryview(self.mm)
         # File-relative position up to which the file is known to be on disk.
         self.flushed = 0
@@ -88,9 +91,19 @@ class MappedFile:
         finally:
             os.close(fd)
 
+    def write_fd(self) -> int:
+        """A descriptor of the file kept open for writing with pwrite (the commit log's segments, a few at a time);
+        closed with the file."""
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR)
+        return self._fd
+
     def close(self) -> None:
         if self._closed:
             return
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         self.view.release()
         try:
             self.mm.close()

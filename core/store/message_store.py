@@ -58,6 +58,7 @@ from core.store.queue_reader import GetResult, GetStatus, QueueReader
 from core.store.recovery import RecoveryReport, StoreRecovery
 from core.store.retention import RetentionService, disk_usage_ratio
 from core.store.service_thread import PeriodicService
+from core.store.write_ring import WRITE_RING_FILE
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class MessageStore:
             config.segment_size,
             config.max_message_size + 4096,
             (config.store_host, config.store_port),
+            config.store_dir / WRITE_RING_FILE,
+            config.write_ring_size,
         )
         self.queues = ConsumeQueueTable(
             config.consume_queue_dir, config.cq_entries_per_file, config.light_cq_entries_per_file
@@ -448,9 +451,9 @@ class MessageStore:
         return self.flush_service.times
 
     def disk_usage(self) -> dict[str, int]:
-        """Bytes the store's files take on disk, by part: "commitlog", "consumequeue", "index" (allocated blocks:
-        segments and index files are sparse, so this is what they hold, not their length). Walks the directories,
-        a stat per file: call it off the event loop."""
+        """Bytes the store's files take on disk, by part: "commitlog", "consumequeue", "index", "write_ring"
+        (allocated blocks: segments and index files are sparse, so this is what they hold, not their length). Walks
+        the directories, a stat per file: call it off the event loop."""
         usage = {}
         for part, directory in (
             ("commitlog", self.config.commit_log_dir),
@@ -463,6 +466,10 @@ class MessageStore:
                     with contextlib.suppress(FileNotFoundError):  # deleted by retention meanwhile
                         total += os.stat(os.path.join(root, name)).st_blocks * 512
             usage[part] = total
+        try:
+            usage["write_ring"] = os.stat(self.config.store_dir / WRITE_RING_FILE).st_blocks * 512
+        except FileNotFoundError:
+            usage["write_ring"] = 0
         return usage
 
     def disk_usage_ratio(self) -> float:

@@ -62,6 +62,7 @@ async def refusing_broker(tmp_path: Path, clock: Clock | None = None) -> AsyncIt
             mount_point,
             segment_size=1024 * 1024,
             max_message_size=64 * 1024,
+            write_ring_size=256 * 1024,  # its default (32 MiB) is half of this file system
             retention_check_interval_s=0.02,
             **RATIOS,
         )

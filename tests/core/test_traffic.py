@@ -67,8 +67,9 @@ async def test_flush_times_disk_usage_and_committed_offsets_are_readable(make_br
     assert len(counts) == len(broker.store.flush_times.bounds) + 1
     await broker.wait_visible()
     usage = broker.store.disk_usage()
-    assert set(usage) == {"commitlog", "consumequeue", "index"}
+    assert set(usage) == {"commitlog", "consumequeue", "index", "write_ring"}
     assert usage["commitlog"] >= 4096 and usage["consumequeue"] > 0
+    assert usage["write_ring"] >= broker.store.config.write_ring_size
     assert 0 < broker.store.disk_usage_ratio() < 1
     broker.commit_offset("g", "t", 2, 7)
     broker.commit_offset("a", "t", 0, 1)

@@ -25,6 +25,7 @@ CONFIG = """
 [store]
 segment_size = "4MiB"
 max_message_size = "1MiB"
+write_ring_size = "2MiB"
 cq_entries_per_file = 1000
 disk_clean_ratio = 0.45
 disk_warn_ratio = 0.48

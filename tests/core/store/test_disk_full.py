@@ -27,6 +27,7 @@ def test_full_disk_refuses_with_a_clear_error_and_keeps_what_it_has(tiny_fs, ope
         tiny_fs / "store",
         segment_size=1024 * 1024,
         max_message_size=64 * 1024,
+        write_ring_size=256 * 1024,
         disk_clean_ratio=1.0,
         disk_warn_ratio=1.0,
         disk_refuse_ratio=1.0,
