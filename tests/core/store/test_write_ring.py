@@ -6,14 +6,18 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.store.config import StoreConfig
 from core.store.message import Message
 from core.store.message_store import GetStatus, MessageStore
 from core.store.write_ring import HEADER_PAGE, WRITE_RING_FILE
+from tests.compiled_modules import is_compiled, pure_twin
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -151,3 +155,55 @@ def test_a_file_that_is_not_a_ring_stops_the_open_with_its_name(tmp_path):
     store = MessageStore(StoreConfig(store_dir=directory, **TINY))  # type: ignore[arg-type]
     with pytest.raises(OSError, match=r"commitlog.ring: not a write ring"):
         store.open()
+
+
+# --- the compiled commit log and write ring against their pure twins -----------------------------------------
+
+pure_store = pure_twin("core.store.message_store")
+
+
+def test_the_ring_twins_are_apart():
+    assert is_compiled("core.store.write_ring") and is_compiled("core.store.commit_log")
+    assert pure_store.MessageStore is not MessageStore
+
+
+record_sizes = st.lists(
+    st.one_of(
+        st.tuples(st.just("one"), st.integers(0, 8000)),
+        st.tuples(st.just("batch"), st.lists(st.integers(0, 3000), min_size=1, max_size=12)),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+def run_appends(store_class, directory: Path, operations) -> tuple[list[tuple[int, int]], list[bytes]]:
+    """(commit-log offset and size of each record, the bodies read back) after `operations`."""
+    store = store_class(StoreConfig(store_dir=directory, **TINY))  # type: ignore[arg-type]
+    store.open()
+    try:
+        placed = []
+        n = 0
+        for kind, sizes in operations:
+            messages = []
+            for size in [sizes] if kind == "one" else sizes:
+                messages.append(Message(topic="t", body=(b"%06d" % n) * (size // 6 + 1), queue_id=0))
+                n += 1
+            results = [store.append(messages[0])] if kind == "one" else store.append_batch(messages)
+            placed.extend((result.commit_log_offset, result.size) for result in results)
+        assert store.wait_dispatched(timeout=10)
+        got = store.get_messages("t", 0, 0, max_count=10_000, max_bytes=10**9)
+        return placed, [message.body for message in got.messages]
+    finally:
+        store.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(record_sizes)
+def test_the_compiled_ring_writes_the_log_its_pure_twin_writes(tmp_path, operations):
+    run = uuid.uuid4().hex
+    compiled = run_appends(MessageStore, tmp_path / f"c-{run}", operations)
+    pure = run_appends(pure_store.MessageStore, tmp_path / f"p-{run}", operations)
+    assert compiled == pure
+    count = sum(1 if kind == "one" else len(sizes) for kind, sizes in operations)
+    assert [int(body[:6]) for body in compiled[1]] == list(range(count))
