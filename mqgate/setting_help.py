@@ -41,6 +41,10 @@ STORE_KEY_HELP = {
         " it survives the process being killed); at least max_message_size + 68 KiB"
     ),
     "flush_interval_ms": "ASYNC_FLUSH: how often the commit log is flushed (RocketMQ flushIntervalCommitLog)",
+    "flush_after_bytes": (
+        "ASYNC_FLUSH: flush also as soon as this many bytes of the log are not yet on disk, which bounds what a power"
+        " cut can take under load (0: only every flush_interval_ms)"
+    ),
     "sync_flush_timeout_ms": (
         "SYNC_FLUSH: how long a write waits for the disk before FLUSH_DISK_TIMEOUT (RocketMQ syncFlushTimeout)"
     ),

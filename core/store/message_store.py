@@ -143,6 +143,8 @@ class MessageStore:
             raise
         self._open = True
         self._refresh_refusal()
+        if not self._sync and config.flush_after_bytes > 0:
+            self.dispatcher.listeners.append(self._flush_when_due)
         self.dispatcher.start()
         self.flush_service.start()
         self.checkpointer.start()
@@ -150,6 +152,12 @@ class MessageStore:
         self.retention.start()
         log.info("store %s open: %s", config.store_dir, self.recovery)
         return self.recovery
+
+    def _flush_when_due(self, _touched: object) -> None:
+        """ASYNC_FLUSH, after each dispatch round: wake the flush thread once flush_after_bytes wait for the disk."""
+        commit_log = self.commit_log
+        if commit_log.committed_pos - commit_log.flushed_pos >= self.config.flush_after_bytes:
+            self.flush_service.wake()
 
     def _hand_index_over(self) -> None:
         """Recovery left the index whole below the dispatched end of the log: from here the child builds it."""

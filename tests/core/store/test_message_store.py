@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from core.store.config import FlushMode
+from core.store.config import FlushMode, StoreConfig
 from core.store.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError, StoreLockedError
 from core.store.flush_service import FlushWaiters
 from core.store.message import Message, tags_code
@@ -295,3 +295,24 @@ def test_offset_by_time(open_store):
     assert store.offset_by_time("orders", 0, cut) == 5
     assert store.offset_by_time("orders", 0, 0) == 0
     assert store.offset_by_time("orders", 0, cut + 10**7) == 8
+
+
+def test_async_flush_flushes_once_flush_after_bytes_wait_not_only_every_interval(open_store, tmp_path):
+    # The interval alone would flush nothing for a minute; 64 KiB waiting must be enough.
+    store = open_store(tmp_path / "eager", flush_interval_ms=60_000, flush_after_bytes=64 * 1024)
+    lazy = open_store(tmp_path / "lazy", flush_interval_ms=60_000, flush_after_bytes=0)
+    for target in (store, lazy):
+        for n in range(100):
+            target.append(Message(topic="t", body=bytes([n]) * 2000))
+        assert target.wait_dispatched(timeout=10)
+    deadline = time.monotonic() + 10
+    while store.commit_log.flushed_pos < 64 * 1024 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.commit_log.flushed_pos >= 64 * 1024
+    assert store.flush_service.flushes >= 1
+    assert lazy.commit_log.flushed_pos == 0 and lazy.flush_service.flushes == 0
+
+
+def test_flush_after_bytes_must_not_be_negative(tmp_path):
+    with pytest.raises(ValueError, match="flush_after_bytes -1: must be 0"):
+        StoreConfig(store_dir=tmp_path, flush_after_bytes=-1)
