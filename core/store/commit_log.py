@@ -64,6 +64,14 @@ DispatchRequest = tuple[str, int, int, int, int, int, int, "str | None", "str | 
 Record = tuple[Message, str, int, bytes, bytes, tuple[str, ...], int, "str | None", "str | None"]
 
 
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
 @dataclass(slots=True)
 class ScanResult:
     end: int  # where the valid log ends
@@ -451,7 +459,7 @@ class CommitLog:
                 # (a roll makes the segment before it writes anything there), not one left from the last lap.
                 if self.files.find(mapped.end) is None:
                     return pos, count
-                mapped.mm[local : local + BLANK_MIN_SIZE] = ring.read(pos, BLANK_MIN_SIZE)
+                _write_all(mapped.write_fd(), ring.read(pos, BLANK_MIN_SIZE), local)
                 pos = mapped.end
                 continue
             if magic != RECORD_MAGIC or not HEADER_SIZE <= total <= min(self.max_record_size, mapped.size - local):
@@ -463,7 +471,7 @@ class CommitLog:
                 return pos, count
             if INT64.unpack_from(data, PHYSICAL_OFFSET_POS)[0] != pos:
                 return pos, count
-            mapped.mm[local : local + total] = data
+            _write_all(mapped.write_fd(), data, local)  # pwrite: a full disk is an error here, not SIGBUS
             pos += total
             count += 1
 
