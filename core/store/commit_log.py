@@ -11,6 +11,7 @@ from `scan` instead.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import shutil
@@ -46,7 +47,7 @@ from core.store.record_codec import (
     encode_blank,
     encode_header,
 )
-from core.store.write_ring import HEADER_PAGE, WriteRing
+from core.store.write_ring import HEADER_PAGE, WRITE_CHUNK, WriteRing
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,11 @@ DispatchRequest = tuple[str, int, int, int, int, int, int, "str | None", "str | 
 # light queues, tag code, keys, unique id). The body and tail (encoded topic and properties) are the record's bytes
 # that do not depend on where it lands; the message's other fields (born host, flags, times) are read here.
 Record = tuple[Message, str, int, bytes, bytes, tuple[str, ...], int, "str | None", "str | None"]
+
+
+def _request_end(request: DispatchRequest) -> int:
+    """Where a dispatch request's record ends in the log."""
+    return request[3] + request[4]
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:
@@ -270,8 +276,15 @@ class CommitLog:
         commit takes only its own). Raises StoreNotWritableError if the segments cannot be written."""
         if end - self.write_pos > self.ring.size:
             raise ValueError(f"a record of {end - self.write_pos} bytes does not fit in the write ring")
+        # Enough to go on (a quarter of the ring, at most a mebibyte, past what `end` needs), to the end of a record:
+        # a committed position is always a record boundary (readers trust whole records below it). The records not
+        # yet taken by the dispatcher are in `pending`, in log order; failing that, everything is committed.
+        wanted = end - self.ring.size + min(WRITE_CHUNK, self.ring.size // 4)
+        pending = self.pending
+        index = bisect.bisect_left(pending, wanted, key=_request_end)
+        upto = _request_end(pending[index]) if index < len(pending) else self.write_pos
         try:
-            self.commit()
+            self.commit(upto)
         except OSError as exc:
             raise StoreNotWritableError(
                 f"cannot write the commit log in {self.files.directory}: {exc}; the records already acknowledged"
@@ -341,15 +354,16 @@ class CommitLog:
 
     # --- flushing --------------------------------------------------------------------------------------
 
-    def commit(self) -> int:
-        """Write what the ring holds below the write position into the segments; return the committed position.
+    def commit(self, upto: int = -1) -> int:
+        """Write what the ring holds below the write position (or `upto`, a record boundary below it) into the
+        segments; return the committed position.
 
         Runs on whichever thread asks (the dispatcher before each round, the flush, a reader, an append that finds
         the ring full), one at a time; pwrite releases the GIL for the copy. Raises OSError if a segment cannot be
         written: the records stay in the ring (in the page cache, and restored at the next open)."""
         with self._commit_lock:
             pos = self.committed_pos
-            target = self.write_pos
+            target = self.write_pos if upto < 0 else min(upto, self.write_pos)
             if pos >= target:
                 return pos
             ring = self.ring
@@ -369,9 +383,10 @@ class CommitLog:
             ring.set_committed(pos)
             return pos
 
-    def flush(self) -> int:
-        """Commit, then fdatasync every segment holding bytes not yet on disk; return the new flushed position."""
-        target = self.commit()
+    def flush(self, commit: bool = True) -> int:
+        """Commit (unless told not to: the dispatcher commits every round), then fdatasync every segment holding
+        committed bytes not yet on disk; return the new flushed position."""
+        target = self.commit() if commit else self.committed_pos
         if target > self.flushed_pos:
             for mapped in self.files.files:
                 if mapped.end > self.flushed_pos and mapped.base < target and not mapped.closed:

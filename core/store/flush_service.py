@@ -203,7 +203,9 @@ class FlushService(ServiceThread):
         """ASYNC_FLUSH: flush every interval."""
         while not self.stopped:
             self.wait(self.interval_s)
-            self.flush_once()
+            # What the dispatcher has committed: a pwrite here too would take the GIL back and forth once more
+            # while the appending thread needs it.
+            self.flush_once(commit=False)
 
     def _run_group_commit(self) -> None:
         """SYNC_FLUSH: flush back to back while records wait; sleep (briefly) only when all is on disk."""
@@ -217,12 +219,12 @@ class FlushService(ServiceThread):
                 self.sleeping = False
             self.flush_once()
 
-    def flush_once(self) -> int:
+    def flush_once(self, commit: bool = True) -> int:
         try:
             before = self.commit_log.flushed_pos
             started = time.perf_counter()
             self.waiters.flush_starting()
-            flushed = self.commit_log.flush()
+            flushed = self.commit_log.flush(commit)
             if flushed > before:
                 self.times.record(time.perf_counter() - started)
                 self.flushes += 1
