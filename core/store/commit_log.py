@@ -107,6 +107,10 @@ class CommitLog:
         self.flushed_pos = 0  # every byte below it is on disk
         self.ring = WriteRing(ring_path, ring_size)
         self._commit_lock = threading.Lock()
+        # Reads are served from the ring for records from `_ring_start` on (what was appended since the ring was
+        # made ready) that it still holds (`_read_from_ring`); `ring_writes` counts writes into it, twice each.
+        self._ring_start = 2**63
+        self.ring_writes = 0
         # Segments closed by a filler record: base -> the end of the filler (bytes after it are never written).
         self._filled: dict[int, int] = {}
         self.queue_offsets: dict[tuple[str, int], int] = {}
@@ -161,6 +165,7 @@ class CommitLog:
                 message.prepared_transaction_offset,
             )
             start = pos % ring.size
+            self.ring_writes += 1  # odd while the ring is written: see _read_from_ring
             if start + size <= ring.size:
                 mm = ring.mm
                 assert mm is not None
@@ -172,6 +177,7 @@ class CommitLog:
                 mm[tail_start : start + size] = tail
             else:
                 ring.put_wrapped(pos, header + body + tail)
+            self.ring_writes += 1
             self.queue_offsets[key] = queue_offset + 1
             self.pending.append((topic, queue_id, queue_offset, pos, size, code, store_timestamp, keys, unique_id))
             if light_queues:
@@ -264,12 +270,14 @@ class CommitLog:
         if pos + len(data) - self.committed_pos > ring.size:
             self._make_room(pos + len(data))
         start = pos % ring.size
+        self.ring_writes += 1
         if start + len(data) <= ring.size:
             mm = ring.mm
             assert mm is not None
             mm[HEADER_PAGE + start : HEADER_PAGE + start + len(data)] = data
         else:
             ring.put_wrapped(pos, bytes(data))
+        self.ring_writes += 1
 
     def _make_room(self, end: int) -> None:
         """The ring is full up to `end`: commit what it holds here, on the appending thread (under the lock; the
@@ -403,6 +411,11 @@ class CommitLog:
 
     def read_message(self, offset: int) -> StoredMessage:
         """Decode the record at `offset`. Raises CorruptRecordError (with file and offset) or LookupError."""
+        # Not below the log's start: retention may have deleted a segment whose records the ring still holds.
+        if self._ring_start <= offset < self.write_pos <= offset + self.ring.size and offset >= self.min_offset:
+            message = self._read_from_ring(offset)
+            if message is not None:
+                return message
         mapped = self._file_at(offset)
         start = offset - mapped.base
         try:
@@ -415,6 +428,28 @@ class CommitLog:
             raise CorruptRecordError(
                 str(mapped.path), start, offset, f"record says it is at {message.commit_log_offset}"
             )
+        return message
+
+    def _read_from_ring(self, offset: int) -> StoredMessage | None:
+        """The record at `offset` (below the write position, which is within a ring's size of it) decoded from the
+        write ring, where it still is (a consumer reads what was appended moments ago: the ring's bytes are in this
+        core's cache, the segment's were written by the dispatcher's pwrite on the other), or None: not wholly in
+        the ring (it wraps its end), or written over while it was decoded.
+
+        Appends on other threads may write the ring meanwhile: `ring_writes` is odd while they do (a sequence lock),
+        so a decode that saw it even and unchanged read no bytes being written; the record's checks and position
+        catch a slot written over before."""
+        ring = self.ring
+        view = ring.view
+        writes = self.ring_writes
+        if view is None or writes & 1:
+            return None
+        try:
+            message = decode_record(view, HEADER_PAGE + offset % ring.size, HEADER_PAGE + ring.size)
+        except RecordFormatError:
+            return None
+        if self.ring_writes != writes or message.commit_log_offset != offset:
+            return None
         return message
 
     def store_timestamp_at(self, offset: int) -> int | None:
@@ -452,6 +487,7 @@ class CommitLog:
                     "%s: %d records restored from the write ring (%d to %d)", ring.path, restored, committed, end
                 )
         ring.prepare(end)
+        self._ring_start = end
         return restored
 
     def _restore(self, committed: int) -> tuple[int, int]:
@@ -582,6 +618,7 @@ class CommitLog:
         self._current = self.files.find(end)
         self.write_pos = end
         self.committed_pos = end
+        self._ring_start = end  # the ring was zeroed when made ready: it holds what is appended from here
         self._filled.clear()
         self.ring.set_committed(end)
         self.flushed_pos = min(self.flushed_pos, end)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from core.store.config import StoreConfig
 from core.store.message import Message
 from core.store.message_store import GetStatus, MessageStore
+from core.store.record_codec import decode_record
 from core.store.write_ring import HEADER_PAGE, WRITE_RING_FILE
 from tests.compiled_modules import is_compiled, pure_twin
 
@@ -139,7 +140,9 @@ def test_a_message_is_readable_by_its_offset_before_the_dispatcher_commits_it(op
     with log._commit_lock:  # the dispatcher cannot commit meanwhile
         result = store.append(Message(topic="t", body=b"fresh", queue_id=0))
         assert log.committed_pos <= result.commit_log_offset
-    assert store.read_message(result.commit_log_offset).body == b"fresh"
+    assert store.read_message(result.commit_log_offset).body == b"fresh"  # from the ring
+    # A read of the segment itself writes the ring out first.
+    assert log.store_timestamp_at(result.commit_log_offset) == result.store_timestamp
     assert log.committed_pos > result.commit_log_offset
 
 
@@ -207,3 +210,22 @@ def test_the_compiled_ring_writes_the_log_its_pure_twin_writes(tmp_path, operati
     assert compiled == pure
     count = sum(1 if kind == "one" else len(sizes) for kind, sizes in operations)
     assert [int(body[:6]) for body in compiled[1]] == list(range(count))
+
+
+def test_a_record_read_from_the_ring_is_the_record_in_its_segment(open_store):
+    """Recent records are decoded from the ring (in the reading core's cache); what comes back is what the segment
+    holds, for records wrapping the ring's end too, and for records the ring no longer holds."""
+    store = open_store(**TINY)
+    log = store.commit_log
+    offsets = []
+    for n in range(300):  # about 7 laps of the 128 KiB ring
+        result = store.append(Message(topic="t", body=(b"%06d" % n) * (n % 7 * 100 + 1), queue_id=0))
+        offsets.append(result.commit_log_offset)
+        for back in (0, 3, 40):  # the record just appended, a few before, one the ring has written over
+            if len(offsets) > back:
+                offset = offsets[-1 - back]
+                message = store.read_message(offset)
+                log.commit()
+                segment = log.files.find(offset)
+                assert segment is not None
+                assert message == decode_record(segment.view, offset - segment.base, segment.size)
