@@ -3,7 +3,8 @@
 Record layout: core.store.record_codec. Appends happen under one lock, in the caller's thread, into the write ring
 (core.store.write_ring), a mapping whose pages stay in memory: no syscall per message. `commit` writes what the
 ring holds past the committed position into the segments with pwrite, outside that lock: the dispatcher does
-before each round, so a record is in its segment before any reader can see it. The lock also assigns queue
+before each round, so a record is in its segment before any reader can see it. Reads of records the ring still
+holds are served from it (`_read_from_ring`). The lock also assigns queue
 offsets (RocketMQ's topicQueueTable), so queue order and log order agree, and it queues a dispatch request for
 the dispatcher, which turns it into a consume-queue entry and index entries. After a crash the dispatcher is fed
 from `scan` instead.
