@@ -413,7 +413,7 @@ class CommitLog:
     def read_message(self, offset: int) -> StoredMessage:
         """Decode the record at `offset`. Raises CorruptRecordError (with file and offset) or LookupError."""
         # Not below the log's start: retention may have deleted a segment whose records the ring still holds.
-        if self._ring_start <= offset < self.write_pos <= offset + self.ring.size and offset >= self.min_offset:
+        if self._ring_start <= offset < self.write_pos and offset >= self.min_offset:
             message = self._read_from_ring(offset)
             if message is not None:
                 return message
@@ -432,18 +432,19 @@ class CommitLog:
         return message
 
     def _read_from_ring(self, offset: int) -> StoredMessage | None:
-        """The record at `offset` (below the write position, which is within a ring's size of it) decoded from the
-        write ring, where it still is (a consumer reads what was appended moments ago: the ring's bytes are in this
-        core's cache, the segment's were written by the dispatcher's pwrite on the other), or None: not wholly in
-        the ring (it wraps its end), or written over while it was decoded.
+        """The record at `offset` (appended since the ring was made ready, below the write position) decoded from
+        the write ring if it still holds it (a consumer reads what was appended moments ago: the ring's bytes are in
+        this core's cache, the segment's were written by the dispatcher's pwrite on the other), or None: written
+        over (the log has gone a ring's size past it), not wholly in the ring (it wraps its end), or written while
+        it was decoded.
 
-        Appends on other threads may write the ring meanwhile: `ring_writes` is odd while they do (a sequence lock),
-        so a decode that saw it even and unchanged read no bytes being written; the record's checks and position
-        catch a slot written over before."""
+        Appends on other threads may write the ring meanwhile: `ring_writes` is odd while they do and grows with
+        every write (a sequence lock), so a decode that saw it even before it looked at the write position, and
+        unchanged after, read bytes no write touched in between; the record's checks and position back that up."""
         ring = self.ring
         view = ring.view
         writes = self.ring_writes
-        if view is None or writes & 1:
+        if view is None or writes & 1 or self.write_pos > offset + ring.size:
             return None
         try:
             message = decode_record(view, HEADER_PAGE + offset % ring.size, HEADER_PAGE + ring.size)

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 from pathlib import Path
 
@@ -229,3 +230,29 @@ def test_a_record_read_from_the_ring_is_the_record_in_its_segment(open_store):
                 segment = log.files.find(offset)
                 assert segment is not None
                 assert message == decode_record(segment.view, offset - segment.base, segment.size)
+
+
+def test_reads_from_the_ring_while_other_threads_append_are_whole(open_store):
+    """Two threads append through the 128 KiB ring (wrapping it dozens of times) while this one reads the records
+    they have just appended: every read is the record that was appended there."""
+    store = open_store(**TINY)
+    placed: list[tuple[int, bytes]] = []
+
+    def writer(tag: int) -> None:
+        for n in range(400):
+            payload = bytes([tag]) + (b"%06d" % n) * (n % 5 * 150 + 1)
+            result = store.append(Message(topic="t", body=payload, queue_id=tag))
+            placed.append((result.commit_log_offset, payload))
+
+    threads = [threading.Thread(target=writer, args=(tag,)) for tag in (1, 2)]
+    for thread in threads:
+        thread.start()
+    checked = 0
+    while any(thread.is_alive() for thread in threads) or checked < len(placed):
+        if checked < len(placed):
+            offset, payload = placed[checked]
+            assert store.read_message(offset).body == payload
+            checked += 1
+    for thread in threads:
+        thread.join()
+    assert checked == 800
