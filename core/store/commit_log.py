@@ -19,12 +19,12 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from core.store.checksum import crc32
 from core.store.errors import CorruptRecordError, StoreNotWritableError
+from core.store.log_scan import ScanResult, restore_from_ring, scan
 from core.store.mapped_file import MappedFile, MappedFileQueue, file_name
 from core.store.message import (
     Message,
@@ -32,18 +32,12 @@ from core.store.message import (
     encode_host,
 )
 from core.store.record_codec import (
-    BLANK_MAGIC,
     BLANK_MIN_SIZE,
     HEADER_SIZE,
-    INT64,
-    PHYSICAL_OFFSET_POS,
-    RECORD_MAGIC,
-    SIZE_MAGIC,
     STORE_TIMESTAMP,
     STORE_TIMESTAMP_POS,
     RecordFormatError,
     append_record,
-    check_record,
     decode_record,
     encode_blank,
     encode_header,
@@ -69,22 +63,6 @@ Record = tuple[Message, str, int, bytes, bytes, tuple[str, ...], int, "str | Non
 def _request_end(request: DispatchRequest) -> int:
     """Where a dispatch request's record ends in the log."""
     return request[3] + request[4]
-
-
-def _write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
-
-
-@dataclass(slots=True)
-class ScanResult:
-    end: int  # where the valid log ends
-    records: int
-    corrupt: list[tuple[str, int, int]]  # (file, file offset, bytes skipped)
-    truncated: int  # bytes of torn tail cut off
 
 
 class CommitLog:
@@ -483,7 +461,7 @@ class CommitLog:
         restored = 0
         end = 0
         if committed is not None:
-            end, restored = self._restore(committed)
+            end, restored = restore_from_ring(ring, self.files, self.max_record_size, committed)
             if restored:
                 log.warning(
                     "%s: %d records restored from the write ring (%d to %d)", ring.path, restored, committed, end
@@ -492,127 +470,9 @@ class CommitLog:
         self._ring_start = end
         return restored
 
-    def _restore(self, committed: int) -> tuple[int, int]:
-        """Copy the ring's records from `committed` on into the segments, as long as each is whole (its checks
-        pass) and says it is at the position it is read from: (where they end, how many)."""
-        ring = self.ring
-        pos = committed
-        count = 0
-        while True:
-            mapped = self.files.find(pos)
-            if mapped is None:
-                return pos, count
-            local = pos - mapped.base
-            if local + BLANK_MIN_SIZE > mapped.size:
-                pos = mapped.end
-                continue
-            total, magic = SIZE_MAGIC.unpack(ring.read(pos, SIZE_MAGIC.size))
-            if magic == BLANK_MAGIC and total == mapped.size - local:
-                # A filler carries no position to check: it is the log's only if the log went on to a next segment
-                # (a roll makes the segment before it writes anything there), not one left from the last lap.
-                if self.files.find(mapped.end) is None:
-                    return pos, count
-                _write_all(mapped.write_fd(), ring.read(pos, BLANK_MIN_SIZE), local)
-                pos = mapped.end
-                continue
-            if magic != RECORD_MAGIC or not HEADER_SIZE <= total <= min(self.max_record_size, mapped.size - local):
-                return pos, count
-            data = ring.read(pos, total)
-            try:
-                check_record(memoryview(data), 0, total)
-            except RecordFormatError:
-                return pos, count
-            if INT64.unpack_from(data, PHYSICAL_OFFSET_POS)[0] != pos:
-                return pos, count
-            _write_all(mapped.write_fd(), data, local)  # pwrite: a full disk is an error here, not SIGBUS
-            pos += total
-            count += 1
-
     def scan(self, start: int, result: ScanResult) -> Iterator[StoredMessage]:
-        """Yield every valid record from `start` (a record boundary) to the end of the log, checking each CRC.
-
-        A record that fails its checks is either corruption in the middle of the log (a valid record follows
-        within the largest record size: it is skipped and reported with file and offset) or the torn tail (no
-        valid record follows: the log ends there). `result` is filled in as the scan goes.
-        """
-        files = self.files.files
-        pos = max(start, self.min_offset)
-        index = (pos - files[0].base) // self.segment_size if files else 0
-        while index < len(files):
-            mapped = files[index]
-            local = pos - mapped.base
-            while True:
-                if local + BLANK_MIN_SIZE > mapped.size:
-                    break
-                total, magic = SIZE_MAGIC.unpack_from(mapped.mm, local)
-                if magic == BLANK_MAGIC and total == mapped.size - local:
-                    break
-                try:
-                    total = check_record(mapped.view, local, mapped.size)
-                    if INT64.unpack_from(mapped.mm, local + PHYSICAL_OFFSET_POS)[0] != mapped.base + local:
-                        raise RecordFormatError("physical offset field does not match the position")
-                except RecordFormatError as exc:
-                    resync = self._resync(mapped, local)
-                    if resync is None:
-                        result.end = mapped.base + local
-                        result.truncated = self._zero_tail(mapped, local)
-                        if result.truncated:
-                            log.warning(
-                                "%s: torn tail at file offset %d (%s); %d bytes cut off",
-                                mapped.path,
-                                local,
-                                exc,
-                                result.truncated,
-                            )
-                        return
-                    result.corrupt.append((str(mapped.path), local, resync - local))
-                    log.error(
-                        "%s: corrupt record at file offset %d (commit-log offset %d): %s; %d bytes skipped",
-                        mapped.path,
-                        local,
-                        mapped.base + local,
-                        exc,
-                        resync - local,
-                    )
-                    local = resync
-                    continue
-                yield decode_record(mapped.view, local, mapped.size)
-                result.records += 1
-                local += total
-            index += 1
-            if index < len(files):
-                pos = files[index].base
-            else:
-                result.end = mapped.end
-                return
-        result.end = pos
-
-    def _resync(self, mapped: MappedFile, local: int) -> int | None:
-        """The file offset of the next valid record after a bad one, searching one largest record ahead."""
-        limit = min(mapped.size, local + self.max_record_size + HEADER_SIZE)
-        magic = RECORD_MAGIC.to_bytes(4, "big")
-        probe = local + 1
-        while True:
-            found = mapped.mm.find(magic, probe + 4, limit)
-            if found < 0:
-                return None
-            candidate = found - 4
-            try:
-                check_record(mapped.view, candidate, mapped.size)
-                if INT64.unpack_from(mapped.mm, candidate + PHYSICAL_OFFSET_POS)[0] == mapped.base + candidate:
-                    return candidate
-            except RecordFormatError:
-                pass
-            probe = found - 3
-
-    def _zero_tail(self, mapped: MappedFile, local: int) -> int:
-        """Zero the torn bytes after the end so that a later scan cannot mistake them for records."""
-        limit = min(mapped.size, local + self.max_record_size + HEADER_SIZE)
-        region = mapped.mm[local:limit]
-        dirty = len(region.rstrip(b"\x00"))
-        if dirty:
-            mapped.mm[local : local + dirty] = bytes(dirty)
-        return dirty
+        """The records from `start` to the end of the log, checked (core.store.log_scan.scan)."""
+        return scan(self.files, self.max_record_size, max(start, self.min_offset), result)
 
     def set_end(self, end: int) -> None:
         """Make `end` the write position after recovery: segments starting past it are deleted."""

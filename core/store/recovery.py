@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.store.checkpoint import Checkpoint
-from core.store.commit_log import CommitLog, DispatchRequest, ScanResult
+from core.store.commit_log import CommitLog, DispatchRequest
 from core.store.consume_queue_table import ConsumeQueueTable
 from core.store.dispatcher import Dispatcher
 from core.store.index_service import IndexService
+from core.store.log_scan import ScanResult
 from core.store.message import (
     MULTI_DISPATCH_SEPARATOR,
     PROPERTY_KEYS,
