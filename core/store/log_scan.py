@@ -6,7 +6,6 @@ copied into the segments (`restore_from_ring`), and the scan of the segments tha
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -56,7 +55,7 @@ def restore_from_ring(ring: WriteRing, files: MappedFileQueue, max_record_size: 
             # (a roll makes the segment before it writes anything there), not one left from the last lap.
             if files.find(mapped.end) is None:
                 return pos, count
-            _write_all(mapped.write_fd(), ring.read(pos, BLANK_MIN_SIZE), local)
+            ring.write_out(mapped.write_fd(), local, pos, BLANK_MIN_SIZE)
             pos = mapped.end
             continue
         if magic != RECORD_MAGIC or not HEADER_SIZE <= total <= min(max_record_size, mapped.size - local):
@@ -68,17 +67,9 @@ def restore_from_ring(ring: WriteRing, files: MappedFileQueue, max_record_size: 
             return pos, count
         if INT64.unpack_from(data, PHYSICAL_OFFSET_POS)[0] != pos:
             return pos, count
-        _write_all(mapped.write_fd(), data, local)  # pwrite: a full disk is an error here, not SIGBUS
+        ring.write_out(mapped.write_fd(), local, pos, total)  # pwrite: a full disk is an error here, not SIGBUS
         pos += total
         count += 1
-
-
-def _write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
 
 
 def scan(files_queue: MappedFileQueue, max_record_size: int, start: int, result: ScanResult) -> Iterator[StoredMessage]:

@@ -55,7 +55,7 @@ class MappedFile:
         self.end = base + size  # an attribute, not a property: the append path reads it for every record
         existed = path.exists()
         if not existed:
-            _create_full_size(path, size, sparse)
+            create_full_size(path, size, sparse)
         fd = os.open(path, os.O_RDWR)
         try:
             current = os.fstat(fd).st_size
@@ -121,9 +121,9 @@ class MappedFile:
         self.path.unlink(missing_ok=True)
 
 
-def _create_full_size(path: Path, size: int, sparse: bool) -> None:
-    """Create `path` at its full size atomically: size it under a temporary name, then rename. A crash
-    leaves at most a `.tmp` file (deleted by load), never a short file under the real name."""
+def create_full_size(path: Path, size: int, sparse: bool, head: bytes = b"") -> None:
+    """Create `path` at its full size atomically, beginning with `head`: size it under a temporary name, then
+    rename. A crash leaves at most a `.tmp` file (deleted by load), never a short file under the real name."""
     temporary = path.with_name(path.name + TEMP_SUFFIX)
     fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -131,6 +131,8 @@ def _create_full_size(path: Path, size: int, sparse: bool) -> None:
             os.ftruncate(fd, size)
         else:
             _preallocate(fd, size)
+        if head:
+            os.pwrite(fd, head, 0)
     except BaseException:
         os.close(fd)
         temporary.unlink(missing_ok=True)

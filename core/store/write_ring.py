@@ -25,6 +25,8 @@ import os
 import struct
 from pathlib import Path
 
+from core.store.mapped_file import create_full_size
+
 # In the store directory, beside commitlog/.
 WRITE_RING_FILE = "commitlog.ring"
 HEADER_PAGE = 4096
@@ -86,27 +88,18 @@ class WriteRing:
     def _create(self, committed: int) -> None:
         self.close()
         self.size = self.configured_size
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            # Blocks reserved now: a write to the mapping can never find the disk full (SIGBUS).
-            try:
-                os.posix_fallocate(fd, 0, HEADER_PAGE + self.size)
-            except OSError as exc:
-                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                    raise OSError(
-                        exc.errno,
-                        f"cannot create the write ring {self.path} ({HEADER_PAGE + self.size} bytes): {exc.strerror};"
-                        " free disk space or lower write_ring_size",
-                    ) from None
-                os.ftruncate(fd, HEADER_PAGE + self.size)
-            os.pwrite(fd, _HEADER.pack(MAGIC, VERSION, self.size, committed), 0)
-            os.rename(temporary, self.path)
-        except BaseException:
-            os.close(fd)
-            temporary.unlink(missing_ok=True)
-            raise
-        self._map(fd, self.size)
+            # Preallocated, blocks reserved: a write to the mapping can never find the disk full (SIGBUS).
+            create_full_size(
+                self.path, HEADER_PAGE + self.size, False, _HEADER.pack(MAGIC, VERSION, self.size, committed)
+            )
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"cannot create the write ring {self.path} ({HEADER_PAGE + self.size} bytes): {exc.strerror};"
+                " free disk space or lower write_ring_size",
+            ) from None
+        self._map(os.open(self.path, os.O_RDWR), self.size)
         self._touch()
 
     def _map(self, fd: int, size: int) -> None:
