@@ -155,7 +155,7 @@ class CommitLog:
                 mm[body_start:tail_start] = body
                 mm[tail_start : start + size] = tail
             else:
-                ring.put_wrapped(pos, header + body + tail)
+                ring.put(pos, header + body + tail)
             self.ring_writes += 1
             self.queue_offsets[key] = queue_offset + 1
             self.pending.append((topic, queue_id, queue_offset, pos, size, code, store_timestamp, keys, unique_id))
@@ -248,14 +248,8 @@ class CommitLog:
         ring = self.ring
         if pos + len(data) - self.committed_pos > ring.size:
             self._make_room(pos + len(data))
-        start = pos % ring.size
         self.ring_writes += 1
-        if start + len(data) <= ring.size:
-            mm = ring.mm
-            assert mm is not None
-            mm[HEADER_PAGE + start : HEADER_PAGE + start + len(data)] = data
-        else:
-            ring.put_wrapped(pos, bytes(data))
+        ring.put(pos, data)
         self.ring_writes += 1
 
     def _make_room(self, end: int) -> None:

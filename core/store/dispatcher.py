@@ -116,8 +116,10 @@ class Dispatcher(ServiceThread):
         try:
             # The records reach their segments (from the write ring) before any reader can learn of them.
             self.commit_log.commit()
-        except OSError as exc:
-            log.error("commit of the write ring failed: %s; retrying in %.0f s", exc, RETRY_WAIT_S)
+            touched = self.dispatch(batch) if batch else set()
+        except Exception:
+            # Dispatch is idempotent (positional entries, index skips what it has): keep the batch and try again.
+            log.exception("commit or dispatch of %d records failed; retrying in %.0f s", len(batch), RETRY_WAIT_S)
             self._backlog = batch
             time.sleep(RETRY_WAIT_S)
             return True
@@ -129,14 +131,6 @@ class Dispatcher(ServiceThread):
                 if self.progress is not None:
                     self.progress(position)
             return False
-        try:
-            touched = self.dispatch(batch)
-        except Exception:
-            # Dispatch is idempotent (positional entries, index skips what it has): keep the batch and try again.
-            log.exception("dispatch of %d records failed; retrying in %.0f s", len(batch), RETRY_WAIT_S)
-            self._backlog = batch
-            time.sleep(RETRY_WAIT_S)
-            return True
         self._backlog = []
         if position > self.dispatched_offset:
             self.dispatched_offset = position

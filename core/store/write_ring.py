@@ -121,8 +121,8 @@ class WriteRing:
 
     # --- writing (under the commit log's lock) ---------------------------------------------------------
 
-    def put_wrapped(self, position: int, data: bytes) -> None:
-        """Copy `data` to `position` when it runs past the ring's end (the caller copies straight otherwise)."""
+    def put(self, position: int, data: bytes | bytearray) -> None:
+        """Copy `data` to commit-log position `position`, wrapping past the ring's end."""
         mm = self.mm
         assert mm is not None
         start = position % self.size
