@@ -111,9 +111,9 @@ class QueueReader:
                     continue
                 except LookupError:
                     continue  # removed by retention since the entry was read
-                if (message.queue_offset, message.queue_id, message.topic) != (queue_offset, queue_id, topic) and not (
-                    light and topic in message.light_queues
-                ):
+                if (
+                    message.queue_offset != queue_offset or message.queue_id != queue_id or message.topic != topic
+                ) and not (light and topic in message.light_queues):
                     # The entry and the record disagree: never hand a consumer another queue's message.
                     mismatch = CorruptRecordError(
                         self._commit_log_dir,

@@ -185,9 +185,12 @@ HEADER: Final = struct.Struct(PREFIX.format + REST.format[1:])
 assert HEADER.size == HEADER_SIZE
 
 
-def _checked(view: memoryview, pos: int, limit: int, check_body: bool = True) -> tuple[tuple[Any, ...], int, int, int]:
+def _checked(
+    view: memoryview, pos: int, limit: int, check_body: bool = True, check_crcs: bool = True
+) -> tuple[tuple[Any, ...], int, int, int]:
     """Check the record at `pos` (size, magic, both CRCs, inner lengths) in one pass over its header; without
-    `check_body`, the body's CRC is left to the body's readers.
+    `check_body`, the body's CRC is left to the body's readers; without `check_crcs`, neither CRC is computed (see
+    decode_record).
 
     Returns (header fields, topic position, properties position, end), positions absolute in `view`.
     """
@@ -208,14 +211,14 @@ def _checked(view: memoryview, pos: int, limit: int, check_body: bool = True) ->
     topic_pos = pos + HEADER_SIZE + body_length
     if body_length < 0 or topic_pos + 2 > end:
         raise RecordFormatError(f"body length {body_length} out of range")
-    if crc32(view[topic_pos:end], crc32(view[pos + 12 : pos + HEADER_SIZE])) != record_crc:
+    if check_crcs and crc32(view[topic_pos:end], crc32(view[pos + 12 : pos + HEADER_SIZE])) != record_crc:
         raise RecordFormatError("record CRC mismatch")
     props_pos = topic_pos + 2 + (view[topic_pos] << 8 | view[topic_pos + 1])
     if props_pos + 2 > end:
         raise RecordFormatError("topic length out of range")
     if props_pos + 2 + (view[props_pos] << 8 | view[props_pos + 1]) != end:
         raise RecordFormatError("lengths do not add up to the total size")
-    if check_body and crc32(view[pos + HEADER_SIZE : topic_pos]) != body_crc:
+    if check_body and check_crcs and crc32(view[pos + HEADER_SIZE : topic_pos]) != body_crc:
         raise RecordFormatError("body CRC mismatch")
     return fields, topic_pos, props_pos, end
 
@@ -270,10 +273,15 @@ def _topic_and_properties(view: memoryview, topic_pos: int, props_pos: int, end:
         raise RecordFormatError(f"undecodable topic or properties: {exc}") from None
 
 
-def decode_record(buffer: Buffer, pos: int, limit: int) -> StoredMessage:
-    """Check and decode the record at `pos`. Raises RecordFormatError; never returns unchecked bytes."""
+def decode_record(buffer: Buffer, pos: int, limit: int, check_crcs: bool = True) -> StoredMessage:
+    """Check and decode the record at `pos`. Raises RecordFormatError; never returns unchecked bytes.
+
+    The CRCs catch bytes that changed after they were written: on disk, or on the way back from it. Without
+    `check_crcs`, for bytes this process wrote into memory that has not left it since (the commit log's write
+    ring), they are not computed: the record's magic, sizes and lengths are still checked, and its caller checks
+    its position."""
     view = _view(buffer)
-    fields, topic_pos, props_pos, end = _checked(view, pos, limit)
+    fields, topic_pos, props_pos, end = _checked(view, pos, limit, True, check_crcs)
     (
         total,
         _magic,

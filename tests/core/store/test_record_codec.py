@@ -143,6 +143,22 @@ def test_every_single_byte_flip_is_detected(body, data):
         check_record(bytes(record), 0, len(record))
 
 
+def test_without_crcs_a_flipped_body_byte_passes_but_broken_structure_does_not():
+    """check_crcs=False is for the write ring's bytes, which never left the process: the CRCs are skipped, the
+    record's structure is still checked."""
+    record = bytearray(build(b"x" * 40, "topic", {"TAGS": "a"}))
+    record[HEADER_SIZE + 5] ^= 0xFF  # a body byte
+    with pytest.raises(RecordFormatError, match="body CRC"):
+        decode_record(bytes(record), 0, len(record))
+    assert decode_record(bytes(record), 0, len(record), False).body[5] == ord("x") ^ 0xFF
+    record[4] ^= 0x01  # the magic
+    with pytest.raises(RecordFormatError, match="bad magic"):
+        decode_record(bytes(record), 0, len(record), False)
+    short = build(b"y" * 10)
+    with pytest.raises(RecordFormatError, match=r"out of range|too few"):
+        decode_record(short[:-1], 0, len(short) - 1, False)
+
+
 def test_truncated_record_is_refused():
     record = build(b"x" * 100)
     with pytest.raises(RecordFormatError, match=r"out of range|too few"):
