@@ -145,7 +145,7 @@ class Appender:
         offset, size, queue_offset, stamp = self.commit_log.append(record)
         dispatcher = self.dispatcher
         if dispatcher.sleeping:
-            dispatcher.wake()
+            dispatcher.wake_sleeping()
         return PutResult(PutStatus.PUT_OK, record[1], record[2], queue_offset, offset, size, stamp, self.store_host)
 
     def append_batch(self, messages: Iterable[Message]) -> list[PutResult]:
@@ -157,7 +157,7 @@ class Appender:
         placed = self.commit_log.append_batch(records)
         dispatcher = self.dispatcher
         if dispatcher.sleeping:
-            dispatcher.wake()
+            dispatcher.wake_sleeping()
         host = self.store_host
         ok = PutStatus.PUT_OK
         results: list[PutResult] = []

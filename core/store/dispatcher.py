@@ -46,7 +46,6 @@ class Dispatcher(ServiceThread):
         self.index_failures = 0
         self.listeners: list[DispatchListener] = []
         self._progress = threading.Condition()
-        self.sleeping = False
         self._backlog: list[DispatchRequest] = []
 
     def dispatch(self, requests: Iterable[DispatchRequest]) -> set[tuple[str, int]]:

@@ -190,8 +190,6 @@ class FlushService(ServiceThread):
         self.on_error = on_error
         self.flushes = 0
         self.times = FlushTimes()
-        # True while the thread waits for work: writers wake it only then, so a busy flusher costs them nothing.
-        self.sleeping = False
 
     def run(self) -> None:
         if self.mode is FlushMode.SYNC_FLUSH:

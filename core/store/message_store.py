@@ -317,7 +317,7 @@ class MessageStore:
         """SYNC_FLUSH: the future `wait_durable` awaits (`put` awaits it itself: a coroutine less per message)."""
         future = self.waiters.add_async(end_offset)
         if self.flush_service.sleeping:
-            self.flush_service.wake()
+            self.flush_service.wake_sleeping()
         return future
 
     def put_blocking(self, message: Message) -> PutResult:

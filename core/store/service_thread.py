@@ -16,6 +16,9 @@ class ServiceThread(abc.ABC):
     def __init__(self, name: str) -> None:
         self.name = name
         self.stopped = False
+        # True while the thread sleeps waiting for work (subclasses that wait for work raise it around `wait`):
+        # producers of work call `wake_sleeping` only then, so a busy thread costs them nothing.
+        self.sleeping = False
         self._wakeup = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -27,6 +30,13 @@ class ServiceThread(abc.ABC):
         self._thread.start()
 
     def wake(self) -> None:
+        self._wakeup.set()
+
+    def wake_sleeping(self) -> None:
+        """Wake the thread that `sleeping` says waits for work (callers test the flag first, inline). The flag drops
+        at once: a burst of producers running while the woken thread waits for the GIL sets the event once, not once
+        each (an Event.set is about a microsecond of interpreted code)."""
+        self.sleeping = False
         self._wakeup.set()
 
     def wait(self, timeout: float) -> None:
