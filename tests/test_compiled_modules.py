@@ -93,6 +93,7 @@ def test_record_codec_encodes_and_decodes_as_its_pure_twin(body, topic, props, n
 # writes out its __init__ (dataclass init=False), which the decorator would otherwise make, 2-4 times slower.
 PER_MESSAGE_CLASSES = (
     ("core.store.put_result", "PutResult"),
+    ("core.store.stored_message", "StoredMessage"),
     ("core.results", "SendResult"),
     ("mqtt_bridge.message_cache", "CachedMessage"),
     ("mqtt_bridge.message_cache", "Pulled"),

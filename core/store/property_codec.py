@@ -16,8 +16,18 @@ PROPERTY_SEPARATOR: Final = "\x02"
 # The properties length is an unsigned 16-bit field of the record.
 MAX_PROPERTIES_LENGTH: Final = 0xFFFF
 
-# The properties a record's consume-queue entry is made from (core.store.message exports them with the other names).
+# The well-known property names (RocketMQ's), here for the compiled modules that read them (core.store.message
+# exports them with the others). A record's consume-queue entry is made from TAGS (or PROPERTY_TAG_CODE).
 PROPERTY_TAGS: Final = "TAGS"
+PROPERTY_KEYS: Final = "KEYS"
+PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"
+KEY_SEPARATOR: Final = " "
+# Light message queues (RocketMQ's LMQ): a record that names light queues here, separated by commas, gets a
+# consume-queue entry in queue 0 of each of them as well as in its own queue; the body is stored once. The
+# light queues' offsets are assigned at append, in log order, and not written into the record: recovery assigns
+# the same ones again by replaying the log in the same order.
+PROPERTY_MULTI_DISPATCH: Final = "INNER_MULTI_DISPATCH"
+MULTI_DISPATCH_SEPARATOR: Final = ","
 # A record carrying this property (a decimal integer) gets that number, not its tag hash, in its consume-queue
 # entry: the broker's schedulers keep there the time they must look at a parked message (RocketMQ keeps deliver
 # timestamps in SCHEDULE_TOPIC's tag codes), so they can rebuild their state from the queue without reading records.
@@ -36,6 +46,22 @@ def entry_code(properties: dict[str, str]) -> int:
     if given is not None:
         return int(given)
     return tags_code(properties.get(PROPERTY_TAGS))
+
+
+# Properties the core writes for its own bookkeeping. A copy of a message sent again must not carry them: a
+# dead-letter copy would be dispatched into the light queues of the original.
+INTERNAL_PROPERTIES: Final = frozenset({PROPERTY_MULTI_DISPATCH, PROPERTY_TAG_CODE})
+
+
+def split_keys(keys: str | None) -> list[str]:
+    return [k for k in keys.split(KEY_SEPARATOR) if k] if keys else []
+
+
+def public_properties(properties: dict[str, str]) -> dict[str, str]:
+    """A copy of `properties` without the core's internal ones (INTERNAL_PROPERTIES): what a front door may show, or
+    give to a copy of the message it sends again. RocketMQ's well-known ones (TAGS, KEYS, UNIQ_KEY) stay: every
+    front door may read them."""
+    return {name: value for name, value in properties.items() if name not in INTERNAL_PROPERTIES}
 
 
 def encode_properties(properties: dict[Any, Any]) -> bytes:

@@ -44,8 +44,9 @@ import struct
 from typing import Any, Final
 
 from core.store.checksum import crc32
-from core.store.message import StoredMessage, decode_host
+from core.store.message import decode_host
 from core.store.property_codec import decode_properties_text
+from core.store.stored_message import StoredMessage
 
 # What the decoder reads from: a segment's mapping, or bytes in tests.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
