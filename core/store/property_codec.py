@@ -120,13 +120,19 @@ def decode_properties(data: bytes) -> dict[str, str]:
 def decode_properties_text(text: str) -> dict[str, str]:
     """The properties of a blob already decoded from UTF-8: each item `name \\x01 value`, ended by \\x02. Empty
     items are skipped; an item without its separator is a ValueError that names it. Every message read decodes its
-    properties: compiled, this loop of C string calls takes about half the time of dict(map(...)) over the items,
-    which built a list per item and merged them generically."""
+    properties: compiled, this walk with str.find slices out only the names and values (a split first built a list
+    and a string per item, a third of the time of a one-property blob)."""
     properties: dict[str, str] = {}
-    for item in text.split(PROPERTY_SEPARATOR):
-        if item:
-            cut = item.find(NAME_VALUE_SEPARATOR)
+    start = 0
+    length = len(text)
+    while start < length:
+        end = text.find(PROPERTY_SEPARATOR, start)
+        if end < 0:
+            end = length
+        if end > start:
+            cut = text.find(NAME_VALUE_SEPARATOR, start, end)
             if cut < 0:
-                raise ValueError(f"property item {item[:40]!r} has no name/value separator")
-            properties[item[:cut]] = item[cut + 1 :]
+                raise ValueError(f"property item {text[start:end][:40]!r} has no name/value separator")
+            properties[text[start:cut]] = text[cut + 1 : end]
+        start = end + 1
     return properties

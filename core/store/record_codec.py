@@ -181,8 +181,9 @@ def record_size_at(buffer: Buffer, pos: int) -> tuple[int, int]:
     return SIZE_MAGIC.unpack_from(buffer, pos)
 
 
-# The whole 116-byte header in one unpack, for readers.
-HEADER: Final = struct.Struct(PREFIX.format + REST.format[1:])
+# The whole 116-byte header in one unpack, for readers, each host read with its port as one 20-byte field: a log
+# holds few of those pairs, and the decoder keeps the (host, port) each decodes to (_kept_address).
+HEADER: Final = struct.Struct(">iIIIiiqqiq20sq20siqi")
 assert HEADER.size == HEADER_SIZE
 
 
@@ -208,7 +209,7 @@ def _checked(
     end = pos + total
     if total < MIN_RECORD_SIZE or end > limit:
         raise RecordFormatError(f"total size {total} out of range")
-    body_length: int = fields[17]
+    body_length: int = fields[15]
     topic_pos = pos + HEADER_SIZE + body_length
     if body_length < 0 or topic_pos + 2 > end:
         raise RecordFormatError(f"body length {body_length} out of range")
@@ -238,21 +239,33 @@ def check_record(buffer: Buffer, pos: int, limit: int) -> int:
     return total
 
 
-# Topic names and hosts decoded, by their bytes in the record: a log holds few of either, and each read would
-# otherwise decode (and keep a string of) its own copy. Cleared when full, as the hosts of many clients come and go.
+# Topic names and (host, port) pairs decoded, by their bytes in the record: a log holds few of either, and each read
+# would otherwise decode (and keep a string and a tuple of) its own copy. Cleared when full, as the hosts and ports
+# of many clients come and go.
 _TOPIC_NAMES: Final[dict[bytes, str]] = {}
-_HOST_NAMES: Final[dict[bytes, str]] = {}
+_ADDRESSES: Final[dict[bytes, tuple[str, int]]] = {}
 NAMES_KEPT: Final = 4096
+PORT: Final = struct.Struct(">i")
 
 
-def _kept_name(kept: dict[bytes, str], raw: bytes, host: bool) -> str:
-    """The name `raw` decodes to, a host's (16 bytes) or a topic's (ASCII), from `kept` when it was decoded before."""
-    name = kept.get(raw)
+def _kept_topic(raw: bytes) -> str:
+    """The topic name `raw` (ASCII) decodes to, from _TOPIC_NAMES when it was decoded before."""
+    name = _TOPIC_NAMES.get(raw)
     if name is None:
-        if len(kept) >= NAMES_KEPT:
-            kept.clear()
-        name = kept[raw] = decode_host(raw) if host else raw.decode("ascii")
+        if len(_TOPIC_NAMES) >= NAMES_KEPT:
+            _TOPIC_NAMES.clear()
+        name = _TOPIC_NAMES[raw] = raw.decode("ascii")
     return name
+
+
+def _kept_address(raw: bytes) -> tuple[str, int]:
+    """The (host, port) a host field and its port (20 bytes) decode to, from _ADDRESSES when decoded before."""
+    address = _ADDRESSES.get(raw)
+    if address is None:
+        if len(_ADDRESSES) >= NAMES_KEPT:
+            _ADDRESSES.clear()
+        address = _ADDRESSES[raw] = (decode_host(raw[:16]), PORT.unpack_from(raw, 16)[0])
+    return address
 
 
 def decode_keyed_fields(buffer: Buffer, pos: int, limit: int) -> tuple[int, int, str, dict[str, str]]:
@@ -261,12 +274,12 @@ def decode_keyed_fields(buffer: Buffer, pos: int, limit: int) -> tuple[int, int,
     view = _view(buffer)
     fields, topic_pos, props_pos, end = _checked(view, pos, limit, check_body=False)
     topic, properties = _topic_and_properties(view, topic_pos, props_pos, end)
-    return fields[0], fields[12], topic, properties
+    return fields[0], fields[11], topic, properties
 
 
 def _topic_and_properties(view: memoryview, topic_pos: int, props_pos: int, end: int) -> tuple[str, dict[str, str]]:
     try:
-        topic = _kept_name(_TOPIC_NAMES, view[topic_pos + 2 : props_pos].tobytes(), False)
+        topic = _kept_topic(view[topic_pos + 2 : props_pos].tobytes())
         if end == props_pos + 2:
             return topic, {}
         return topic, decode_properties_text(view[props_pos + 2 : end].tobytes().decode())
@@ -294,11 +307,9 @@ def decode_record(buffer: Buffer, pos: int, limit: int, check_crcs: bool = True)
         physical_offset,
         sys_flag,
         born_timestamp,
-        born_host,
-        born_port,
+        born_address,
         store_timestamp,
-        store_host,
-        store_port,
+        store_address,
         reconsume_times,
         prepared_transaction_offset,
         _body_length,
@@ -315,9 +326,9 @@ def decode_record(buffer: Buffer, pos: int, limit: int, check_crcs: bool = True)
         flag,
         sys_flag,
         born_timestamp,
-        (_kept_name(_HOST_NAMES, born_host, True), born_port),
+        _kept_address(born_address),
         store_timestamp,
-        (_kept_name(_HOST_NAMES, store_host, True), store_port),
+        _kept_address(store_address),
         reconsume_times,
         prepared_transaction_offset,
         properties,

@@ -246,16 +246,17 @@ def test_decode_properties_reads_any_blob_as_the_plain_loop_does(text):
 
 
 def test_more_topics_and_hosts_than_the_decoder_keeps_each_decode_as_their_own():
-    # The decoder keeps the names it decoded, by their bytes, up to NAMES_KEPT of each, and starts again when full:
-    # every record still reads back its own topic and hosts, whichever of them were kept.
+    # The decoder keeps the names and (host, port) pairs it decoded, by their bytes, up to NAMES_KEPT of each, and
+    # starts again when full: every record still reads back its own topic, hosts and ports, whichever were kept.
     from core.store.record_codec import NAMES_KEPT
 
     count = NAMES_KEPT + 50
     for n in [*range(count), *range(0, count, 97)]:
         host = f"10.{n // 65536}.{n // 256 % 256}.{n % 256}"
-        message = decode_record(*_whole(build(topic=f"topic-{n}", born_host=host, store_host=host)))
+        record = build(topic=f"topic-{n}", born_host=host, store_host=host, born_port=n % 7, store_port=n % 5)
+        message = decode_record(*_whole(record))
         assert message.topic == f"topic-{n}"
-        assert message.born_host[0] == message.store_host[0] == host
+        assert message.born_host == (host, n % 7) and message.store_host == (host, n % 5)
 
 
 def test_a_topic_that_is_not_ascii_is_a_format_error_not_a_name():
