@@ -217,6 +217,14 @@ class FlushService(ServiceThread):
                 self.sleeping = False
             self.flush_once()
 
+    def durable(self, offset: int) -> asyncio.Future[bool]:
+        """SYNC_FLUSH: a future that gets True once the log is on disk up to `offset` (FlushWaiters.add_async), the
+        thread woken if it sleeps. Called after the record is appended, from an event loop, once per message."""
+        future = self.waiters.add_async(offset)
+        if self.sleeping:
+            self.wake_sleeping()
+        return future
+
     def flush_once(self, commit: bool = True) -> int:
         try:
             before = self.commit_log.flushed_pos

@@ -315,10 +315,7 @@ class MessageStore:
 
     def _durable(self, end_offset: int) -> asyncio.Future[bool]:
         """SYNC_FLUSH: the future `wait_durable` awaits (`put` awaits it itself: a coroutine less per message)."""
-        future = self.waiters.add_async(end_offset)
-        if self.flush_service.sleeping:
-            self.flush_service.wake_sleeping()
-        return future
+        return self.flush_service.durable(end_offset)
 
     def put_blocking(self, message: Message) -> PutResult:
         """`put` for callers on plain threads."""
