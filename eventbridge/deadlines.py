@@ -45,7 +45,8 @@ class Deadline:
     async def __aenter__(self) -> Deadline:
         if self._task is not None:
             raise RuntimeError("a Deadline is entered once")
-        task = asyncio.current_task()
+        # The loop `after` found (current_task() without it asks for the running loop: a system call in 3.11).
+        task = asyncio.current_task(self._owner._loop)
         if task is None:
             raise RuntimeError("a Deadline is used inside a task")
         self._task = task
