@@ -112,7 +112,6 @@ from core.state_table import StateTable
 from core.store.config import FlushMode, StoreConfig
 from core.store.message import INTERNAL_PROPERTIES, LIGHT_QUEUE_PREFIX, MAX_PROPERTIES_LENGTH, Message, StoredMessage
 from core.store.message_store import END_OF_TIME_MS, MessageStore, RecoveryReport
-from core.store.running_loop import running_loop
 from core.store.topic_name import MAX_TOPIC_LENGTH
 from core.subscription_group import SubscriptionGroupConfig
 from core.system_topics import (
@@ -243,7 +242,6 @@ __all__ = [
     "open_store",
     "parse_offset_msg_id",
     "retry_topic",
-    "running_loop",
     "send_back",
     "topic_kind",
     "validate_topic",

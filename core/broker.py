@@ -54,7 +54,6 @@ from core.store.message import (
 )
 from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import GetStatus, MessageStore, RecoveryReport
-from core.store.running_loop import running_loop
 from core.store.service_thread import PeriodicService
 from core.stored_listeners import StoredListener, StoredListeners
 from core.subscription_group import SubscriptionGroupManager
@@ -448,7 +447,7 @@ class Broker:
                 raise NoPermissionError(f"topic {topic!r} is not readable (perm {route.config.perm!r})")
             if not 0 <= queue_id < len(route.read_queues):
                 raise IllegalArgumentError(f"topic {topic!r}: queue {queue_id} does not exist")
-        loop = running_loop()
+        loop = asyncio.get_running_loop()
         deadline = loop.time() + min(long_poll_ms, self.config.max_long_poll_ms) / 1000
         tag_filter = message_filter.matches_code if message_filter is not None else None
         body_filter = message_filter.matches_message if message_filter is not None else None

@@ -19,8 +19,6 @@ import heapq
 import math
 from types import TracebackType
 
-from core import running_loop
-
 # How late past its deadline an operation may be cancelled; also the shortest interval between two sweeps.
 RESOLUTION_S = 0.01
 
@@ -94,7 +92,7 @@ class Deadlines:
     def after(self, seconds: float) -> Deadline:
         """A deadline `seconds` from now, on the running loop's clock. Raises RuntimeError on another loop while
         deadlines of the first are open."""
-        loop = running_loop()
+        loop = asyncio.get_running_loop()
         if loop is not self._loop:
             if self._order:
                 raise RuntimeError("Deadlines used on a second event loop while deadlines of the first are open")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 
 from core.store.message import StoredMessage
-from core.store.running_loop import running_loop
 
 
 class ProcessQueue:
@@ -54,7 +53,7 @@ class ProcessQueue:
     def room(self, max_count: int, max_bytes: int) -> asyncio.Future[None]:
         """A future answered once consumption brings the queue under `max_count` messages and `max_bytes` (done
         at once if it is). One waiter, the queue's pull loop."""
-        room: asyncio.Future[None] = running_loop().create_future()
+        room: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if not self.full(max_count, max_bytes):
             room.set_result(None)
             return room

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from core.errors import IllegalArgumentError, RequestTimeoutError, ServiceNotAvailableError
-from core.store.running_loop import running_loop
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ async def send_with_retries(
 
     A caller that made the first attempt itself, without suspending, passes what became of it: `first_refused` (it
     was refused) or `first_not_ok` (stored but not confirmed); the retries go on from the second attempt."""
-    loop = running_loop()
+    loop = asyncio.get_running_loop()
     deadline = loop.time() + policy.timeout_ms / 1000
     pause = FIRST_PAUSE_S
     attempts = policy.retries + 1

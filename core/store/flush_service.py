@@ -19,7 +19,6 @@ from collections.abc import Callable
 
 from core.store.commit_log import CommitLog
 from core.store.config import FlushMode
-from core.store.running_loop import running_loop
 from core.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -74,7 +73,7 @@ class FlushWaiters:
     def add_async(self, offset: int) -> asyncio.Future[bool]:
         """A future that gets True once the log is on disk up to `offset` (False after the timeout); called after
         the record is appended."""
-        loop = running_loop()
+        loop = asyncio.get_running_loop()
         waiters = self._loops.get(loop)
         if waiters is None:
             waiters = self._loops[loop] = _LoopWaiters(loop, self.timeout_s)
