@@ -289,14 +289,14 @@ class MessageStore:
     async def put(self, message: Message) -> PutResult:
         """Append and, under SYNC_FLUSH, wait until the record is on disk (FLUSH_DISK_TIMEOUT after the timeout)."""
         result = self.appender.append(message)
-        if self._sync and not await self._durable(result.end_offset):
+        if self._sync and not await self.flush_service.durable(result.end_offset):
             return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
         return result
 
     async def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """Append several messages and wait once, for the last, under SYNC_FLUSH."""
         results = self.appender.append_batch(messages)
-        if self._sync and results and not await self._durable(results[-1].end_offset):
+        if self._sync and results and not await self.flush_service.durable(results[-1].end_offset):
             return [result.with_status(PutStatus.FLUSH_DISK_TIMEOUT) for result in results]
         return results
 
@@ -311,11 +311,8 @@ class MessageStore:
         ASYNC_FLUSH, where nobody waits for the disk. For callers that `append` and wait apart, as `put` does."""
         if not self._sync:
             return True
-        return await self._durable(end_offset)
+        return await self.flush_service.durable(end_offset)
 
-    def _durable(self, end_offset: int) -> asyncio.Future[bool]:
-        """SYNC_FLUSH: the future `wait_durable` awaits (`put` awaits it itself: a coroutine less per message)."""
-        return self.flush_service.durable(end_offset)
 
     def put_blocking(self, message: Message) -> PutResult:
         """`put` for callers on plain threads."""
