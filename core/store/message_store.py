@@ -313,7 +313,6 @@ class MessageStore:
             return True
         return await self.flush_service.durable(end_offset)
 
-
     def put_blocking(self, message: Message) -> PutResult:
         """`put` for callers on plain threads."""
         result = self.appender.append(message)
