@@ -45,6 +45,10 @@ STORE_KEY_HELP = {
         "ASYNC_FLUSH: flush also as soon as this many bytes of the log are not yet on disk, which bounds what a power"
         " cut can take under load (0: only every flush_interval_ms)"
     ),
+    "sync_warm_bytes": (
+        "SYNC_FLUSH: how much of the commit log past the write position is kept written with zeros and on disk, so"
+        " that a flush does not wait for the file system to allocate blocks (RocketMQ warmMapedFileEnable; 0: off)"
+    ),
     "sync_flush_timeout_ms": (
         "SYNC_FLUSH: how long a write waits for the disk before FLUSH_DISK_TIMEOUT (RocketMQ syncFlushTimeout)"
     ),

@@ -86,7 +86,7 @@ DEFAULT_LOG_LEVEL = "INFO"
 DEFAULT_ORIGIN = "default"
 
 # [store] keys that hold byte counts and so also take size strings.
-SIZE_KEYS = frozenset({"segment_size", "max_message_size", "write_ring_size", "flush_after_bytes"})
+SIZE_KEYS = frozenset({"segment_size", "max_message_size", "write_ring_size", "flush_after_bytes", "sync_warm_bytes"})
 # StoreConfig fields that are not settable: the store directory is always DATA_DIR/store.
 DERIVED_STORE_FIELDS = {"store_dir": "it is always DATA_DIR/store; choose the data directory with --data-dir"}
 

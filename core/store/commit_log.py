@@ -59,6 +59,11 @@ DispatchRequest = tuple[str, int, int, int, int, int, int, "str | None", "str | 
 # that do not depend on where it lands; the message's other fields (born host, flags, times) are read here.
 Record = tuple[Message, str, int, bytes, bytes, tuple[str, ...], int, "str | None", "str | None"]
 
+# What `warm` writes at a time: zeros, then an fdatasync of them. Larger steps mean fewer journal commits of its own
+# beside the flushes' (4 KiB records under SYNC_FLUSH log about 300 MB/s).
+WARM_CHUNK = 4 * 1024 * 1024
+_ZEROS = memoryview(bytes(WARM_CHUNK))
+
 
 def _request_end(request: DispatchRequest) -> int:
     """Where a dispatch request's record ends in the log."""
@@ -89,6 +94,8 @@ class CommitLog:
         # Reads are served from the ring for records from `_ring_start` on (what was appended since the ring was
         # made ready) that it still holds (`_read_from_ring`); `ring_writes` counts writes into it, twice each.
         self._ring_start = 2**63
+        # How far `warm` has written zeros (it never writes below the committed position).
+        self._warmed_pos = 0
         self.ring_writes = 0
         # Segments closed by a filler record: base -> the end of the filler (bytes after it are never written).
         self._filled: dict[int, int] = {}
@@ -363,6 +370,40 @@ class CommitLog:
                 self.committed_pos = pos
             ring.set_committed(pos)
             return pos
+
+    def warm(self, ahead: int) -> bool:
+        """Write zeros over the next WARM_CHUNK of the current segment past the committed position (never below:
+        those bytes are records), then fdatasync it, so that the blocks a later flush writes records into are already
+        allocated on disk. True if it wrote (call again); False once `ahead` bytes past the write position are
+        warm, or the segment that comes next is not made yet. Raises OSError (a full disk: the log is still written,
+        only slower to flush)."""
+        with self._commit_lock:  # no commit writes records meanwhile, so zeros cannot land over them
+            start = max(self._warmed_pos, self.committed_pos)
+            if start >= self.write_pos + ahead:
+                return False
+            mapped = self.files.find(start)
+            if mapped is None or mapped.closed:
+                return False
+            stop = min(start + WARM_CHUNK, mapped.end)
+            fd = mapped.write_fd()
+            os.pwrite(fd, _ZEROS[: stop - start], start - mapped.base)
+            self._warmed_pos = stop
+        os.fdatasync(fd)
+        return True
+
+    @property
+    def warm_ahead(self) -> int:
+        """How many bytes past the write position `warm` has written (read without the lock: a hint)."""
+        return max(self._warmed_pos, self.committed_pos) - self.write_pos
+
+    def warm_up(self, ahead: int) -> None:
+        """`warm` `ahead` bytes now, making the segment at the write position first if there is none yet: at open,
+        before any append, so that the first flushes find the log warm too."""
+        with self.lock:
+            if self._current is None:
+                self._roll(self.write_pos, 0)
+        while self.warm(ahead):
+            pass
 
     def flush(self, commit: bool = True) -> int:
         """Commit (unless told not to: the dispatcher commits every round), then fdatasync every segment holding

@@ -55,6 +55,10 @@ class StoreConfig:
     # interval alone leaves 50 MB unflushed.
     flush_after_bytes: int = 4 * MiB
     sync_flush_timeout_ms: int = 5000
+    # SYNC_FLUSH keeps this much of the log past the write position written with zeros and on disk (0: off), as
+    # RocketMQ's warmMapedFileEnable warms a segment: a group's fdatasync into blocks the file system has not yet
+    # allocated also commits their allocation to its journal, which took 16 KiB groups from about 140 to 220 us.
+    sync_warm_bytes: int = 8 * MiB
     # Consume queues and index files are flushed (and the checkpoint written) this often:
     # RocketMQ's flushIntervalConsumeQueue is 1 s.
     logic_flush_interval_ms: int = 1000
@@ -94,6 +98,8 @@ class StoreConfig:
             )
         if self.flush_after_bytes < 0:
             raise ValueError(f"flush_after_bytes {self.flush_after_bytes}: must be 0 (off) or more")
+        if self.sync_warm_bytes < 0:
+            raise ValueError(f"sync_warm_bytes {self.sync_warm_bytes}: must be 0 (off) or more")
         if self.write_ring_size < self.max_message_size + 4096 + WRITE_RING_SLACK:
             raise ValueError(
                 f"write_ring_size {self.write_ring_size} cannot hold a record of max_message_size"

@@ -44,7 +44,7 @@ from core.store.errors import (
     StoreError,
     StoreLockedError,
 )
-from core.store.flush_service import FlushService, FlushTimes, FlushWaiters
+from core.store.flush_service import FlushService, FlushTimes, FlushWaiters, SegmentWarmer
 from core.store.index_process import IndexProcess, IndexProcessError, wait_for_orphan
 from core.store.index_service import IndexService
 from core.store.mapped_file import fsync_dir
@@ -85,6 +85,11 @@ class MessageStore:
         self.waiters = FlushWaiters(config.sync_flush_timeout_ms / 1000)
         self.flush_service = FlushService(
             self.commit_log, config.flush_mode, config.flush_interval_ms, self.waiters, on_error=self._flush_failed
+        )
+        self.warmer = (
+            SegmentWarmer(self.commit_log, config.sync_warm_bytes, self.flush_service)
+            if config.flush_mode is FlushMode.SYNC_FLUSH and config.sync_warm_bytes > 0
+            else None
         )
         self.retention = RetentionService(config, self.commit_log, self.queues, self.index, self._set_refusal)
         self.checkpoint_file = CheckpointFile(config.store_dir / "checkpoint")
@@ -147,6 +152,12 @@ class MessageStore:
             self.dispatcher.listeners.append(self._flush_when_due)
         self.dispatcher.start()
         self.flush_service.start()
+        if self.warmer is not None:
+            try:
+                self.commit_log.warm_up(config.sync_warm_bytes)
+            except (OSError, StoreError) as exc:
+                log.warning("commit log: writing zeros ahead of the log failed at open (%s)", exc)
+            self.warmer.start()
         self.checkpointer.start()
         self.retention.check_disk()
         self.retention.start()
@@ -194,6 +205,8 @@ class MessageStore:
         self._refresh_refusal()
         self.retention.stop()
         self.checkpointer.stop()
+        if self.warmer is not None:
+            self.warmer.stop()
         self.flush_service.stop()
         self.dispatcher.stop()
         for queue in self.queues.all():
