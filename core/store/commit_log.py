@@ -62,7 +62,8 @@ Record = tuple[Message, str, int, bytes, bytes, tuple[str, ...], int, "str | Non
 # What `warm` writes at a time: zeros, then an fdatasync of them. Larger steps mean fewer journal commits of its own
 # beside the flushes' (4 KiB records under SYNC_FLUSH log about 300 MB/s).
 WARM_CHUNK = 4 * 1024 * 1024
-_ZEROS = memoryview(bytes(WARM_CHUNK))
+WARM_PIECE = 256 * 1024
+_ZEROS = memoryview(bytes(WARM_PIECE))
 
 
 def _request_end(request: DispatchRequest) -> int:
@@ -373,23 +374,39 @@ class CommitLog:
 
     def warm(self, ahead: int) -> bool:
         """Write zeros over the next WARM_CHUNK of the current segment past the committed position (never below:
-        those bytes are records), then fdatasync it, so that the blocks a later flush writes records into are already
-        allocated on disk. True if it wrote (call again); False once `ahead` bytes past the write position are
-        warm, or the segment that comes next is not made yet. Raises OSError (a full disk: the log is still written,
-        only slower to flush)."""
-        with self._commit_lock:  # no commit writes records meanwhile, so zeros cannot land over them
-            start = max(self._warmed_pos, self.committed_pos)
-            if start >= self.write_pos + ahead:
-                return False
-            mapped = self.files.find(start)
-            if mapped is None or mapped.closed:
-                return False
-            stop = min(start + WARM_CHUNK, mapped.end)
-            fd = mapped.write_fd()
-            os.pwrite(fd, _ZEROS[: stop - start], start - mapped.base)
-            self._warmed_pos = stop
+        those bytes are records), then fdatasync them, so that the blocks a later flush writes records into are
+        already allocated on disk. The zeros go in WARM_PIECE at a time, each under the commit lock (no commit writes
+        records meanwhile, so zeros cannot land over them), so that a commit waits for one piece at most. True if it
+        wrote (call again); False once `ahead` bytes past the write position are warm, or the segment that comes
+        next is not made yet. Raises OSError (a full disk: the log is still written, only slower to flush)."""
+        fd = -1
+        for _ in range(WARM_CHUNK // WARM_PIECE):
+            written = self._warm_piece(ahead, fd)
+            if written < 0:
+                break
+            fd = written
+        if fd < 0:
+            return False
         os.fdatasync(fd)
         return True
+
+    def _warm_piece(self, ahead: int, fd: int) -> int:
+        """One WARM_PIECE of `warm`'s zeros; the descriptor written to, or -1 if there is nothing to warm or the next
+        piece is in another segment than `fd`'s (synced first)."""
+        with self._commit_lock:
+            start = max(self._warmed_pos, self.committed_pos)
+            if start >= self.write_pos + ahead:
+                return -1
+            mapped = self.files.find(start)
+            if mapped is None or mapped.closed:
+                return -1
+            target = mapped.write_fd()
+            if fd >= 0 and target != fd:
+                return -1
+            stop = min(start + WARM_PIECE, mapped.end)
+            os.pwrite(target, _ZEROS[: stop - start], start - mapped.base)
+            self._warmed_pos = stop
+            return target
 
     @property
     def warm_ahead(self) -> int:
