@@ -136,3 +136,28 @@ def decode_properties_text(text: str) -> dict[str, str]:
             properties[text[start:cut]] = text[cut + 1 : end]
         start = end + 1
     return properties
+
+
+def index_keys(text: str) -> tuple[str | None, str | None]:
+    """The KEYS and UNIQ_KEY values of a properties blob already decoded from UTF-8, as decode_properties_text gives
+    them (the last item of a name wins; an item without its separator is a ValueError), without slicing out the
+    other items: the index process reads these two of every record, and nothing else."""
+    keys: str | None = None
+    unique_id: str | None = None
+    start = 0
+    length = len(text)
+    while start < length:
+        end = text.find(PROPERTY_SEPARATOR, start)
+        if end < 0:
+            end = length
+        if end > start:
+            cut = text.find(NAME_VALUE_SEPARATOR, start, end)
+            if cut < 0:
+                raise ValueError(f"property item {text[start:end][:40]!r} has no name/value separator")
+            name_length = cut - start
+            if name_length == len(PROPERTY_KEYS) and text.startswith(PROPERTY_KEYS, start):
+                keys = text[cut + 1 : end]
+            elif name_length == len(PROPERTY_UNIQ_KEY) and text.startswith(PROPERTY_UNIQ_KEY, start):
+                unique_id = text[cut + 1 : end]
+        start = end + 1
+    return keys, unique_id

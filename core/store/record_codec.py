@@ -45,7 +45,7 @@ from typing import Any, Final
 
 from core.store.checksum import crc32
 from core.store.message import decode_host
-from core.store.property_codec import decode_properties_text
+from core.store.property_codec import decode_properties_text, index_keys
 from core.store.stored_message import StoredMessage
 
 # What the decoder reads from: a segment's mapping, or bytes in tests.
@@ -57,6 +57,10 @@ PREFIX: Final = struct.Struct(">iII")  # total_size, magic, record_crc
 REST: Final = struct.Struct(">Iiiqqiq16siq16siiqi")  # body_crc .. body_length
 HEADER_SIZE: Final = PREFIX.size + REST.size
 assert HEADER_SIZE == 116
+# The struct methods called for every record, bound once: Final, the compiled module holds each in a C static and
+# calls it directly, where `REST.pack(...)` looks up the method on every call.
+_pack_prefix: Final = PREFIX.pack
+_pack_rest: Final = REST.pack
 U16: Final = struct.Struct(">H")
 SIZE_MAGIC: Final = struct.Struct(">iI")
 INT64: Final = struct.Struct(">q")
@@ -104,7 +108,7 @@ def encode_header(
 ) -> bytes:
     """The 116-byte header of a record; the record is header + body + tail. Writers copy the three parts into
     place one after the other, so a large body is copied once."""
-    rest = REST.pack(
+    rest = _pack_rest(
         body_crc,
         queue_id,
         flag,
@@ -121,7 +125,7 @@ def encode_header(
         prepared_transaction_offset,
         len(body),
     )
-    return PREFIX.pack(HEADER_SIZE + len(body) + len(tail), RECORD_MAGIC, crc32(tail, crc32(rest))) + rest
+    return _pack_prefix(HEADER_SIZE + len(body) + len(tail), RECORD_MAGIC, crc32(tail, crc32(rest))) + rest
 
 
 def append_record(
@@ -144,7 +148,7 @@ def append_record(
 ) -> None:
     """Append the whole record (header, body, tail) to `out`: `encode_header`'s layout, for writers that lay out
     several records before one copy into place."""
-    rest = REST.pack(
+    rest = _pack_rest(
         crc32(body),
         queue_id,
         flag,
@@ -161,7 +165,7 @@ def append_record(
         prepared_transaction_offset,
         len(body),
     )
-    out += PREFIX.pack(HEADER_SIZE + len(body) + len(tail), RECORD_MAGIC, crc32(tail, crc32(rest)))
+    out += _pack_prefix(HEADER_SIZE + len(body) + len(tail), RECORD_MAGIC, crc32(tail, crc32(rest)))
     out += rest
     out += body
     out += tail
@@ -185,6 +189,11 @@ def record_size_at(buffer: Buffer, pos: int) -> tuple[int, int]:
 # holds few of those pairs, and the decoder keeps the (host, port) each decodes to (_kept_address).
 HEADER: Final = struct.Struct(">iIIIiiqqiq20sq20siqi")
 assert HEADER.size == HEADER_SIZE
+_unpack_header: Final = HEADER.unpack_from
+# What indexing reads of a header (decode_keyed_fields): total_size, magic, record_crc, store_timestamp, body_length.
+KEYED_HEADER: Final = struct.Struct(">iII60xq32xi")
+assert KEYED_HEADER.size == HEADER_SIZE
+_unpack_keyed_header: Final = KEYED_HEADER.unpack_from
 
 
 def _checked(
@@ -198,18 +207,33 @@ def _checked(
     """
     if pos + MIN_RECORD_SIZE > limit:
         raise RecordFormatError("too few bytes left for a record")
-    fields = HEADER.unpack_from(view, pos)
-    # Typed, so that the compiled module does its arithmetic and comparisons on C integers, not on objects.
-    total: int = fields[0]
-    magic: int = fields[1]
-    record_crc: int = fields[2]
-    body_crc: int = fields[3]
+    fields = _unpack_header(view, pos)
+    topic_pos, props_pos, end = _check(
+        view, pos, limit, fields[0], fields[1], fields[2], fields[3], fields[15], check_body, check_crcs
+    )
+    return fields, topic_pos, props_pos, end
+
+
+def _check(
+    view: memoryview,
+    pos: int,
+    limit: int,
+    total: int,
+    magic: int,
+    record_crc: int,
+    body_crc: int,
+    body_length: int,
+    check_body: bool,
+    check_crcs: bool,
+) -> tuple[int, int, int]:
+    """_checked's checks, on the header fields its caller unpacked (the arguments are typed, so that the compiled
+    module does its arithmetic and comparisons on C integers, not on objects); (topic position, properties
+    position, end)."""
     if magic != RECORD_MAGIC:
         raise RecordFormatError(f"bad magic 0x{magic & 0xFFFFFFFF:08x}")
     end = pos + total
     if total < MIN_RECORD_SIZE or end > limit:
         raise RecordFormatError(f"total size {total} out of range")
-    body_length: int = fields[15]
     topic_pos = pos + HEADER_SIZE + body_length
     if body_length < 0 or topic_pos + 2 > end:
         raise RecordFormatError(f"body length {body_length} out of range")
@@ -222,7 +246,7 @@ def _checked(
         raise RecordFormatError("lengths do not add up to the total size")
     if check_body and check_crcs and crc32(view[pos + HEADER_SIZE : topic_pos]) != body_crc:
         raise RecordFormatError("body CRC mismatch")
-    return fields, topic_pos, props_pos, end
+    return topic_pos, props_pos, end
 
 
 def _view(buffer: Buffer) -> memoryview:
@@ -268,13 +292,23 @@ def _kept_address(raw: bytes) -> tuple[str, int]:
     return address
 
 
-def decode_keyed_fields(buffer: Buffer, pos: int, limit: int) -> tuple[int, int, str, dict[str, str]]:
-    """(total size, store timestamp, topic, properties) of the record at `pos`: what indexing it needs, without
-    copying or checking the body (the record CRC covers the rest). Raises RecordFormatError."""
+def decode_keyed_fields(buffer: Buffer, pos: int, limit: int) -> tuple[int, int, str, str | None, str | None]:
+    """(total size, store timestamp, topic, keys, unique id) of the record at `pos`: what indexing it needs, without
+    copying or checking the body (the record CRC covers the rest), and of the header and properties only what it
+    uses (the index process reads every record this way). Raises RecordFormatError."""
     view = _view(buffer)
-    fields, topic_pos, props_pos, end = _checked(view, pos, limit, check_body=False)
-    topic, properties = _topic_and_properties(view, topic_pos, props_pos, end)
-    return fields[0], fields[11], topic, properties
+    if pos + MIN_RECORD_SIZE > limit:
+        raise RecordFormatError("too few bytes left for a record")
+    total, magic, record_crc, store_timestamp, body_length = _unpack_keyed_header(view, pos)
+    topic_pos, props_pos, end = _check(view, pos, limit, total, magic, record_crc, 0, body_length, False, True)
+    try:
+        topic = _kept_topic(view[topic_pos + 2 : props_pos].tobytes())
+        if end == props_pos + 2:
+            return total, store_timestamp, topic, None, None
+        keys, unique_id = index_keys(view[props_pos + 2 : end].tobytes().decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RecordFormatError(f"undecodable topic or properties: {exc}") from None
+    return total, store_timestamp, topic, keys, unique_id
 
 
 def _topic_and_properties(view: memoryview, topic_pos: int, props_pos: int, end: int) -> tuple[str, dict[str, str]]:

@@ -10,6 +10,7 @@ from core.store.record_codec import (
     HEADER_SIZE,
     RecordFormatError,
     check_record,
+    decode_keyed_fields,
     decode_record,
     encode_blank,
     encode_record,
@@ -278,3 +279,69 @@ def _with_record_crc(record: bytearray) -> bytes:
     body_length = int.from_bytes(record[112:116], "big")
     record[8:12] = crc32(record[HEADER_SIZE + body_length :], crc32(record[12:HEADER_SIZE])).to_bytes(4, "big")
     return bytes(record)
+
+
+@settings(max_examples=200)
+@given(
+    body=st.binary(max_size=300),
+    topic=topics,
+    props=properties,
+    keys=st.one_of(st.none(), prop_text),
+    unique_id=st.one_of(st.none(), prop_text),
+    stamp=int64,
+)
+def test_the_keyed_fields_are_what_the_whole_decode_gives(body, topic, props, keys, unique_id, stamp):
+    # What the index process reads of a record (its size, store time, topic, KEYS and UNIQ_KEY), against the full
+    # decoder as the reference.
+    props = dict(props)
+    if keys is not None:
+        props["KEYS"] = keys
+    if unique_id is not None:
+        props["UNIQ_KEY"] = unique_id
+    record = build(body, topic, props, store_timestamp=stamp)
+    whole = decode_record(record, 0, len(record))
+    view = memoryview(b"\0" * 7 + record + b"\0" * 9)
+    assert decode_keyed_fields(view, 7, 7 + len(record)) == (
+        whole.store_size,
+        whole.store_timestamp,
+        whole.topic,
+        whole.properties.get("KEYS"),
+        whole.properties.get("UNIQ_KEY"),
+    )
+
+
+@settings(max_examples=200)
+@given(body=st.binary(min_size=1, max_size=300), data=st.data())
+def test_the_keyed_fields_refuse_every_changed_byte_but_the_bodys(body, data):
+    # The body is not the index's to read: its CRC is left to the body's readers. Every other byte is covered.
+    record = bytearray(build(body, "topic", {"TAGS": "a", "KEYS": "k1 k2", "UNIQ_KEY": "u"}))
+    position = data.draw(st.integers(0, len(record) - 1))
+    record[position] ^= data.draw(st.integers(1, 255))
+    if HEADER_SIZE <= position < HEADER_SIZE + len(body):
+        assert decode_keyed_fields(bytes(record), 0, len(record))[3] == "k1 k2"
+    else:
+        with pytest.raises(RecordFormatError):
+            decode_keyed_fields(bytes(record), 0, len(record))
+
+
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(["KEYS", "UNIQ_KEY", "KEY", "UNIQ_KEYS", "XKEYS"]), st.text(alphabet="ab\x01\x02é")),
+        max_size=8,
+    ).map(lambda parts: "".join(parts))
+)
+def test_index_keys_read_any_blob_as_the_plain_loop_does(text):
+    # KEYS and UNIQ_KEY as the plain loop's dictionary has them (the last of a name wins), and the same refusals.
+    from core.store.property_codec import index_keys
+
+    def plain(blob):
+        properties = plain_decode_properties(blob.encode())
+        return properties.get("KEYS"), properties.get("UNIQ_KEY")
+
+    outcomes = []
+    for read in (index_keys, plain):
+        try:
+            outcomes.append(("ok", read(text)))
+        except ValueError as exc:
+            outcomes.append(("error", str(exc)))
+    assert outcomes[0] == outcomes[1]
