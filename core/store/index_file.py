@@ -144,10 +144,6 @@ class IndexFile:
         mapped = MappedFile(path, 0, size, sparse=True)
         header = (0, 0, 0, 0, slot_count, 1)
         _HEADER.pack_into(mapped.mm, 0, *header)
-        # The slots are read and written at random, most of them within the file's first hundred thousand entries:
-        # their pages faulted in at once here (20 MB at the default size, about 10 ms) cost a third of what the
-        # same pages cost faulted in one by one while messages are indexed (bench/RESULTS.md, tenth step).
-        mapped.populate(HEADER_SIZE + SLOT_SIZE * slot_count)
         index_file = cls(mapped, header)
         index_file._flushed_count = 0  # the header is not on disk yet
         return index_file

@@ -28,9 +28,6 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 FILE_NAME_DIGITS = 20
-# madvise(MADV_POPULATE_WRITE), Linux 5.14: the mapping's pages made present and writable in one call (Python 3.11's
-# mmap module does not name it).
-MADV_POPULATE_WRITE = 23
 TEMP_SUFFIX = ".tmp"
 
 
@@ -103,18 +100,6 @@ class MappedFile:
             os.fdatasync(fd)
         finally:
             os.close(fd)
-
-    def populate(self, length: int) -> bool:
-        """Fault in the first `length` bytes of the mapping, writable, now (page-aligned up), rather than a page at a
-        time at first touch: on a sparse file each first touch is two faults (a read maps a page of zeros, the
-        write that follows asks the file system for the block), in the writer's time. False, and nothing done, if
-        the kernel cannot (before Linux 5.14), or if a page's block cannot be had (a full disk: the writes will
-        meet it)."""
-        try:
-            self.mm.madvise(MADV_POPULATE_WRITE, 0, min(self.size, -(-length // mmap.PAGESIZE) * mmap.PAGESIZE))
-        except OSError:
-            return False
-        return True
 
     def write_fd(self) -> int:
         """A descriptor of the file kept open for writing with pwrite (the commit log's segments, a few at a time);
