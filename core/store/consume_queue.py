@@ -22,13 +22,18 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 from core.store.mapped_file import MappedFile, MappedFileQueue
 
-ENTRY = struct.Struct(">qiq")
-ENTRY_SIZE = ENTRY.size
-assert ENTRY_SIZE == 20
-_SIZE_FIELD = struct.Struct(">i")
+ENTRY: Final = struct.Struct(">qiq")
+ENTRY_SIZE: Final = 20
+assert ENTRY.size == ENTRY_SIZE
+_SIZE_FIELD: Final = struct.Struct(">i")
+# Bound once: Final, the compiled module calls these directly, where `ENTRY.pack_into(...)` looks the method up on
+# every call (the dispatcher writes an entry for every record, and readers read one per message).
+_write_entry: Final = ENTRY.pack_into
+_read_entry: Final = ENTRY.unpack_from
 
 
 class ConsumeQueue:
@@ -52,7 +57,7 @@ class ConsumeQueue:
         if mapped is None or not mapped.base <= pos < mapped.end or mapped.closed:
             mapped = self.files.find(pos) or self._file_for(pos)
             self._last = mapped
-        ENTRY.pack_into(mapped.mm, pos - mapped.base, commit_log_offset, size, tags_code)
+        _write_entry(mapped.mm, pos - mapped.base, commit_log_offset, size, tags_code)
         if queue_offset >= self.max_offset:
             self.max_physical_end = commit_log_offset + size
             self.max_offset = queue_offset + 1
@@ -91,7 +96,7 @@ class ConsumeQueue:
         if mapped is None:
             return None
         try:
-            return ENTRY.unpack_from(mapped.mm, pos - mapped.base)
+            return _read_entry(mapped.mm, pos - mapped.base)
         except ValueError:  # the file was deleted by retention under us
             return None
 
@@ -203,7 +208,7 @@ class ConsumeQueue:
         pos = queue_offset * ENTRY_SIZE
         mapped = self.files.find(pos)
         assert mapped is not None
-        return ENTRY.unpack_from(mapped.mm, pos - mapped.base)
+        return _read_entry(mapped.mm, pos - mapped.base)
 
     def close(self) -> None:
         self.files.close()

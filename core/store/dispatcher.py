@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from core.store.commit_log import CommitLog, DispatchRequest
 from core.store.consume_queue import ConsumeQueue
@@ -48,7 +48,7 @@ class Dispatcher(ServiceThread):
         self._progress = threading.Condition()
         self._backlog: list[DispatchRequest] = []
 
-    def dispatch(self, requests: Iterable[DispatchRequest]) -> set[tuple[str, int]]:
+    def dispatch(self, requests: list[DispatchRequest]) -> set[tuple[str, int]]:
         """Write consume-queue and index entries; return the (topic, queue) pairs that got messages."""
         # The queues of this batch, by (topic, queue id): requests alternate between a few queues (a record's own
         # and its light queues), and a dictionary of this batch's is cheaper than the table's lookup each time.
