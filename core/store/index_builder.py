@@ -61,7 +61,11 @@ class LogReader:
             self.view.release()
             self.view = None
         if self._mm is not None:
-            self._mm.close()
+            try:
+                self._mm.close()
+            except BufferError:
+                # A slice of the view is still referenced somewhere; the mapping goes with the last reference.
+                log.debug("%s: segment mapping still referenced at close", self.directory)
             self._mm = None
         self.base = -1
 
