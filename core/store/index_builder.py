@@ -9,7 +9,7 @@ import logging
 import mmap
 import os
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from core.store.errors import StoreError
 from core.store.index_service import IndexService
@@ -17,9 +17,6 @@ from core.store.mapped_file import file_name
 from core.store.record_codec import BLANK_MAGIC, MIN_RECORD_SIZE, SIZE_MAGIC, RecordFormatError, decode_keyed_fields
 
 log = logging.getLogger(__name__)
-
-_SIZE_MAGIC_SIZE: Final = 8
-assert SIZE_MAGIC.size == _SIZE_MAGIC_SIZE
 
 
 class LogReader:
@@ -124,7 +121,7 @@ class IndexBuilder:
         closes one (or the few bytes too short for a record at its end), else past a corrupt record that recovery
         left in place in the middle of the log (its readers skip it too)."""
         segment_size = self.segment_size
-        if local + _SIZE_MAGIC_SIZE > segment_size:
+        if local + SIZE_MAGIC.size > segment_size:
             return base + segment_size
         total, magic = SIZE_MAGIC.unpack_from(view, local)
         if magic == BLANK_MAGIC:

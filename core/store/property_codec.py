@@ -138,14 +138,3 @@ def decode_properties_text(text: str, only: frozenset[str] | None = None) -> dic
                 properties[name] = text[cut + 1 : end]
         start = end + 1
     return properties
-
-
-# What the index process reads of every record's properties (index_keys).
-_INDEX_NAMES: Final = frozenset((PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
-
-
-def index_keys(text: str) -> tuple[str | None, str | None]:
-    """The KEYS and UNIQ_KEY values of a properties blob already decoded from UTF-8 (decode_properties_text's
-    reading, the others' values not sliced out): what the index process reads of every record."""
-    properties = decode_properties_text(text, _INDEX_NAMES)
-    return properties.get(PROPERTY_KEYS), properties.get(PROPERTY_UNIQ_KEY)

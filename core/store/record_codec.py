@@ -45,7 +45,7 @@ from typing import Any, Final
 
 from core.store.checksum import crc32
 from core.store.message import decode_host
-from core.store.property_codec import decode_properties_text, index_keys
+from core.store.property_codec import PROPERTY_KEYS, PROPERTY_UNIQ_KEY, decode_properties_text
 from core.store.stored_message import StoredMessage
 
 # What the decoder reads from: a segment's mapping, or bytes in tests.
@@ -292,6 +292,10 @@ def _kept_address(raw: bytes) -> tuple[str, int]:
     return address
 
 
+# The properties indexing reads (decode_keyed_fields): the others' values are not sliced out.
+_INDEX_NAMES: Final = frozenset((PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
+
+
 def decode_keyed_fields(buffer: Buffer, pos: int, limit: int) -> tuple[int, int, str, str | None, str | None]:
     """(total size, store timestamp, topic, keys, unique id) of the record at `pos`: what indexing it needs, without
     copying or checking the body (the record CRC covers the rest), and of the header and properties only what it
@@ -301,22 +305,19 @@ def decode_keyed_fields(buffer: Buffer, pos: int, limit: int) -> tuple[int, int,
         raise RecordFormatError("too few bytes left for a record")
     total, magic, record_crc, store_timestamp, body_length = _unpack_keyed_header(view, pos)
     topic_pos, props_pos, end = _check(view, pos, limit, total, magic, record_crc, 0, body_length, False, True)
-    try:
-        topic = _kept_topic(view[topic_pos + 2 : props_pos].tobytes())
-        if end == props_pos + 2:
-            return total, store_timestamp, topic, None, None
-        keys, unique_id = index_keys(view[props_pos + 2 : end].tobytes().decode())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RecordFormatError(f"undecodable topic or properties: {exc}") from None
-    return total, store_timestamp, topic, keys, unique_id
+    topic, properties = _topic_and_properties(view, topic_pos, props_pos, end, _INDEX_NAMES)
+    return total, store_timestamp, topic, properties.get(PROPERTY_KEYS), properties.get(PROPERTY_UNIQ_KEY)
 
 
-def _topic_and_properties(view: memoryview, topic_pos: int, props_pos: int, end: int) -> tuple[str, dict[str, str]]:
+def _topic_and_properties(
+    view: memoryview, topic_pos: int, props_pos: int, end: int, only: frozenset[str] | None = None
+) -> tuple[str, dict[str, str]]:
+    """The record's topic and its properties (with `only`, those of these names)."""
     try:
         topic = _kept_topic(view[topic_pos + 2 : props_pos].tobytes())
         if end == props_pos + 2:
             return topic, {}
-        return topic, decode_properties_text(view[props_pos + 2 : end].tobytes().decode())
+        return topic, decode_properties_text(view[props_pos + 2 : end].tobytes().decode(), only)
     except (UnicodeDecodeError, ValueError) as exc:
         raise RecordFormatError(f"undecodable topic or properties: {exc}") from None
 
