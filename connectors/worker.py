@@ -15,7 +15,6 @@ its status; a task that fails is FAILED alone, until `restart`.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import traceback
 from collections.abc import Mapping
@@ -23,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from connectors import api
+from connectors.config_file import CONFIG_FILE_SUFFIXES, read_config_file, render_value
 from connectors.config_table import ConfigTable, StoredConfig
 from connectors.errors import AlreadyExists, InvalidConfig, NotFound
 from connectors.plugins import PluginRegistry
@@ -37,8 +35,6 @@ from connectors.validation import validate_config
 from core import Broker, MessageQueue
 
 log = logging.getLogger(__name__)
-
-CONFIG_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 @dataclass(slots=True, frozen=True)
@@ -90,30 +86,6 @@ class _Connector:
     runners: list[TaskRunner] = field(default_factory=list)
 
 
-def render_value(value: Any) -> str:
-    """A parsed config value as the string a config holds."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return ",".join(str(item) for item in value)
-    if value is None:
-        return ""
-    return str(value)
-
-
-def read_config_file(path: Path) -> dict[str, str]:
-    """A connector config file: one flat object of strings (numbers and booleans are turned into strings)."""
-    text = path.read_text(encoding="utf-8")
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise ValueError("expected an object of config keys")
-    if isinstance(data.get("config"), dict):  # the REST API's {"name": ..., "config": {...}} shape
-        data = {"name": data.get("name", path.stem), **data["config"]}
-    config = {str(key): render_value(value) for key, value in data.items()}
-    config.setdefault("name", path.stem)
-    return config
-
-
 class Worker:
     def __init__(
         self,
@@ -147,7 +119,7 @@ class Worker:
                 continue
             try:
                 config = read_config_file(path)
-            except (OSError, ValueError, yaml.YAMLError) as exc:
+            except (OSError, ValueError) as exc:
                 log.error("connector file %s left out: %s", path, exc)
                 continue
             name = config["name"]

@@ -194,7 +194,7 @@ class Broker:
     def topic_config(self, topic: str) -> TopicConfig:
         config = self.topics.get(topic)
         if config is None:
-            raise TopicNotFoundError(f"topic {topic!r} does not exist")
+            raise TopicNotFoundError(f"topic {topic!r} does not exist", topic)
         return config
 
     def has_topic(self, topic: str) -> bool:

@@ -299,9 +299,10 @@ class DeadLetters:
                 outcomes[number] = _failed(
                     record, original, "it has no unique id (UNIQ_KEY): a resend could not be told from a repeat"
                 )
-            elif self._resent(record, group, original):
+            elif (resent_to := self._resent_to(record, group, original)) is not None:
+                # The topic the earlier resend stored its copy in, as the RESENT outcome named it then.
                 outcomes[number] = ResendOutcome(
-                    record.offset_msg_id, record.unique_id, ResendStatus.ALREADY_RESENT, original
+                    record.offset_msg_id, record.unique_id, ResendStatus.ALREADY_RESENT, resent_to
                 )
             elif not self._broker.has_topic(original):
                 outcomes[number] = _failed(
@@ -338,10 +339,17 @@ class DeadLetters:
         return ResendSummary([outcomes[number] for number in range(len(records))], stopped)
 
     def _resent(self, record: StoredMessage, group: str, original: str) -> bool:
-        """Whether a copy of the dead letter was resent: to the group's retry topic (or, by an earlier mqgate, to
-        its original topic)."""
+        """Whether a copy of the dead letter was resent."""
+        return self._resent_to(record, group, original) is not None
+
+    def _resent_to(self, record: StoredMessage, group: str, original: str) -> str | None:
+        """The topic a copy of the dead letter was resent to: the group's retry topic (or, by an earlier mqgate,
+        its original topic); None when it was not resent."""
         store = self._broker.store
-        return already_moved(store, record, retry_topic(group)) or already_moved(store, record, original)
+        for topic in (retry_topic(group), original):
+            if already_moved(store, record, topic):
+                return topic
+        return None
 
     def _fresh_copy(self, record: StoredMessage, group: str, original: str) -> Message:
         """The copy resent for `group` alone: in its retry topic (which only its members consume, at once: no delay

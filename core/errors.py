@@ -65,7 +65,12 @@ BrokerError = CoreError
 
 
 class TopicNotFoundError(CoreError, LookupError):
-    """The topic does not exist and may not be created on the fly."""
+    """The topic does not exist and may not be created on the fly; `topic` names it, for a front door that knows
+    how its users name topics (an MQTT topic maps to a core topic of another name)."""
+
+    def __init__(self, message: str, topic: str | None = None) -> None:
+        super().__init__(message)
+        self.topic = topic
 
 
 class TopicConfigError(CoreError, ValueError):

@@ -220,7 +220,7 @@ class MessageQueries:
 
     def _check_topic(self, topic: str) -> None:
         if not self._broker.has_topic(topic):
-            raise TopicNotFoundError(f"topic {topic!r} does not exist on this broker; check its name (mqgate topics)")
+            raise TopicNotFoundError(f"topic {topic!r} does not exist on this broker; check its name", topic)
 
     def _records_of(self, topic: str, unique_id: str, group: str | None, parked: bool) -> list[StoredMessage]:
         """Raw records with `unique_id`: those of `topic`, and with `group` its copies in the group's retry and

@@ -253,7 +253,8 @@ class TopicConfigManager:
         if not self.auto_create:
             raise TopicNotFoundError(
                 f"topic {topic!r} does not exist and autoCreateTopicEnable is off; create it with the admin API "
-                "(updateTopic / TopicConfigManager.create_or_update) or turn autoCreateTopicEnable on"
+                "(updateTopic / TopicConfigManager.create_or_update) or turn autoCreateTopicEnable on",
+                topic,
             )
         # Built outside the lock: an illegal name fails here without making others wait.
         config, created = self._table.add_if_absent(

@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from mqgate.admin_message_cli import add_message_parser
-from mqgate.command_output import choose, emit, quote, table, time_arg
+from mqgate.command_output import choose, committed_offset_cell, emit, quote, table, time_arg
 from mqgate.connect_cli import EXIT_USAGE, CliError, RestClient, add_server_options
 from mqgate.terminal_output import progress_bar
 
@@ -282,7 +282,14 @@ def _group_reset(client: RestClient, args: argparse.Namespace) -> int:
 def _consumer_progress(client: RestClient, args: argparse.Namespace) -> int:
     def render(answer: dict[str, Any]) -> None:
         rows = [
-            [q["topic"], q["queue_id"], q["broker_offset"], q["consumer_offset"], q["lag"], q["last_consume"]]
+            [
+                q["topic"],
+                q["queue_id"],
+                q["broker_offset"],
+                committed_offset_cell(q["consumer_offset"]),
+                q["lag"],
+                q["last_consume"],
+            ]
             for q in answer["queues"]
         ]
         columns = ["topic", "queue", "broker offset", "consumer offset", "lag", "last consume time"]

@@ -17,13 +17,16 @@ from aiohttp import web
 from core import (
     ConsumersOnlineError,
     CoreError,
+    GroupNotFoundError,
     NoPermissionError,
     Perm,
     ServiceNotAvailableError,
     StoredMessage,
+    TopicNotFoundError,
 )
 from eventbridge.errors import ReprocessError
 from eventbridge.time_range import format_ms, parse_time_ms
+from mqtt_bridge.topic_mapping import core_topic_of
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Bytes of a body shown in a list of messages; a message's own page shows it whole.
@@ -32,7 +35,7 @@ SUMMARY_BODY_BYTES = 256
 
 def refusal(exc: CoreError) -> web.HTTPException:
     if isinstance(exc, LookupError):
-        return web.HTTPNotFound(text=str(exc))
+        return web.HTTPNotFound(text=str(exc) + not_found_hint(exc))
     if isinstance(exc, ConsumersOnlineError):
         return web.HTTPConflict(text=str(exc))
     if isinstance(exc, NoPermissionError):
@@ -42,6 +45,25 @@ def refusal(exc: CoreError) -> web.HTTPException:
     if isinstance(exc, ValueError):
         return web.HTTPBadRequest(text=str(exc))
     return web.HTTPInternalServerError(text=str(exc))
+
+
+def not_found_hint(exc: CoreError) -> str:
+    """What to try after a 404 for a topic or group: the command that lists them, and for a topic that is an MQTT
+    topic's name, the core topic its messages are stored in (`Gerät` -> `%MQTT%Ger_C3_A4t`)."""
+    if isinstance(exc, TopicNotFoundError):
+        hint = "; `mqgate admin topic list` lists the topics"
+        if exc.topic and (stored := _core_topic_of_mqtt(exc.topic)) not in (None, exc.topic):
+            hint += f"; messages published over MQTT to {exc.topic!r} are stored in the core topic {stored!r}"
+        return hint
+    if isinstance(exc, GroupNotFoundError):
+        return "; `mqgate admin group list` lists the groups"
+    return ""
+
+
+def _core_topic_of_mqtt(name: str) -> str | None:
+    if not name or any(char in name for char in "+#\0"):  # not an MQTT topic name
+        return None
+    return core_topic_of(name)
 
 
 def core_errors(handler: Handler) -> Handler:

@@ -8,7 +8,7 @@ import argparse
 import urllib.parse
 from typing import Any
 
-from mqgate.command_output import choose, emit, quote, table, time_arg
+from mqgate.command_output import choose, committed_offset_cell, emit, quote, table, time_arg
 from mqgate.connect_cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, RestClient
 from mqgate.terminal_output import progress_bar, stdout_console
 
@@ -151,7 +151,15 @@ def _show(client: RestClient, args: argparse.Namespace) -> int:
         label = "body" if m["body_encoding"] == "text" else "body (base64)"
         stdout_console().print(f"{label}:", markup=False)
         print(m["body"])
-        rows = [[t["group"], t["state"] or "", t.get("committed_offset", ""), t.get("error", "")] for t in a["tracks"]]
+        rows = [
+            [
+                t["group"],
+                t["state"] or "",
+                committed_offset_cell(t["committed_offset"]) if "committed_offset" in t else "",
+                t.get("error", ""),
+            ]
+            for t in a["tracks"]
+        ]
         table(f"consumption of {a['consumed_topic']}", ["group", "state", "committed offset", "note"], rows)
 
     return emit(args, answer, render)

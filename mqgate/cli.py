@@ -52,6 +52,8 @@ EXIT_USAGE = 2
 EXIT_NOT_CHANGED = 1
 # What a shell reports for a process ended by SIGINT (128 + 2); used when Ctrl-C comes before the loop runs.
 EXIT_INTERRUPTED = 130
+# What a shell reports for a process ended by SIGPIPE (128 + 13): the reader of standard output went away.
+EXIT_READER_GONE = 141
 
 DESCRIPTION = """\
 mqgate: an MQTT and EventBridge protocol gateway in Python on a broker core after Apache RocketMQ.
@@ -328,6 +330,8 @@ def _read_password(args: argparse.Namespace) -> str:
         if not line:
             raise _PasswdRefused("--password-stdin: standard input is empty; give the password on its first line")
         return line.removesuffix("\n").removesuffix("\r")
+    if not _has_terminal():  # getpass would warn (GetPassWarning) and read standard input with echo on
+        raise _PasswdRefused("no terminal to ask for the password; use --password-stdin or -b to pass one")
     try:
         first = getpass.getpass("Password: ")
         second = getpass.getpass("Reenter password: ")
@@ -336,6 +340,17 @@ def _read_password(args: argparse.Namespace) -> str:
     if first != second:
         raise _PasswdRefused("the passwords do not match; nothing changed")
     return first
+
+
+def _has_terminal() -> bool:
+    """Whether the process has a controlling terminal, which getpass asks on (/dev/tty), whatever its standard
+    input is."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
 
 
 def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
@@ -459,12 +474,14 @@ def _recovery_table(report: RecoveryReport) -> Table:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_command_line(parser, argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
         code: int = args.handler(args)
+    except BrokenPipeError:
+        return _reader_gone()
     except (ConfigError, MqttConfigError) as exc:  # the latter: a password or ACL file named in [mqtt]
         return _fail(str(exc), EXIT_USAGE)
     except CoreError as exc:
@@ -473,7 +490,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(os_error_message(exc, getattr(args, "data_dir", None)), EXIT_STORE)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    try:
+        sys.stdout.flush()  # here, not at the interpreter's exit, where a closed pipe would print a traceback
+    except BrokenPipeError:
+        return _reader_gone()
     return code
+
+
+def _reader_gone() -> int:
+    """The reader of standard output has gone (`mqgate admin ... | head`): end quietly, as a Unix tool that SIGPIPE
+    ends does, with the status a shell shows for one (128 + 13). Standard output is pointed at /dev/null first, so
+    that the interpreter's own flush at exit finds nothing to complain about (Python's documented recipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_READER_GONE
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`parser.parse_args`, except that an argument no parser knows is refused by the sub-command it was given to,
+    with that sub-command's usage (`mqgate serve --bogus` shows `serve`'s, not the top level's); an option of an
+    enclosing command given after its sub-command (`mqgate admin topic list --url U`) is named with where it goes."""
+    chain: dict[int, list[argparse.ArgumentParser]] = {}
+    _mark_sub_commands(parser, [parser], chain)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        parsers = chain.get(getattr(args, USAGE_PARSER, id(parser)), [parser])
+        innermost = parsers[-1]
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        for extra in extras:
+            option = extra.partition("=")[0]
+            owner = next((p for p in parsers[:-1] if option in p._option_string_actions), None)
+            if owner is not None:
+                message += f"; {option} is an option of `{owner.prog}`: give it before the sub-command"
+                break
+        innermost.error(message)
+    return args
+
+
+# The namespace attribute that names (by id) the innermost sub-command's parser; argparse copies a sub-parser's
+# defaults over its parent's, so the innermost one's value is the one left.
+USAGE_PARSER = "_usage_parser"
+
+
+def _mark_sub_commands(
+    parser: argparse.ArgumentParser,
+    parents: list[argparse.ArgumentParser],
+    chain: dict[int, list[argparse.ArgumentParser]],
+) -> None:
+    parser.set_defaults(**{USAGE_PARSER: id(parser)})
+    chain[id(parser)] = parents
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+                _mark_sub_commands(sub, [*parents, sub], chain)
 
 
 if __name__ == "__main__":

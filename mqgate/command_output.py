@@ -11,6 +11,8 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from rich.cells import cell_len
+from rich.console import JustifyMethod, OverflowMethod
 from rich.table import Table
 
 from eventbridge.errors import ReprocessError
@@ -51,14 +53,49 @@ def emit(args: argparse.Namespace, answer: Any, render: Callable[[Any], None]) -
     return EXIT_OK
 
 
+def committed_offset_cell(value: object) -> object:
+    """A committed offset as a table shows it: the API's -1 (RocketMQ's "no offset committed") is `none`."""
+    return "none" if value is None or (isinstance(value, int) and value < 0) else value
+
+
 def cell(value: object) -> str:
     return "" if value is None else str(value)
 
 
+# Columns of free text, which may wrap (or, for a body, be shortened) to fit a terminal. Every other column holds
+# names and ids, which are printed whole: a message id cut to `7F000001…` cannot be copied into `message show`.
+WRAPPED_COLUMNS = frozenset({"body", "reason", "note", "value", "keys", "topics", "subscriptions", "error"})
+SHORTENED_COLUMNS = frozenset({"body"})
+# The least width a wrapped column is counted with when deciding whether the table fits.
+WRAPPED_MIN_WIDTH = 12
+# A column whose every cell is this short (counts, queue numbers, permissions) needs no protection: only its
+# heading wraps ("read queues" over two lines), its values never do.
+SHORT_CELL = 8
+
+
 def table(title: str, columns: list[str], rows: list[list[object]], right: tuple[str, ...] = ()) -> None:
+    """Print a table: names and ids whole, free text wrapped to the terminal's width. When the whole names alone
+    are wider than the terminal, the table is printed as wide as they need, and the terminal wraps its lines."""
+    cells = [[cell(value) for value in row] for row in rows]
     shown = Table(title=title, title_justify="left")
-    for column in columns:
-        shown.add_column(column, justify="right" if column in right else "left")
-    for row in rows:
-        shown.add_row(*(cell(value) for value in row))
-    stdout_console().print(shown)
+    needed = len(columns) * 3 + 1  # a space either side of each cell, a rule between and around them
+    for index, column in enumerate(columns):
+        widest = max([0, *(cell_len(row[index]) for row in cells)])
+        heading_word = max(cell_len(word) for word in column.split())
+        justify: JustifyMethod = "right" if column in right else "left"
+        if column in WRAPPED_COLUMNS:
+            overflow: OverflowMethod = "ellipsis" if column in SHORTENED_COLUMNS else "fold"
+            shown.add_column(column, justify=justify, overflow=overflow)
+            needed += max(min(widest, WRAPPED_MIN_WIDTH), heading_word) + 1  # 1: rich's rounding as it shrinks
+        elif widest <= SHORT_CELL:
+            shown.add_column(column, justify=justify)
+            needed += max(widest, heading_word) + 1
+        else:
+            shown.add_column(column, justify=justify, no_wrap=True, min_width=widest)
+            needed += max(widest, cell_len(column))
+    for row in cells:
+        shown.add_row(*row)
+    console = stdout_console()
+    if console.width < needed:
+        console = stdout_console(width=needed)
+    console.print(shown)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import urllib.error
 import urllib.parse
@@ -25,9 +26,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.table import Table
 
+from connectors.config_file import ConfigFileError, parse_config_document
 from mqgate.http_api import DEFAULT_PORT
 from mqgate.terminal_output import stdout_console
 
@@ -56,9 +57,10 @@ exit codes: 0 done, 1 the server refused the request or cannot be reached, 2 bad
 
 
 class CliError(Exception):
-    def __init__(self, message: str, code: int = EXIT_REFUSED) -> None:
+    def __init__(self, message: str, code: int = EXIT_REFUSED, http_status: int | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.http_status = http_status  # the server's refusal, when it answered one
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -99,15 +101,27 @@ def add_connect_parser(
         ),
         formatter_class=formatter,
     )
-    create.add_argument("source", nargs="?", metavar="FILE", help="JSON or YAML connector file")
-    create.add_argument("--name", help="the connector's name (with key=value pairs)")
-    create.add_argument(
-        "pairs",
-        nargs="*",
-        metavar="KEY=VALUE",
-        help="config entries, e.g. connector.class=file-sink (after FILE: they replace its keys)",
-    )
     create.set_defaults(connect_handler=_create)
+    update = actions.add_parser(
+        "update",
+        help="replace a connector's config from a file or key=value pairs (created when missing)",
+        description=(
+            "Replace the config of a connector (PUT /connectors/NAME/config): its tasks stop and start again\n"
+            "with the new config; a paused connector stays paused. Takes what create takes; creates the\n"
+            "connector when it does not exist."
+        ),
+        formatter_class=formatter,
+    )
+    for parser in (create, update):
+        parser.add_argument("source", nargs="?", metavar="FILE", help="JSON or YAML connector file")
+        parser.add_argument("--name", help="the connector's name (with key=value pairs)")
+        parser.add_argument(
+            "pairs",
+            nargs="*",
+            metavar="KEY=VALUE",
+            help="config entries, e.g. connector.class=file-sink (after FILE: they replace its keys)",
+        )
+    update.set_defaults(connect_handler=_update)
     for action, text in (
         ("status", "the states of the connector and its tasks"),
         ("pause", "pause the connector and its tasks"),
@@ -155,7 +169,7 @@ class RestClient:
             with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
                 text = response.read().decode()
         except urllib.error.HTTPError as exc:
-            raise CliError(_http_error(method, path, exc)) from None
+            raise CliError(_http_error(method, path, exc), http_status=exc.code) from None
         except urllib.error.URLError as exc:
             reason = getattr(exc.reason, "strerror", None) or exc.reason
             raise CliError(
@@ -270,9 +284,30 @@ def _restart(client: RestClient, args: argparse.Namespace) -> int:
 
 def _create(client: RestClient, args: argparse.Namespace) -> int:
     name, config = _create_body(args)
-    info = client.call("POST", "/connectors", {"name": name, "config": config})
+    try:
+        info = client.call("POST", "/connectors", {"name": name, "config": config})
+    except CliError as exc:
+        if exc.http_status != HTTP_CONFLICT:
+            raise
+        given = " ".join(shlex.quote(arg) for arg in [*([args.source] if args.source else []), *args.pairs])
+        named = f"--name {shlex.quote(name)} " if args.name is not None else ""
+        raise CliError(
+            f"connector {name!r} already exists; `mqgate connect update {named}{given}` replaces its config,"
+            f" `mqgate connect delete {shlex.quote(name)}` removes it"
+        ) from None
     tasks = len(info.get("tasks", []))
     print(f"connector {info['name']!r} created ({info['config'].get('connector.class')}, {tasks} task(s))")
+    return EXIT_OK
+
+
+HTTP_CONFLICT = 409
+
+
+def _update(client: RestClient, args: argparse.Namespace) -> int:
+    name, config = _create_body(args)
+    info = client.call("PUT", f"/connectors/{_quote(name)}/config", config)
+    tasks = len(info.get("tasks", []))
+    print(f"connector {info['name']!r} updated ({info['config'].get('connector.class')}, {tasks} task(s))")
     return EXIT_OK
 
 
@@ -303,11 +338,9 @@ def _read_file(path: Path) -> tuple[str, dict[str, object]]:
     except OSError as exc:
         raise CliError(f"{path}: cannot read: {exc.strerror or exc}", EXIT_USAGE) from None
     try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path}: invalid JSON: {exc}", EXIT_USAGE) from None
-    except yaml.YAMLError as exc:
-        raise CliError(f"{path}: invalid YAML: {' '.join(str(exc).split())}", EXIT_USAGE) from None
+        data = parse_config_document(path, text)
+    except ConfigFileError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     if not isinstance(data, dict):
         raise CliError(f"{path}: expected an object: {{name, config}} or a flat config with name", EXIT_USAGE)
     if isinstance(data.get("config"), dict):

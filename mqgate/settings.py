@@ -33,11 +33,12 @@ what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import logging
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -452,7 +453,8 @@ def _merge_file(
                     raise ConfigError(f"{where}: {key}.{name} cannot be set: {section.derived[name]}")
                 if name not in section.parsers:
                     raise ConfigError(
-                        f"{where}: unknown key {key}.{name!s}; [{key}] takes: {', '.join(sorted(section.parsers))}"
+                        f"{where}: unknown key {key}.{name!s}{_did_you_mean(name, section.parsers)}; [{key}] takes:"
+                        f" {', '.join(sorted(section.parsers))}"
                     )
                 try:
                     values[key][name] = section.parsers[name](item)
@@ -468,10 +470,15 @@ def _merge_file(
             origins[key] = where
         else:
             home = next((name for name, section in SECTIONS.items() if key in section.parsers), None)
-            hint = f"; {home} settings go in the [{home}] section" if home else ""
+            hint = f"; {home} settings go in the [{home}] section" if home else _did_you_mean(key, allowed_top)
             raise ConfigError(
                 f"{parsed.where(key)}: unknown key {key!s}{hint}; top-level keys are: {', '.join(allowed_top)}"
             )
+
+
+def _did_you_mean(name: object, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 # --- showing -------------------------------------------------------------------------------------------------

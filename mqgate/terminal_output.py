@@ -21,13 +21,25 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 MAX_PIPE_WIDTH = 10_000
 
 
-def stdout_console(file: TextIO | None = None) -> Console:
-    """A console on `file` (standard output by default): the terminal's width on a terminal, whole rows
+class _StdoutConsole(Console):
+    """Rich ends the process with exit code 1 when its reader has gone (`... | head`); here the BrokenPipeError goes
+    on to `mqgate.cli.main`, which ends every command alike whether rich or print() met the closed pipe."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def stdout_console(file: TextIO | None = None, width: int | None = None) -> Console:
+    """A console on `file` (standard output by default): the terminal's width (or `width`) on a terminal, whole rows
     elsewhere."""
     stream = file if file is not None else sys.stdout
     if stream.isatty():
-        return Console(file=stream)
-    return Console(file=stream, width=MAX_PIPE_WIDTH, soft_wrap=True)
+        if width is None:
+            return _StdoutConsole(file=stream)
+        # Rich takes a width given alone only with a height beside it (on a "dumb" terminal it would keep 80).
+        return _StdoutConsole(file=stream, width=width, height=Console(file=stream).height)
+    return _StdoutConsole(file=stream, width=MAX_PIPE_WIDTH, soft_wrap=True)
 
 
 @contextlib.contextmanager

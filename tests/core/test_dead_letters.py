@@ -133,6 +133,8 @@ async def test_resend_one_makes_a_fresh_message_for_the_group_alone(make_broker)
     # Again: already resent, nothing stored.
     again = await broker.dead_letters.resend_by_offset_id("g", dead.offset_msg_id)
     assert [o.status for o in again.outcomes] == [ResendStatus.ALREADY_RESENT]
+    # It names the topic the copy went to, as the first resend did.
+    assert [o.topic for o in again.outcomes] == [outcome.topic] == ["%RETRY%g"]
     assert len(await read_topic(broker, "%RETRY%g")) == 1
     page = await broker.dead_letters.list_page("g")
     assert [letter.resent for letter in page.letters] == [True, False, False]

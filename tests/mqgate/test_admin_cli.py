@@ -91,6 +91,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
             check=True,
         )
     write_groups(data, {"billing": {"retryMaxTimes": 0}})
+    # Group "partial" committed an offset on queue 0 of orders only (RocketMQ's consumerOffset.json).
+    (data / "config" / "consumerOffset.json").write_text(json.dumps({"offsetTable": {"orders@partial": {"0": 0}}}))
     config = f'[http]\ntoken = "{TOKEN}"\nadmin_users = ["root"]\n[mqtt]\npassword_file = "{passwd}"\n'
     serve = start(data, config=config)
     try:
@@ -196,7 +198,7 @@ def test_topic_status_shows_each_queue_and_the_groups_consuming_it(gateway: Gate
     queues = [row for row in rows(result.stdout) if row[0] in ("0", "1")]
     assert sum(int(row[2]) for row in queues) == ORDERS and all(row[1] == "0" for row in queues)
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", row[4]) for row in queues)
-    assert "groups consuming it: billing, reports" in result.stdout
+    assert "groups consuming it: billing, partial, reports" in result.stdout
     missing = mqgate("topic", "status", "nope", url=gateway.url)
     assert missing.returncode == 1 and "HTTP 404: topic 'nope' does not exist" in missing.stderr
 
@@ -344,3 +346,91 @@ def test_a_bad_command_line_exits_2(gateway: Gateway) -> None:
 def test_unreachable_server_exits_1(tmp_path: Path) -> None:
     result = mqgate("topic", "list", url="http://127.0.0.1:9")
     assert result.returncode == 1 and "cannot reach" in result.stderr
+
+
+def in_terminal(url: str, *args: str, columns: int = 80) -> str:
+    """What `mqgate admin ARGS` shows on a terminal COLUMNS wide (colours and styles left out)."""
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "MQGATE_URL": url, "MQGATE_TOKEN": TOKEN, "COLUMNS": str(columns), "TERM": "dumb"}
+    command = [sys.executable, "-m", "mqgate.cli", "admin", *args]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=secondary, stderr=secondary, close_fds=True)
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(primary)
+    assert process.wait(timeout=60) == 0, shown
+    return re.sub(r"\x1b\[[0-9;]*m", "", shown.decode(errors="replace"))
+
+
+def test_message_ids_are_never_cut_on_a_narrow_terminal(gateway: Gateway) -> None:
+    messages = gateway.json("message", "query", "--topic", "orders", "--from", "0", "--limit", "3")["messages"]
+    shown = in_terminal(gateway.url, "message", "query", "--topic", "orders", "--from", "0", "--limit", "3")
+    for message in messages:
+        assert message["offset_msg_id"] in shown and message["msg_id"] in shown
+    assert "…" not in "".join(line for line in shown.splitlines() if message["store_time"][:10] in line)
+    letters = gateway.json("message", "dlq", "billing")["letters"]
+    shown = in_terminal(gateway.url, "message", "dlq", "billing", columns=60)
+    assert letters and all(letter["offset_msg_id"] in shown for letter in letters)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(gateway: Gateway) -> None:
+    """`mqgate admin topic status T | head`: the pipe closes; the command ends without a word, as SIGPIPE ends a
+    Unix tool (status 141)."""
+    for args in (["topic", "status", "orders"], ["topic", "list"], ["message", "show", _first_order(gateway)]):
+        reader, writer = os.pipe()
+        os.close(reader)  # gone before the command writes a byte
+        env = {**os.environ, "MQGATE_URL": gateway.url, "MQGATE_TOKEN": TOKEN}
+        try:
+            result = subprocess.run(
+                [sys.executable, "-m", "mqgate.cli", "admin", *args],
+                cwd=ROOT,
+                env=env,
+                stdout=writer,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+            )
+        finally:
+            os.close(writer)
+        assert (result.returncode, result.stderr) == (141, ""), args
+
+
+def _first_order(gateway: Gateway) -> str:
+    found = gateway.json("message", "query", "--topic", "orders", "--key", "order-0")["messages"]
+    return str(found[0]["offset_msg_id"])
+
+
+@pytest.mark.parametrize("topic", ["Gerät", "Gerät/x"])
+def test_an_unknown_topic_names_the_listing_command_and_the_core_topic_of_an_mqtt_name(
+    gateway: Gateway, topic: str
+) -> None:
+    for args in (["topic", "status", topic], ["message", "query", "--topic", topic, "--from", "0"]):
+        result = mqgate(*args, url=gateway.url)
+        assert result.returncode == 1
+        assert "`mqgate admin topic list` lists the topics" in result.stderr
+        assert "'%MQTT%Ger_C3_A4t'" in result.stderr
+        assert "mqgate topics" not in result.stderr
+    result = mqgate("consumer", "progress", "no-such-group", url=gateway.url)
+    assert result.returncode == 1 and "`mqgate admin group list` lists the groups" in result.stderr
+
+
+def test_a_group_without_a_committed_offset_shows_none(gateway: Gateway) -> None:
+    """`-1` is RocketMQ's "no offset committed" in the API; a table says `none`."""
+    answer = gateway.json("consumer", "progress", "partial")
+    assert [(q["queue_id"], q["consumer_offset"]) for q in answer["queues"]] == [(0, 0), (1, -1)]
+    shown = {row[1]: row[3] for row in rows(gateway.admin("consumer", "progress", "partial").stdout)}
+    assert shown == {"0": "0", "1": "none"}
+
+
+def test_an_option_of_admin_given_after_the_sub_command_is_named(gateway: Gateway) -> None:
+    result = mqgate("topic", "list", "--url", gateway.url, url=gateway.url)
+    assert result.returncode == 2
+    assert "usage: mqgate admin topic list" in result.stderr
+    assert "--url is an option of `mqgate admin`: give it before the sub-command" in result.stderr

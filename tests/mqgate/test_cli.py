@@ -202,7 +202,27 @@ def test_unknown_key_exits_2_naming_the_key(tmp_path: Path) -> None:
     config.write_text('log_level = "INFO"\n[store]\nflush_mod = "SYNC_FLUSH"\n')
     result = mqgate("serve", "--data-dir", tmp_path / "data", "--config", config)
     assert result.returncode == 2
-    assert f"{config}:3: unknown key store.flush_mod" in result.stderr
+    assert f"{config}:3: unknown key store.flush_mod (did you mean flush_mode?)" in result.stderr
+    config.write_text('log_levle = "INFO"\n')
+    result = mqgate("serve", "--data-dir", tmp_path / "data", "--config", config)
+    assert result.returncode == 2
+    assert f"{config}:1: unknown key log_levle (did you mean log_level?)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (["serve", "--bogus"], "usage: mqgate serve "),
+        (["config", "--bogus"], "usage: mqgate config "),
+        (["store", "stats", "--bogus"], "usage: mqgate store stats "),
+        (["rules", "test", "a.json", "b.json", "--bogus"], "usage: mqgate rules test "),
+    ],
+)
+def test_an_unknown_option_shows_the_usage_of_its_sub_command(args: list[str], usage: str) -> None:
+    result = mqgate(*args)
+    assert result.returncode == 2
+    assert result.stderr.startswith(usage), result.stderr
+    assert "error: unrecognized arguments: --bogus" in result.stderr
 
 
 def test_flag_overrides_the_file(tmp_path: Path) -> None:

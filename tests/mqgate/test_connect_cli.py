@@ -171,8 +171,36 @@ def test_a_duplicate_is_refused_with_the_servers_message(server: ServeProcess, t
     ok(connect(server, *args))
     result = connect(server, *args)
     assert result.returncode == 1
-    assert "HTTP 409: connector 'twice' already exists" in result.stderr
+    # The way on is a command of this CLI, not a REST route.
+    assert result.stderr.strip() == (
+        "mqgate: error: connector 'twice' already exists; `mqgate connect update --name twice"
+        f" connector.class=file-sink topics=t2 file={tmp_path / 'x'}` replaces its config,"
+        " `mqgate connect delete twice` removes it"
+    )
+    # ... and that command does it.
+    ok(connect(server, "update", "--name", "twice", "connector.class=file-sink", "topics=t3", f"file={tmp_path / 'x'}"))
+    assert _config(server, "twice")["topics"] == "t3"
     ok(connect(server, "delete", "twice"))
+
+
+def _config(server: ServeProcess, name: str) -> dict[str, str]:
+    request = urllib.request.Request(f"{server.http_url}/connectors/{name}/config")
+    request.add_header("Authorization", f"Bearer {TOKEN}")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        config: dict[str, str] = json.loads(response.read())
+    return config
+
+
+def test_a_file_that_exists_is_refused_naming_update_with_the_file(server: ServeProcess, tmp_path: Path):
+    source = tmp_path / "sink.yaml"
+    source.write_text(f"name: from-file\nconnector.class: file-sink\ntopics: t4\nfile: {tmp_path / 'y'}\n")
+    ok(connect(server, "create", source))
+    result = connect(server, "create", source)
+    assert result.returncode == 1 and f"`mqgate connect update {source}` replaces its config" in result.stderr
+    source.write_text(source.read_text().replace("topics: t4", "topics: t5"))
+    assert "connector 'from-file' updated" in ok(connect(server, "update", source))
+    assert _config(server, "from-file")["topics"] == "t5"
+    ok(connect(server, "delete", "from-file"))
 
 
 @pytest.mark.parametrize(
@@ -195,7 +223,17 @@ def test_a_bad_file_exits_2_naming_it(server: ServeProcess, tmp_path: Path):
     bad.write_text('{"name": "x",')
     result = connect(server, "create", bad)
     assert result.returncode == 2
-    assert f"{bad}: invalid JSON: Expecting property name enclosed in double quotes: line 1 column 14" in result.stderr
+    assert f"{bad}:1:14: invalid JSON: Expecting property name enclosed in double quotes" in result.stderr
+    yaml_file = tmp_path / "bad.yaml"
+    yaml_file.write_text("name: x\nconnector.class: file-sink\n  topics: [t\n")
+    result = connect(server, "create", yaml_file)
+    assert result.returncode == 2
+    # The file's name (not "<unicode string>"), and the line with the caret under the place, as YAML shows it.
+    assert result.stderr.splitlines() == [
+        f"mqgate: error: {yaml_file}:3:9: invalid YAML: mapping values are not allowed here",
+        "      topics: [t",
+        "            ^",
+    ]
     listed = tmp_path / "list.yaml"
     listed.write_text("- a\n- b\n")
     result = connect(server, "create", listed)

@@ -153,6 +153,17 @@ def test_passwords_that_differ_change_nothing(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
+def test_without_a_terminal_the_prompt_is_refused_in_one_clear_line(tmp_path: Path) -> None:
+    """No controlling terminal (a script, CI): getpass would warn and read standard input with echo; the command
+    says what to use instead, and nothing else."""
+    result = passwd("-c", tmp_path / "passwd", "bob", stdin="")
+    assert (result.returncode, result.stderr) == (
+        1,
+        "mqgate: error: no terminal to ask for the password; use --password-stdin or -b to pass one\n",
+    )
+    assert not (tmp_path / "passwd").exists()
+
+
 def test_a_missing_file_needs_c(tmp_path: Path) -> None:
     path = tmp_path / "typo"
     result = passwd("-b", path, "alice", "a")
