@@ -32,6 +32,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # with it; a mosquitto that was installed before is the user's and is left alone. (A saved policy-rc.d left by
 # an interrupted run is the user's: it is kept, and ours replaced.)
 POLICY_RC_D ?= /usr/sbin/policy-rc.d
+# A new machine often runs unattended-upgrades or cloud-init's install at first boot: apt waits this long for the
+# dpkg lock they hold (apt's DPkg::Lock::Timeout) instead of giving up at once.
+DPKG_LOCK_TIMEOUT_S ?= 300
 # Exists when systemd is running (sd_booted(3)); a container without it starts no services.
 SYSTEMD_RUN_DIR ?= /run/systemd/system
 deb:
@@ -39,7 +42,8 @@ deb:
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq; \
+	  echo "(apt waits up to $(DPKG_LOCK_TIMEOUT_S) s for the package database when another install holds its lock)"; \
+	  $$SUDO apt-get -o DPkg::Lock::Timeout=$(DPKG_LOCK_TIMEOUT_S) update -qq; \
 	  policy="$(POLICY_RC_D)"; saved="$$policy.mqgate-saved"; \
 	  if [ ! -e "$$saved" ] && [ -e "$$policy" ]; then $$SUDO mv "$$policy" "$$saved"; fi; \
 	  restore() { $$SUDO rm -f "$$policy"; if [ -e "$$saved" ]; then $$SUDO mv "$$saved" "$$policy"; fi; }; \
@@ -47,7 +51,8 @@ deb:
 	  printf '#!/bin/sh\n# written by mqgate make deb: no service starts during this install\nexit 101\n' \
 	    | $$SUDO tee "$$policy" >/dev/null; \
 	  $$SUDO chmod 755 "$$policy"; \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get -o DPkg::Lock::Timeout=$(DPKG_LOCK_TIMEOUT_S) install -y -qq \
+	    $$missing; \
 	  case " $$missing " in *" mosquitto "*) \
 	    if [ -d "$(SYSTEMD_RUN_DIR)" ]; then \
 	      echo "disabling the mosquitto service this set-up installed (mqgate serves MQTT on 1883)"; \
@@ -61,7 +66,7 @@ deb:
 $(COMPILED_STAMP): $(STAMP) $(COMPILED) pyproject.toml mqgate/compile_modules.py
 	@echo "compiling $(words $(COMPILED)) modules with mypyc (log: $(VENV)/mypyc.log)"
 	@# setuptools keeps an unchanged build's old time stamp: touched, the modules are newer than their sources.
-	@if $(BIN)/python -m mqgate.compile_modules > $(VENV)/mypyc.log 2>&1; then \
+	@if $(BIN)/python -m mqgate.compile_modules --log $(VENV)/mypyc.log; then \
 	  for source in $(COMPILED); do touch "$${source%.py}".cpython-*.so; done; touch $@; \
 	else echo "mypyc failed (see $(VENV)/mypyc.log): the interpreted modules run"; $(MAKE) --no-print-directory uncompiled; fi
 

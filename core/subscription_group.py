@@ -159,7 +159,14 @@ class SubscriptionGroupManager:
     def create_or_update(self, config: SubscriptionGroupConfig) -> None:
         """Store `config`; a config equal to the current one changes nothing (no write, same data version)."""
         if self._table.put(config):
-            log.info("consumer group %r created or updated: %s", config.group_name, config)
+            log.info(
+                "consumer group %r created or updated: retry max %d times over %d queues, consume %s%s",
+                config.group_name,
+                config.retry_max_times,
+                config.retry_queue_nums,
+                "enabled" if config.consume_enable else "disabled",
+                ", orderly" if config.consume_message_orderly else "",
+            )
 
     def delete(self, group: str) -> bool:
         """Remove `group`; False when it did not exist. Its offsets are ConsumerOffsetManager's to delete."""

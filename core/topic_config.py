@@ -235,7 +235,15 @@ class TopicConfigManager:
         """Store `config`, replacing the topic's current configuration; a config equal to the current one
         changes nothing (no write, same data version)."""
         if self._table.put(config):
-            log.info("topic %r created or updated: %s", config.topic_name, config)
+            log.info(
+                "topic %r created or updated: %d read and %d write queues, perm %d, %s%s",
+                config.topic_name,
+                config.read_queue_nums,
+                config.write_queue_nums,
+                config.perm,
+                config.message_type.value,
+                ", ordered" if config.order else "",
+            )
 
     def delete(self, topic: str) -> bool:
         """Remove `topic`; False when it did not exist. The topic's messages and offsets are not touched here."""

@@ -13,9 +13,11 @@ import importlib.metadata
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from aiohttp.web_log import AccessLogger
 
 from mqgate.http_access import Access, access_middleware
 from mqtt_bridge.password_file import PasswordFile
@@ -109,13 +111,33 @@ async def _root(request: web.Request) -> web.Response:
     return web.json_response({"name": "mqgate", "version": version})
 
 
+# Each request answered, as aiohttp's access log line, at DEBUG: at INFO they were half the server's log (an open
+# dashboard alone asks every 2 s). `--log-level DEBUG` shows them.
+ACCESS_LOG = "mqgate.http.access"
+
+
+class _InfoAsDebug(logging.LoggerAdapter[logging.Logger]):
+    """A logger whose info() is debug(): aiohttp's access logger writes its lines with info()."""
+
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self.debug(msg, *args, **kwargs)
+
+    def isEnabledFor(self, level: int) -> bool:
+        return self.logger.isEnabledFor(logging.DEBUG if level == logging.INFO else level)
+
+
+class _DebugAccessLogger(AccessLogger):
+    def __init__(self, logger: logging.Logger, log_format: str = AccessLogger.LOG_FORMAT) -> None:
+        super().__init__(cast(logging.Logger, _InfoAsDebug(logger, {})), log_format)
+
+
 class HttpServer:
     """`app` served on config.host:config.port until `close`."""
 
     def __init__(self, app: web.Application, config: HttpConfig) -> None:
         self.app = app
         self.config = config
-        self._runner = web.AppRunner(app, access_log=logging.getLogger("mqgate.http.access"))
+        self._runner = web.AppRunner(app, access_log=logging.getLogger(ACCESS_LOG), access_log_class=_DebugAccessLogger)
         self.address = ""
 
     async def start(self) -> str:

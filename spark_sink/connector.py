@@ -187,7 +187,14 @@ class SparkSinkTask(SinkTask):
                 f"{list(self._layout.partition_columns)}; use a new path for a new layout"
             )
         self._accepted = table.offsets()
-        self._session = await asyncio.to_thread(spark_session.acquire, values["spark.master"], spark_settings)
+        starting = spark_session.acquire_in_background(values["spark.master"], spark_settings)
+        try:
+            # A stop while the JVM starts cancels this wait at once (the thread gives the session back).
+            self._session = await asyncio.wrap_future(starting)
+        except BaseException:
+            table.close()  # stop() is not called for a task whose start did not finish
+            self._table = None
+            raise
         self._input_schema = self._layout.input_schema()
         batch_size = int(values["batch.size"])
         self._writer = BatchWriter(

@@ -11,10 +11,13 @@ that fails is tried again, up to START_ATTEMPTS times.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future, InvalidStateError
 from typing import TYPE_CHECKING, Any
 
 from spark_sink.errors import SparkSessionError
@@ -32,6 +35,18 @@ DEFAULT_SETTINGS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
 }
+
+# A local master (local, local[N], local[*]) runs the executors in the driver's JVM: it needs no address other
+# hosts reach, so it binds loopback. Otherwise Spark looks for a non-loopback interface itself and says so on
+# mqgate's stderr ("Your hostname ... resolves to a loopback address ...; using 192.0.2.2 instead"). A cluster
+# master (spark://) keeps Spark's own choice: its executors must reach the driver.
+LOCAL_MASTER_SETTINGS = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+# Read by the JVM's launcher (Utils.localIpAddress), before any spark.* setting: set for a local master unless
+# the user's environment sets it.
+LOCAL_IP_ENV = "SPARK_LOCAL_IP"
 
 # Starts of the JVM before a task fails (see _start), a second apart.
 START_ATTEMPTS = 3
@@ -83,6 +98,10 @@ def _start(builder: Any, master: str) -> SparkSession:
     raise AssertionError("unreachable")
 
 
+def is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
 def acquire(master: str, settings: Mapping[str, str] | None = None) -> SparkSession:
     """The shared session on `master`, started if needed (blocking: seconds)."""
     global _session, _master, _users
@@ -100,12 +119,43 @@ def acquire(master: str, settings: Mapping[str, str] | None = None) -> SparkSess
             from pyspark.sql import SparkSession
 
             builder = SparkSession.builder.master(master).appName(APP_NAME)
-            for key, value in {**DEFAULT_SETTINGS, **(settings or {})}.items():
+            local = is_local_master(master)
+            if local:
+                os.environ.setdefault(LOCAL_IP_ENV, "127.0.0.1")
+            defaults = {**DEFAULT_SETTINGS, **(LOCAL_MASTER_SETTINGS if local else {})}
+            for key, value in {**defaults, **(settings or {})}.items():
                 builder = builder.config(key, value)
             _session = _start(builder, master)
             _master = master
         _users += 1
         return _session
+
+
+def acquire_in_background(master: str, settings: Mapping[str, str] | None = None) -> Future[SparkSession]:
+    """`acquire` in a thread of its own, whose future the caller awaits (asyncio.wrap_future).
+
+    The thread is a daemon: a stop (SIGTERM) while the JVM starts ends the process at once instead of waiting
+    the seconds the start takes (the JVM, whose standard input closes with the process, exits too). A caller that
+    cancels the future before the session is there gives it back: the thread releases what it acquired."""
+    future: Future[SparkSession] = Future()
+
+    def run() -> None:
+        # The future stays pending (not "running") while the JVM starts, so that the caller can still cancel it.
+        if future.cancelled():
+            return
+        try:
+            session = acquire(master, settings)
+        except BaseException as exc:
+            with contextlib.suppress(InvalidStateError):  # cancelled: nobody waits for the error
+                future.set_exception(exc)
+            return
+        try:
+            future.set_result(session)
+        except InvalidStateError:  # cancelled while it started
+            release()
+
+    threading.Thread(target=run, name="spark-session-start", daemon=True).start()
+    return future
 
 
 def release() -> None:

@@ -22,6 +22,7 @@ FAKE_DPKG = """#!/bin/sh
 # code, as invoke-rc.d runs it) and marks the packages installed, or fails when $FAKE/fail-install exists.
 FAKE_APT_GET = """#!/bin/sh
 echo "apt-get $*" >> "$FAKE/log"
+if [ "$1" = -o ]; then shift 2; fi
 if [ "$1" = install ]; then
   if [ -x "$POLICY" ]; then "$POLICY" mosquitto start; echo "policy-rc.d exit $?" >> "$FAKE/log"
   else echo "no policy-rc.d" >> "$FAKE/log"; fi
@@ -36,6 +37,10 @@ echo "systemctl $*" >> "$FAKE/log"
 FAKE_SUDO = """#!/bin/sh
 exec "$@"
 """
+
+
+# Every apt-get waits for the dpkg lock a first-boot upgrade may hold, rather than failing at once.
+LOCK = "-o DPkg::Lock::Timeout=300"
 
 
 @dataclass
@@ -83,27 +88,36 @@ def test_a_mosquitto_it_installs_is_kept_from_starting_and_disabled(host: Host):
     result = host.make_deb("mosquitto", "mosquitto-clients", "openssl")
     assert result.returncode == 0, result.stderr
     assert host.log() == [
-        "apt-get update -qq",
-        "apt-get install -y -qq mosquitto mosquitto-clients openssl",
+        f"apt-get {LOCK} update -qq",
+        f"apt-get {LOCK} install -y -qq mosquitto mosquitto-clients openssl",
         "policy-rc.d exit 101",  # invoke-rc.d would not start the service
         "systemctl disable --now mosquitto",
     ]
     assert not host.policy.exists()  # no policy-rc.d is left behind
     assert "disabling the mosquitto service this set-up installed" in result.stdout
+    assert "apt waits up to 300 s for the package database when another install holds its lock" in result.stdout
 
 
 def test_a_mosquitto_the_user_installed_is_left_running(host: Host):
     host.install("mosquitto")
     result = host.make_deb("mosquitto", "mosquitto-clients")
     assert result.returncode == 0, result.stderr
-    assert host.log() == ["apt-get update -qq", "apt-get install -y -qq mosquitto-clients", "policy-rc.d exit 101"]
+    assert host.log() == [
+        f"apt-get {LOCK} update -qq",
+        f"apt-get {LOCK} install -y -qq mosquitto-clients",
+        "policy-rc.d exit 101",
+    ]
 
 
 def test_without_systemd_nothing_is_disabled(host: Host):
     host.systemd.rmdir()
     result = host.make_deb("mosquitto")
     assert result.returncode == 0, result.stderr
-    assert host.log() == ["apt-get update -qq", "apt-get install -y -qq mosquitto", "policy-rc.d exit 101"]
+    assert host.log() == [
+        f"apt-get {LOCK} update -qq",
+        f"apt-get {LOCK} install -y -qq mosquitto",
+        "policy-rc.d exit 101",
+    ]
 
 
 def test_nothing_missing_runs_no_apt_get(host: Host):
@@ -121,6 +135,10 @@ def test_an_existing_policy_rc_d_is_put_back_even_when_the_install_fails(host: H
     result = host.make_deb("mosquitto")
     assert result.returncode != 0
     # Ours was in place during the install, the administrator's is back afterwards, and nothing was disabled.
-    assert host.log() == ["apt-get update -qq", "apt-get install -y -qq mosquitto", "policy-rc.d exit 101"]
+    assert host.log() == [
+        f"apt-get {LOCK} update -qq",
+        f"apt-get {LOCK} install -y -qq mosquitto",
+        "policy-rc.d exit 101",
+    ]
     assert host.policy.read_text() == "#!/bin/sh\n# the administrator's policy\nexit 0\n"
     assert not Path(f"{host.policy}.mqgate-saved").exists()

@@ -161,7 +161,7 @@ class MessageStore:
         self.checkpointer.start()
         self.retention.check_disk()
         self.retention.start()
-        log.info("store %s open: %s", config.store_dir, self.recovery)
+        log.info("store %s open: %s", config.store_dir, self.recovery.summary())
         return self.recovery
 
     def _flush_when_due(self, _touched: object) -> None:

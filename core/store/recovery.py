@@ -51,6 +51,16 @@ class RecoveryReport:
     consume_queue_entries_dropped: int
     seconds: float
 
+    def summary(self) -> str:
+        """One line for a log: how the store opened, and what a scan found."""
+        if self.clean:
+            return f"clean, log {self.start}..{self.end}, {self.seconds:.2f} s"
+        return (
+            f"scanned {self.records_scanned} records of log {self.start}..{self.end} in {self.seconds:.2f} s,"
+            f" {self.truncated_bytes} bytes of torn tail cut, {len(self.corrupt)} corrupt regions skipped,"
+            f" {self.consume_queue_entries_dropped} consume-queue entries dropped"
+        )
+
 
 class StoreRecovery:
     """Recovers one store's log, consume queues and index, once they are loaded, from its checkpoint. The store's
