@@ -139,7 +139,11 @@ def test_http_settings_file_and_flag(tmp_path: Path):
         ("port = 70000", r"mqgate.toml:2: http.port: 70000: a port goes from 1 to 65535"),
         ('port = "x"', r"http.port: expected a positive integer"),
         ('token = "two words"', r"invalid \[http\] settings: http token: must be non-empty without spaces"),
-        ("tokens = 1", r"unknown key http.tokens; \[http\] takes: admin_users, enabled, host, port, token"),
+        (
+            "tokens = 1",
+            r"unknown key http.tokens \(did you mean token\?\); "
+            r"\[http\] takes: admin_users, enabled, host, port, token",
+        ),
     ],
 )
 def test_bad_http_settings_are_named(tmp_path: Path, text: str, expected: str):
