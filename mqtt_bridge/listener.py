@@ -525,6 +525,8 @@ async def start_tcp(gateway: MqttGateway, host: str, port: int, tls: ssl.SSLCont
         ssl=tls,
         ssl_handshake_timeout=handshake_timeout,
         ssl_shutdown_timeout=DISCONNECT_LINGER_S if tls is not None else None,
+        # SO_REUSEADDR: a restart binds while the old connections linger in TIME_WAIT. Never SO_REUSEPORT, with
+        # which a second server could listen on the same port (tests/mqgate/test_busy_ports.py).
         reuse_address=True,
     )
 
