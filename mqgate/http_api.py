@@ -143,6 +143,7 @@ class HttpServer:
     async def start(self) -> str:
         """Listen; return HOST:PORT as bound (the port chosen when config.port is 0)."""
         await self._runner.setup()
+        # SO_REUSEADDR only, never SO_REUSEPORT: a port another process listens on must refuse the bind.
         site = web.TCPSite(self._runner, self.config.host, self.config.port, reuse_address=True)
         try:
             await site.start()

@@ -42,7 +42,7 @@ from mqgate.dashboard import add_routes as add_dashboard_routes
 from mqgate.http_api import HttpServer, build_app
 from mqgate.metrics import Metrics, Parts
 from mqgate.metrics import add_routes as add_metrics_routes
-from mqgate.settings import ConfigError, Settings
+from mqgate.settings import DEFAULT_ORIGIN, ConfigError, Settings
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
@@ -242,6 +242,12 @@ async def _start_mqtt(
     config = settings.mqtt
     gateway = MqttGateway(broker, config, settings.data_dir / MQTT_SUBDIR)
     await gateway.start()
+    log.info("%s", anonymous_clients(settings))
+    if not config.anonymous_allowed and not config.password_file:
+        log.warning(
+            "every MQTT client is refused: [mqtt] allow_anonymous is false and no password_file checks the others;"
+            " set password_file, or allow_anonymous = true"
+        )
     stack.push_async_callback(gateway.close)
     listeners: list[tuple[str, str, str | None, Callable[[int], Awaitable[Any]]]] = [
         ("mqtt", "port", "--mqtt-port", lambda port: start_tcp(gateway, config.host, port))
@@ -274,6 +280,21 @@ async def _start_mqtt(
 
         stack.push_async_callback(close_server)
     return parts, gateway
+
+
+def anonymous_clients(settings: Settings) -> str:
+    """The start-up line that says whether MQTT clients without a user name may connect, and why."""
+    config = settings.mqtt
+    verdict = "allowed" if config.anonymous_allowed else "refused"
+    if config.allow_anonymous is not None:
+        origin = settings.origins.get("mqtt.allow_anonymous", "")
+        why = f"[mqtt] allow_anonymous = {'true' if config.allow_anonymous else 'false'}"
+        why += f" from {origin}" if origin and origin != DEFAULT_ORIGIN else ""
+    elif config.password_file:
+        why = "[mqtt] password_file is set; allow_anonymous = true would let them in"
+    else:
+        why = "no [mqtt] password_file; setting one refuses them"
+    return f"anonymous MQTT clients: {verdict} ({why})"
 
 
 # Added to an MQTT port's "in use" error: on a new machine the usual holder is a Mosquitto that a package started.

@@ -124,7 +124,10 @@ MQTT_KEY_HELP = {
     "keyfile": "PEM private key of certfile",
     "websocket_port": "MQTT over WebSocket (unset: none; 0: a free port, named mqtt_ws=HOST:PORT, mqtt_wss= with TLS)",
     "websocket_path": "the WebSocket path clients connect to",
-    "allow_anonymous": "clients without a username may connect (Mosquitto allow_anonymous)",
+    "allow_anonymous": (
+        "clients without a username may connect (Mosquitto allow_anonymous); unset: refused when password_file is"
+        " set (as Mosquitto 2), allowed without it"
+    ),
     "password_file": "Mosquitto password file (mosquitto_passwd / mqgate passwd) checked at CONNECT",
     "acl_file": "Mosquitto ACL file: who may publish, subscribe and receive which topics",
     "topics": 'first-level topics MQTT may use, e.g. ["sensors", "cmd"] (empty: any valid core topic name)',

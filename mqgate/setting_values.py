@@ -129,6 +129,10 @@ def parse_bool(value: object) -> bool:
     raise ValueError(f"expected true or false, got {describe_value(value)}")
 
 
+def parse_optional_bool(value: object) -> bool | None:
+    return None if value is None else parse_bool(value)
+
+
 def parse_flush_mode(value: object) -> FlushMode:
     allowed = " or ".join(mode.value for mode in FlushMode)
     if not isinstance(value, str):
@@ -167,6 +171,7 @@ VALUE_TYPES: dict[Parser, str] = {
     parse_positive_number: "number > 0",
     parse_string: "string",
     parse_bool: "boolean",
+    parse_optional_bool: "boolean, or unset",
     parse_flush_mode: "ASYNC_FLUSH or SYNC_FLUSH",
     parse_log_level: ", ".join(LOG_LEVELS),
 }

@@ -24,7 +24,10 @@ class MqttConfig:
     keyfile: str | None = None
     websocket_port: int | None = None
     websocket_path: str = "/mqtt"
-    allow_anonymous: bool = True
+    # Clients without a user name may connect; None (unset): only while no password_file is set. Mosquitto 2
+    # refuses them by default (allow_anonymous false) whatever else is set; the embedded default, with no
+    # authentication at all, is for trying mqgate, and setting a password file must not leave a way around it.
+    allow_anonymous: bool | None = None
     password_file: str | None = None
     acl_file: str | None = None
     # First-level topics that may be used (empty: any valid core topic name) and whether missing ones are
@@ -56,3 +59,10 @@ class MqttConfig:
     max_keepalive: int = 0
     # Seconds between updates of the $SYS/broker/... topics (Mosquitto's sys_interval, 10 by default); 0: no $SYS.
     sys_interval: int = 10
+
+    @property
+    def anonymous_allowed(self) -> bool:
+        """Whether a CONNECT without a user name is accepted: allow_anonymous if set, else no password_file."""
+        if self.allow_anonymous is not None:
+            return self.allow_anonymous
+        return self.password_file is None

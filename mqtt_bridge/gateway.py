@@ -179,12 +179,12 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
 
     def authenticate(self, packet: mqtt5.ConnectPacket) -> Reason:
         if packet.username is None:
-            if not self.config.allow_anonymous:
+            if not self.config.anonymous_allowed:
                 return Reason.NOT_AUTHORIZED
             return Reason.SUCCESS
         if self.passwords is not None and not self.passwords.check(packet.username, packet.password):
             return Reason.BAD_USER_NAME_OR_PASSWORD
-        if self.passwords is None and not self.config.allow_anonymous:
+        if self.passwords is None and not self.config.anonymous_allowed:  # no password file to check it against
             return Reason.NOT_AUTHORIZED
         return Reason.SUCCESS
 

@@ -4,7 +4,9 @@ Thin by design: bytes go into the connection's `MqttConnection`, its events go t
 task per connection, not per packet), and whatever the connection queued is written back. A connection whose
 peer breaks the protocol is closed with a log line naming the client and the reason; nothing else is touched.
 Reading pauses while a client has many publishes waiting to be stored, and delivery pauses while the socket's
-write buffer is full: a slow client slows itself down, not the server.
+write buffer is full: a slow client slows itself down, not the server. A connection the server ends (its
+DISCONNECT, a CONNACK refusing it, a broken packet, a keepalive timeout) is closed with a lingering close: see
+DISCONNECT_LINGER_S.
 """
 
 from __future__ import annotations
@@ -58,6 +60,16 @@ WEBSOCKET_LOW_WATER = WEBSOCKET_HIGH_WATER // 4
 # Queued writes are joined into frames of up to this size (a single larger write still goes as one frame): well
 # under the 1 MiB default message limit of the websockets library, which Python MQTT clients build on.
 WEBSOCKET_FRAME_BYTES = 64 * 1024
+# How long a connection the server ends keeps reading (and dropping) what its client still sends, after the last
+# bytes for it (a DISCONNECT, a CONNACK refusal) and the end of its stream (TCP: a FIN, by write_eof). Closing at
+# once makes the kernel answer the client's next packets, PUBRELs in flight say, with a reset, and a client whose
+# send fails gives up before it reads the reason it was sent (Eclipse Paho's MQTT 5 test test_flow_control2); a
+# client that reads the DISCONNECT closes at once, which ends the wait. Apache httpd's lingering close waits 2 s
+# the same way (SECONDS_TO_LINGER). TLS cannot half-close, and needs not: closing sends close_notify and then reads
+# and drops application data until the client's close_notify or EOF (the event loop's SSL shutdown), for at most
+# this long here (ssl_shutdown_timeout; the loop's default is 30 s). WebSocket's closing handshake does the same
+# after the server's close frame (close_timeout; the websockets library's default is 10 s).
+DISCONNECT_LINGER_S = 2.0
 
 
 class Wakeup:
@@ -172,7 +184,9 @@ class ClientLink(abc.ABC):
     def write(self, data: bytes) -> None: ...
 
     @abc.abstractmethod
-    def close_transport(self) -> None: ...
+    def close_transport(self, linger: bool) -> None:
+        """Close after what was written; with `linger` (the server ends the connection), keep reading and
+        dropping what the client sends for DISCONNECT_LINGER_S, or until it closes, so that it reads the end."""
 
     @abc.abstractmethod
     def pause_reading(self) -> None: ...
@@ -183,6 +197,8 @@ class ClientLink(abc.ABC):
     # --- input ---
 
     def received(self, data: bytes) -> None:
+        if self._closed:  # read while the connection lingers (DISCONNECT_LINGER_S): dropped, never acted upon
+            return
         self._last_heard = self._loop.time()
         try:
             events = self.conn.receive_data(data)
@@ -341,7 +357,7 @@ class ClientLink(abc.ABC):
             self._keepalive.cancel()
         if self._worker is not asyncio.current_task():
             self._worker.cancel()
-        self.close_transport()
+        self.close_transport(linger=not self._graceful)  # after the client's DISCONNECT it has nothing to read
         if self.session is not None and not self.taken_over:
             self.gateway.disconnected(self, publish_will)
         self.stop_delivery()
@@ -392,13 +408,29 @@ class TcpClient(asyncio.Protocol):
 class _TcpLink(ClientLink):
     def __init__(self, gateway: MqttGateway, limits: Limits, peer: str, transport: asyncio.Transport) -> None:
         self.transport = transport
+        self._linger: asyncio.TimerHandle | None = None
         super().__init__(gateway, limits, peer)
 
     def write(self, data: bytes) -> None:
         self.transport.write(data)
 
-    def close_transport(self) -> None:
-        self.transport.close()
+    def close_transport(self, linger: bool) -> None:
+        transport = self.transport
+        if transport.is_closing():
+            return
+        if not linger or not transport.can_write_eof():  # TLS: its close is a lingering one (DISCONNECT_LINGER_S)
+            transport.close()
+            return
+        transport.write_eof()  # a FIN after the buffered bytes
+        # The client's EOF closes the transport (eof_received returns None), and connection_lost ends the wait.
+        self.resume_reading()
+        self._linger = self._loop.call_later(DISCONNECT_LINGER_S, transport.close)
+
+    def connection_lost(self) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+        super().connection_lost()
 
     def pause_reading(self) -> None:
         with contextlib.suppress(RuntimeError):
@@ -453,7 +485,9 @@ class _WebSocketLink(ClientLink):
         except ConnectionClosed:
             return  # the peer went: the handler's read loop ends too and reports it
 
-    def close_transport(self) -> None:
+    def close_transport(self, linger: bool) -> None:
+        # The write loop sends what is queued, then starts the closing handshake, which reads until the client's
+        # close frame or close_timeout (DISCONNECT_LINGER_S): a lingering close whether or not `linger` is asked.
         self._closing = True
         self._has_output.set()
 
@@ -490,6 +524,9 @@ async def start_tcp(gateway: MqttGateway, host: str, port: int, tls: ssl.SSLCont
         port,
         ssl=tls,
         ssl_handshake_timeout=handshake_timeout,
+        ssl_shutdown_timeout=DISCONNECT_LINGER_S if tls is not None else None,
+        # SO_REUSEADDR: a restart binds while the old connections linger in TIME_WAIT. Never SO_REUSEPORT, with
+        # which a second server could listen on the same port (tests/mqgate/test_busy_ports.py).
         reuse_address=True,
     )
 
@@ -537,6 +574,8 @@ async def start_websocket(
             gateway.connection_count -= 1
             link.connection_lost()
 
+    # Only with TLS: the event loop refuses an SSL setting for a plain listener.
+    tls_options: dict[str, Any] = {"ssl_shutdown_timeout": DISCONNECT_LINGER_S} if tls is not None else {}
     return await serve(
         handler,
         host,
@@ -546,5 +585,7 @@ async def start_websocket(
         ssl=tls,
         ssl_handshake_timeout=config.connect_timeout_s if tls is not None else None,
         open_timeout=config.connect_timeout_s,
+        close_timeout=DISCONNECT_LINGER_S,
+        **tls_options,
         max_size=limits.max_packet_size + 8,
     )

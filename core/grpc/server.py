@@ -4,6 +4,8 @@ core.grpc.service.MessagingService."""
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from pathlib import Path
 
 import grpc
@@ -24,7 +26,13 @@ MAX_INBOUND_BYTES = 130 * 1024 * 1024
 STOP_GRACE_S = 2.0
 
 
-# What a failed bind means; gRPC does not say which of the two.
+# grpcio sets SO_REUSEPORT on its listening sockets unless told not to, and the kernel then lets a second process of
+# the same user listen on the same port and shares the connections between the two: a second `mqgate serve` would
+# start on a port the first serves and take half of its clients. Off, a port in use refuses the bind, as it does for
+# every other listener of mqgate (asyncio and aiohttp set SO_REUSEADDR only, which Linux does not let share a
+# listening port).
+SERVER_OPTIONS = (("grpc.so_reuseport", 0),)
+# What a failed bind means when a plain socket binds where gRPC could not; gRPC does not say.
 BIND_FAILED = "the port is in use, or the host is not an address of this machine"
 
 
@@ -60,6 +68,7 @@ class GrpcEndpoint:
             options=[
                 ("grpc.max_receive_message_length", MAX_INBOUND_BYTES),
                 ("grpc.max_send_message_length", -1),
+                *SERVER_OPTIONS,
             ]
         )
         add_MessagingServiceServicer_to_server(self.service, server)
@@ -71,9 +80,9 @@ class GrpcEndpoint:
             else:
                 port = server.add_insecure_port(address)
         except RuntimeError:  # "Failed to bind to address ...": gRPC gives no reason (it logs one at debug level)
-            raise PortUnavailableError(address, BIND_FAILED) from None
+            raise PortUnavailableError(address, bind_error(self.config.host, self.config.port)) from None
         if port == 0:  # older gRPC: 0 instead of the exception
-            raise PortUnavailableError(address, BIND_FAILED)
+            raise PortUnavailableError(address, bind_error(self.config.host, self.config.port))
         await server.start()
         self._server = server
         self.port = port
@@ -91,6 +100,24 @@ class GrpcEndpoint:
             await self._server.stop(STOP_GRACE_S)
             self._server = None
         await self.service.close()
+
+
+def bind_error(host: str, port: int) -> str:
+    """Why a listener cannot bind host:port, found by binding a plain socket there as gRPC does (SO_REUSEADDR, so a
+    port whose connections linger in TIME_WAIT is not taken for one in use): "address already in use", "cannot
+    assign requested address" (not an address of this machine), ...; BIND_FAILED if that socket binds."""
+    try:
+        addresses = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"host {host!r} is not known ({exc.strerror})"
+    for family, kind, protocol, _, address in addresses:
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    return BIND_FAILED
 
 
 def _key_and_certificate(config: GrpcConfig) -> tuple[bytes, bytes]:

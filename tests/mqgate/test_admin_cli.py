@@ -93,7 +93,9 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     write_groups(data, {"billing": {"retryMaxTimes": 0}})
     # Group "partial" committed an offset on queue 0 of orders only (RocketMQ's consumerOffset.json).
     (data / "config" / "consumerOffset.json").write_text(json.dumps({"offsetTable": {"orders@partial": {"0": 0}}}))
+    # The MQTT traffic below comes from anonymous clients, which a password file alone would refuse.
     config = f'[http]\ntoken = "{TOKEN}"\nadmin_users = ["root"]\n[mqtt]\npassword_file = "{passwd}"\n'
+    config += "allow_anonymous = true\n"
     serve = start(data, config=config)
     try:
         assert (

@@ -323,6 +323,31 @@ def test_mqtt_section_file_and_flag(tmp_path):
         load_settings(tmp_path, write(tmp_path / "bad.toml", "[mqtt]\ntopics = 3\n"))
 
 
+@pytest.mark.parametrize(
+    ("lines", "setting", "allowed"),
+    [
+        ("", None, True),  # the embedded default: no authentication at all
+        ('password_file = "/etc/passwd-mq"\n', None, False),  # as Mosquitto 2
+        ('password_file = "/etc/passwd-mq"\nallow_anonymous = true\n', True, True),  # as Mosquitto, when asked
+        ("allow_anonymous = false\n", False, False),
+        ('acl_file = "/etc/acl-mq"\n', None, True),  # an ACL file authorizes; it authenticates nobody
+    ],
+)
+def test_anonymous_clients_are_refused_once_a_password_file_is_set(tmp_path, lines, setting, allowed) -> None:
+    settings = load_settings(tmp_path, write(tmp_path / "mqgate.toml", f"[mqtt]\n{lines}"))
+    assert settings.mqtt.allow_anonymous is setting
+    assert settings.mqtt.anonymous_allowed is allowed
+    again = load_settings(tmp_path, write(tmp_path / "rendered.toml", render_toml(settings)))
+    assert again.mqtt == settings.mqtt  # unset stays unset through `mqgate config`
+
+
+def test_allow_anonymous_takes_a_boolean_or_null_in_yaml(tmp_path) -> None:
+    yaml = load_settings(tmp_path, write(tmp_path / "mqgate.yaml", "mqtt:\n  allow_anonymous: null\n"))
+    assert yaml.mqtt.allow_anonymous is None
+    with pytest.raises(ConfigError, match=r"mqgate.toml:2: mqtt.allow_anonymous: expected true or false, got a string"):
+        load_settings(tmp_path, write(tmp_path / "mqgate.toml", '[mqtt]\nallow_anonymous = "maybe"\n'))
+
+
 def test_every_mqtt_field_is_documented() -> None:
     fields = {spec.name for spec in dataclasses.fields(MqttConfig)}
     assert set(MQTT_KEY_HELP) == fields

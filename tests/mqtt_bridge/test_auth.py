@@ -14,7 +14,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from mqtt_bridge.password_file import set_password
-from tests.serve_process import serve_command
+from tests.serve_process import ServeProcess, serve_command
 
 from .conftest import ROOT, Client, Server
 
@@ -56,20 +56,21 @@ def write_passwords(path: Path, writer: str) -> None:
 
 @pytest.fixture(params=["mosquitto_passwd", "mqgate"])
 def secured(request, tmp_path, server_factory) -> Server:
-    """A server with the password file (written by either tool), the ACL above and no anonymous access."""
-    return start_secured(tmp_path, server_factory, request.param, allow_anonymous=False)
+    """A server with the password file (written by either tool) and the ACL above; allow_anonymous is not set, so
+    the password file alone refuses anonymous clients."""
+    return start_secured(tmp_path, server_factory, request.param)
 
 
-def start_secured(tmp_path: Path, server_factory, writer: str = "mqgate", *, allow_anonymous: bool) -> Server:
+def start_secured(
+    tmp_path: Path, server_factory, writer: str = "mqgate", *, allow_anonymous: bool | None = None
+) -> Server:
     passwords = tmp_path / "passwords"
     write_passwords(passwords, writer)
     acl = tmp_path / "acl"
     acl.write_text(ACL)
     config = tmp_path / "mqgate.toml"
-    config.write_text(
-        f'[mqtt]\npassword_file = "{passwords}"\nacl_file = "{acl}"\n'
-        f"allow_anonymous = {'true' if allow_anonymous else 'false'}\n"
-    )
+    anonymous = "" if allow_anonymous is None else f"allow_anonymous = {'true' if allow_anonymous else 'false'}\n"
+    config.write_text(f'[mqtt]\npassword_file = "{passwords}"\nacl_file = "{acl}"\n{anonymous}')
     return server_factory("--config", str(config))
 
 
@@ -148,6 +149,46 @@ def test_anonymous_allowed_gets_the_anonymous_section_and_passwords_still_count(
     admin = as_user(server, "admin")
     admin.publish("public/notice", b"hello", qos=1)
     assert anonymous.receive(1)[0].payload == b"hello"
+
+
+@pytest.mark.parametrize(
+    ("mqtt", "verdict"),
+    [
+        ("", "allowed (no [mqtt] password_file; setting one refuses them)"),
+        (
+            'password_file = "{passwords}"\n',
+            "refused ([mqtt] password_file is set; allow_anonymous = true would let them in)",
+        ),
+        (
+            'password_file = "{passwords}"\nallow_anonymous = true\n',
+            "allowed ([mqtt] allow_anonymous = true from {at})",
+        ),
+    ],
+    ids=["no password file", "password file", "password file and allow_anonymous"],
+)
+def test_serve_says_at_start_whether_anonymous_clients_may_connect_and_keeps_to_it(tmp_path, mqtt, verdict):
+    passwords = tmp_path / "passwords"
+    write_passwords(passwords, "mqgate")
+    config = tmp_path / "mqgate.toml"
+    config.write_text("[mqtt]\n" + mqtt.format(passwords=passwords))
+    serve = ServeProcess(tmp_path / "data", "--config", config)
+    try:
+        port = serve.ready["mqtt"].rpartition(":")[2]
+        for version in ("mqttv311", "mqttv5"):
+            result = subprocess.run(
+                ["mosquitto_pub", "-h", "127.0.0.1", "-p", port, "-V", version, "-t", "t/x", "-m", "m", "-q", "1"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            if verdict.startswith("allowed"):
+                assert result.returncode == 0, result.stderr
+            else:  # 3.1.1: "Connection Refused: not authorised." (CONNACK 5); 5: "Not authorized" (0x87)
+                assert result.returncode != 0
+                assert "not authori" in result.stderr.lower(), result.stderr
+        assert f"anonymous MQTT clients: {verdict.format(at=f'{config}:3')}" in serve.stderr()
+    finally:
+        assert serve.stop() == 0
 
 
 def test_mosquitto_clients_authenticate(secured):

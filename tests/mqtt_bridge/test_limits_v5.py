@@ -176,3 +176,50 @@ def test_connections_past_max_connections_are_refused(server_factory, tmp_path):
     third = Client(server, "three")  # room again
     assert third.reason == 0
     first.publish("limit/x", b"still works", qos=1)
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Every byte the server sends up to its FIN, as a client busy elsewhere finds them when it gets round to
+    reading. Fails on a reset: the server must not throw away what it sent."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def split_packets(data: bytes) -> list:
+    packets = []
+    while data:
+        packet, size = mqtt5.read(data)
+        packets.append(packet)
+        data = data[size:]
+    return packets
+
+
+def test_a_client_that_keeps_sending_past_receive_maximum_still_reads_its_disconnect_0x93(server_factory, tmp_path):
+    """Eclipse Paho's MQTT 5 interoperability test test_flow_control2: a client publishes QoS 2 past the server's
+    Receive Maximum and answers each PUBREC with a PUBREL as it reads it, giving up when a send fails. The server
+    has sent its DISCONNECT 0x93 and ended the connection by then; the PUBRELs (and a publish after them) must
+    neither be refused with a reset, which would cost the client the reason, nor be acted upon."""
+    server = configured(server_factory, tmp_path, "[mqtt]\nreceive_maximum = 4\n")
+    watcher = Client(server, "watcher", paho.MQTTv5)
+    watcher.subscribe("fc/#", 1)
+    client = RawV5(server, "pushy")
+    client.sendall(
+        b"".join(
+            mqtt5.PublishPacket("fc/x", b"%d" % n, qos=mqtt5.QoS.EXACTLY_ONCE, packet_id=n).write() for n in range(1, 6)
+        )
+    )
+    packets = split_packets(read_until_closed(client.sock))
+    read = []
+    for packet in packets:  # in order, as paho's receive loop handles them
+        read.append(packet)
+        if isinstance(packet, mqtt5.PubRecPacket):
+            client.sendall(mqtt5.PubRelPacket(packet.packet_id).write())  # raises EPIPE if the server reset
+    client.sendall(mqtt5.PublishPacket("fc/late", b"after", qos=mqtt5.QoS.AT_LEAST_ONCE, packet_id=9).write())
+    assert [type(packet) for packet in read] == [mqtt5.PubRecPacket] * 4 + [mqtt5.DisconnectPacket]
+    assert read[-1].reason_code == mqtt5.DisconnectReasonCode.RECEIVE_MAX_EXCEEDED
+    client.close()
+    got = watcher.receive(4)
+    assert sorted(message.payload for message in got) == [b"1", b"2", b"3", b"4"]  # stored before the DISCONNECT
+    assert watcher.nothing_more()  # nothing read after it was acted upon

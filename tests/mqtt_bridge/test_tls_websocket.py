@@ -9,13 +9,15 @@ import socket
 import ssl
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import mqtt5
 import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as websocket_connect
 
@@ -416,3 +418,71 @@ def test_a_websocket_subscriber_that_stops_reading_is_held_back_not_buffered(tmp
         grown = anonymous_memory(pid) - before
         publisher.disconnect()
     assert grown < 16 * 1024 * 1024, f"server memory grew by {grown / 2**20:.1f} MiB"
+
+
+def push_past_receive_maximum(send: Callable[[bytes], None], receive: Callable[[], bytes]) -> list[object]:
+    """Eclipse Paho's MQTT 5 test test_flow_control2 over any transport (`receive` gives b"" at the end): CONNECT,
+    five QoS 2 publishes against a Receive Maximum of 4, a PUBREL for each PUBREC as it is read and a publish after
+    the DISCONNECT; the packets read up to the end. A send the server refuses fails the test."""
+    send(mqtt5.ConnectPacket("pushy").write())
+    send(b"".join(mqtt5.PublishPacket("fc/x", b"m", qos=mqtt5.QoS(2), packet_id=n).write() for n in range(1, 6)))
+    packets: list[object] = []
+    data = b""
+    while chunk := receive():
+        data += chunk
+        while data:
+            try:
+                packet, size = mqtt5.read(data)
+            except ValueError:  # the rest of the packet is still on its way
+                break
+            data = data[size:]
+            packets.append(packet)
+            if isinstance(packet, mqtt5.PubRecPacket):
+                send(mqtt5.PubRelPacket(packet.packet_id).write())
+            elif isinstance(packet, mqtt5.DisconnectPacket):
+                send(mqtt5.PublishPacket("fc/late", b"m", qos=mqtt5.QoS(1), packet_id=9).write())
+    return packets
+
+
+def assert_disconnected_with_0x93(packets: list[object]) -> None:
+    names = [type(packet).__name__ for packet in packets]
+    assert names == ["ConnAckPacket"] + ["PubRecPacket"] * 4 + ["DisconnectPacket"], names
+    assert packets[-1].reason_code == mqtt5.DisconnectReasonCode.RECEIVE_MAX_EXCEEDED  # type: ignore[attr-defined]
+
+
+def test_a_tls_client_that_keeps_sending_past_receive_maximum_reads_its_disconnect(tmp_path, servers, certificates):
+    # TLS cannot half-close: the server's close_notify ends the stream, and what the client sends after it is read
+    # and dropped, not answered with a reset.
+    ports = serve(tmp_path, servers, receive_maximum=4, **tls_settings(certificates))
+    context = ssl.create_default_context(cafile=str(certificates.ca))
+    with (
+        socket.create_connection(("127.0.0.1", ports["mqtts"]), timeout=30) as plain,
+        context.wrap_socket(plain, server_hostname=SERVER_NAME) as sock,
+    ):
+        packets = push_past_receive_maximum(sock.sendall, lambda: sock.recv(65536))
+    assert_disconnected_with_0x93(packets)
+
+
+def test_a_websocket_client_that_keeps_sending_past_receive_maximum_reads_its_disconnect(tmp_path, servers):
+    # WebSocket ends with a closing handshake, which goes on reading until the client's close frame (or
+    # DISCONNECT_LINGER_S): the client reads every frame before the server's close frame.
+    ports = serve(tmp_path, servers, websocket_port=0, receive_maximum=4)
+    url = f"ws://127.0.0.1:{ports['mqtt_ws']}/mqtt"
+    with websocket_connect(url, subprotocols=["mqtt"], open_timeout=10) as ws:
+
+        def receive() -> bytes:
+            try:
+                frame = ws.recv(timeout=10)
+            except ConnectionClosed:
+                return b""
+            assert isinstance(frame, bytes)
+            return frame
+
+        def send(data: bytes) -> None:
+            # The library refuses to send once it has read the server's close frame: a close it knows of (the
+            # frames before it are still read), not a reset.
+            with contextlib.suppress(ConnectionClosed):
+                ws.send(data)
+
+        packets = push_past_receive_maximum(send, receive)
+    assert_disconnected_with_0x93(packets)
