@@ -43,7 +43,10 @@ function status(text, error = false) {
 }
 
 async function api(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  // From the origin, not the page's URL: opened as http://user:password@host/dashboard, the page's URL holds
+  // credentials, and fetch refuses a URL resolved against it. The browser still sends the credentials it signed in
+  // with: the request is same-origin.
+  const response = await fetch(new URL(path, location.origin), { headers: { Accept: "application/json" } });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status}: ${body.message || response.statusText}`);
   return body;
