@@ -161,8 +161,12 @@ async function clients() {
 
 async function rules() {
   const answer = await api("/rules");
+  // A refused file is not running, whatever it says: shown first, with its file:line:column and reason.
+  show("rules-refused", answer.refused.length === 0 ? el("span") : el("div", { class: "refused" },
+    el("h3", {}, `Refused rule files (${answer.refused.length}): their rules in force, if any, are from before`),
+    table(["file", "rules it names", "error"], answer.refused.map((r) => [r.file, r.rules.join(", "), r.error]))));
   const rows = [];
-  for (const rule of answer) {
+  for (const rule of answer.rules) {
     for (const target of rule.targets) {
       rows.push([rule.bus, rule.name, rule.enabled ? "yes" : "no", target.id, target.type, target.state,
         target.matched ?? "", target.delivered ?? "", target.retries ?? "", target.dead_lettered ?? "", target.last_error || ""]);

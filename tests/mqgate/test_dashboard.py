@@ -153,3 +153,18 @@ def test_the_dashboard_fills_its_panels_when_the_url_carries_the_credentials(
         assert not errors, errors
     finally:
         context.close()
+
+
+def test_the_rules_page_shows_a_refused_rule_file_with_its_error(page: Page, serve: ServeProcess) -> None:
+    typo = serve.data_dir / "rules" / "typo.yaml"
+    typo.write_text(
+        "rules:\n  - name: cold\n    patern: {type: [x]}\n    targets: [{id: t, type: http, url: 'http://x/'}]\n"
+    )
+    try:
+        page.goto(f"{serve.http_url}/dashboard#rules")
+        refused = page.locator("#rules-refused tr", has_text="typo.yaml")
+        expect(refused).to_contain_text("3:5: rule: unknown key 'patern'; did you mean 'pattern'?")
+        expect(refused).to_contain_text("default/cold")
+        expect(page.locator("#status")).not_to_have_class("error")
+    finally:
+        typo.unlink()
