@@ -155,8 +155,8 @@ async function clients() {
   show("clients-table", answer.mqtt_enabled
     ? table(["client id", "state", "subscriptions", "inflight", "queued"], rows, ["inflight", "queued"])
     : el("p", { class: "empty" }, "the MQTT gateway is off"));
-  show("consumers-table", table(["group", "client id", "model", "topics"],
-    answer.consumers.map((m) => [m.group, m.client_id, m.message_model, m.topics.join(", ")])));
+  show("consumers-table", table(["group", "client id", "type", "model", "topics"],
+    answer.consumers.map((m) => [m.group, m.client_id, m.consume_type, m.message_model, m.topics.join(", ")])));
 }
 
 async function rules() {
