@@ -100,7 +100,8 @@ class SinkRunner(TaskRunner):
         self.batch_size = max(1, int(config.get("batch.size") or DEFAULT_BATCH_SIZE))
         # The runtime's own group: it exists whatever auto_create_group says (off in production).
         broker.create_groups([sink_group(connector)])
-        self.consumer = PullConsumer(broker, sink_group(connector))
+        # Its client id names the task: the group's member list (admin API, dashboard) says who reads it.
+        self.consumer = PullConsumer(broker, sink_group(connector), client_id=f"connector {connector} task {task_id}")
         self.producer = Producer(broker, sink_group(connector))
         # Next offset to read per queue, as committed (after flush).
         self.offsets: dict[MessageQueue, int] = {}
@@ -129,6 +130,8 @@ class SinkRunner(TaskRunner):
         # A task that keeps SinkTask's flush (nothing to make durable: each put delivered its records) is not
         # called for it after every batch.
         flushes = type(self.task).flush is not SinkTask.flush
+        # A live member of its group while it reads (paused too: it keeps its positions), not once stopped or failed.
+        self.consumer.join(sorted({queue.topic for queue in self.queues}))
         try:
             while True:
                 await self._gate()
@@ -149,6 +152,7 @@ class SinkRunner(TaskRunner):
                 if not more and not arrived.is_set():
                     await arrived.wait(self.idle_wait_s)
         finally:
+            self.consumer.leave()
             arrived.close()
 
     async def _fetch(self) -> tuple[list[SinkRecord], dict[MessageQueue, int], bool]:

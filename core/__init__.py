@@ -11,7 +11,9 @@ gRPC endpoint core/grpc) and the wiring (mqgate) use of the core, and nothing el
   group's retry or dead-letter topic).
 - Administration: `Broker.admin` (BrokerAdmin, as mqadmin: topic status QueueStatus, topic updates and deletes,
   groups (SubscriptionGroupConfig), consumer progress QueueProgress, live members ConsumerMember, offsets reset by
-  time; ConsumersOnlineError while live push consumers would undo a change; topic_kind).
+  time; ConsumersOnlineError while live push consumers or in-process readers would undo a change; topic_kind).
+  A reader of the process that reads a group for a while joins it (`Broker.join_group`, `leave_group`, with its
+  ConsumeType; `PullConsumer.join`), so that its group shows it as a live member.
 - Admin look-ups: `Broker.queries` (MessageQueries: by offset message id, unique id, key and time range; a message's
   consumption state per group, MessageTrack/ConsumeState) and `Broker.dead_letters` (DeadLetters: a group's dead
   letters listed a page at a time, DeadLetterPage/DeadLetter, and resent, ResendSummary/ResendOutcome/ResendStatus).
@@ -67,6 +69,7 @@ from core.client import (
 )
 from core.clock import Clock, ManualClock, SystemClock
 from core.consume_state import ConsumeState, MessageTrack
+from core.consumer_registry import ConsumeType
 from core.dead_letters import (
     DeadLetter,
     DeadLetterPage,
@@ -163,6 +166,7 @@ __all__ = [
     "ConsumeOrderlyStatus",
     "ConsumeState",
     "ConsumeStatus",
+    "ConsumeType",
     "ConsumerMember",
     "ConsumersOnlineError",
     "CoreError",

@@ -27,7 +27,7 @@ from core.broker_admin import BrokerAdmin
 from core.broker_config import BrokerConfig
 from core.clock import Clock, SystemClock
 from core.consumer_offsets import ConsumerOffsetManager
-from core.consumer_registry import ConsumerRegistry
+from core.consumer_registry import ConsumerRegistry, ConsumeType
 from core.dead_letters import DeadLetters
 from core.errors import (
     IllegalArgumentError,
@@ -209,6 +209,18 @@ class Broker:
         subscriptionGroup.json (one write per group would rewrite the table N times), whatever auto_create_group
         says: a front door that owns thousands of groups starts them so. The number created."""
         return self.groups.create_missing(groups)
+
+    def join_group(
+        self, group: str, client_id: str, topics: Iterable[str] = (), consume_type: ConsumeType = ConsumeType.PULL
+    ) -> None:
+        """`client_id`, a reader inside this process (or a pop client of the gRPC endpoint), reads `group` from now
+        on: a live member of it (`admin.members`) until `leave_group`. It does not heartbeat and never expires, so
+        it must leave when it stops reading. PULL and PUSH members make offset resets of the group wait for them."""
+        self.consumers.join(group, client_id, topics, consume_type)
+
+    def leave_group(self, group: str, client_id: str) -> None:
+        """`client_id` stopped reading `group` (nothing happens if it was no member)."""
+        self.consumers.unregister(group, client_id)
 
     def delete_group_offsets(self, group: str, topic: str | None = None) -> None:
         """Forget every offset a consumer group committed (the group is gone for good), or those in `topic` only."""

@@ -52,13 +52,16 @@ class QueueProgress:
 
 @dataclass(slots=True, frozen=True)
 class ConsumerMember:
-    """A live member of a consumer group (mqadmin consumerConnection)."""
+    """A live member of a consumer group (mqadmin consumerConnection): a heartbeating push consumer, a reader of
+    this process (consume_type PULL: a connector's sink task, an EventBridge target, an MQTT session) or a
+    pop client of the gRPC endpoint (POP)."""
 
     group: str
     client_id: str
     message_model: str
     topics: tuple[str, ...]
-    seconds_since_heartbeat: float
+    seconds_since_heartbeat: float | None  # None: a member that does not heartbeat (it leaves when it stops)
+    consume_type: str = "PUSH"
 
 
 def topic_kind(topic: str) -> str:
@@ -226,7 +229,8 @@ class BrokerAdmin:
                 member.client_id,
                 member.message_model,
                 tuple(sorted(member.subscriptions)),
-                max(0.0, now - member.last_heartbeat),
+                max(0.0, now - member.last_heartbeat) if member.heartbeats else None,
+                member.consume_type.value,
             )
             for name in ([group] if group is not None else registry.groups())
             for member in registry.members(name)
@@ -235,8 +239,9 @@ class BrokerAdmin:
     def reset_offsets_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[int, int]:
         """Move the group's offsets on every queue of `topic` to the first message stored at or after
         `timestamp_ms` (ms since the epoch; 0: the oldest kept, a time in the future: the end), as mqadmin
-        resetOffsetByTime. Pop consumers (the gRPC endpoint's) follow at once. ConsumersOnlineError while push
-        consumers of the group are live: they hold their offsets in memory and would commit them over the reset."""
+        resetOffsetByTime. Pop consumers (the gRPC endpoint's) follow at once. ConsumersOnlineError while members
+        that hold their positions in memory are live (push consumers, and the readers of this process: connector
+        sink tasks, EventBridge targets, MQTT sessions): they would commit theirs over the reset."""
         validate_group(group)
         validate_topic(topic)
         if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool) or timestamp_ms < 0:
@@ -256,9 +261,9 @@ class BrokerAdmin:
             raise GroupNotFoundError(f"consumer group {group!r} does not exist: no configuration, offsets or members")
 
     def _check_offline(self, group: str, what: str) -> None:
-        members = self._broker.consumers.members(group)
+        members = [member for member in self._broker.consumers.members(group) if member.consume_type.holds_positions]
         if members:
-            names = ", ".join(member.client_id for member in members)
+            names = ", ".join(f"{member.client_id} ({member.consume_type.value})" for member in members)
             raise ConsumersOnlineError(
                 f"consumer group {group!r} has {len(members)} live consumer(s) ({names}); stop them before its"
                 f" offsets are {what}, or they commit their own over it"

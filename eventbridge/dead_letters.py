@@ -7,7 +7,9 @@ Redrive appends each dead-lettered event again to its bus, as a copy restricted 
 (OnlyFor(rule, target)): the one target that failed gets it; the rule's other targets, which delivered it, and
 other rules do not get it again. Events whose rule or target no longer exists, or whose rule is disabled, are
 skipped and passed (nobody would deliver them: a target that starts later begins at the end of its bus), as are
-messages of the topic that are not dead-letter records; the summary counts them.
+messages of the topic that are not dead-letter records; the summary counts them. A redrive of one rule takes the
+dead letters recorded as that rule's, unmatched: each was matched when it was routed, and matching it again against
+a pattern edited since would drop an event acknowledged to its sender (a replay, by contrast, matches: replay.py).
 
 How far a redrive went is kept as committed offsets of consumer groups on the dead-letter topic, so the next
 redrive sends only what was dead-lettered since:

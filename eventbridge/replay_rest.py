@@ -2,11 +2,13 @@
 
     POST /buses/{bus}/replays              {"from": T, "to": T, "rule"?: name, "name"?: replay name, "archive"?:
                                            archive name}: 200 {name, bus, rule, archive, from, to, replayed,
-                                           skipped, queues: [{queue_id, from_offset, to_offset, replayed,
-                                           skipped}]}; T is ISO 8601 (naive: UTC) or epoch milliseconds, a store
-                                           time, or with "archive" an event time (the archive's events are
-                                           replayed; queues is then empty); 404 for an unknown bus, rule or
-                                           archive, 400 for an archive of another bus
+                                           skipped, unmatched, queues: [{queue_id, from_offset, to_offset,
+                                           replayed, skipped, unmatched}]}; T is ISO 8601 (naive: UTC) or epoch
+                                           milliseconds, a store time, or with "archive" an event time (the
+                                           archive's events are replayed; queues is then empty); with "rule", only
+                                           the events its pattern matches are replayed (unmatched counts the
+                                           others); 404 for an unknown bus, rule or archive, 400 for an archive of
+                                           another bus or a rule without a pattern
     GET  /dead-letters/{topic}             ?limit=100&offset=0: {topic, total, offset, limit, entries: [{id, type,
                                            bus, rule, target, status, error, attempts, origin, store_time,
                                            store_timestamp_ms, queue_id, offset, redriven}]}
@@ -99,6 +101,7 @@ def replay_json(summary: ReplaySummary) -> dict[str, Any]:
         "to": format_ms(summary.range.to_ms),
         "replayed": summary.replayed,
         "skipped": summary.skipped,
+        "unmatched": summary.unmatched,
         "queues": [
             {
                 "queue_id": queue.queue_id,
@@ -106,6 +109,7 @@ def replay_json(summary: ReplaySummary) -> dict[str, Any]:
                 "to_offset": queue.to_offset,
                 "replayed": queue.replayed,
                 "skipped": queue.skipped,
+                "unmatched": queue.unmatched,
             }
             for queue in summary.queues
         ],

@@ -8,10 +8,14 @@
     GET    /buses/{bus}              {"name", "topic"}
     DELETE /buses/{bus}              204 (the default bus cannot be deleted)
     GET    /sources                  [{name, bus, mqtt | topic, type, enabled, file, state, forwarded, refused}]
-    GET    /rules                    [{bus, name, enabled, description, file, pattern, schedule, targets: [{id,
-                                     url, state, ...}]}]; a scheduled rule also has schedule_state: {state
-                                     (SCHEDULED, ENDED, DISABLED), next_fire, fires, missed, last_error}
-    GET    /rules/{bus}/{name}       one rule, with its targets' delivery counts
+    GET    /rules                    {"rules": [{bus, name, enabled, description, file, file_error, pattern,
+                                     schedule, targets: [{id, url, state, ...}]}], "refused": [{file, line,
+                                     column, reason, error, rules}]}; a scheduled rule also has schedule_state:
+                                     {state (SCHEDULED, ENDED, DISABLED), next_fire, fires, missed, last_error};
+                                     refused are the rule files not loaded, with their error and the rules they
+                                     name; file_error is set on a rule whose file was refused since it was loaded
+    GET    /rules/{bus}/{name}       one rule, with its targets' delivery counts; 404 saying so when the file
+                                     naming it was refused
     PUT    /rules/{bus}/{name}       create or replace a rule: the rule as in a rule file, in JSON ({"pattern",
                                      "schedule", "targets", ...}; name and bus come from the path; a pattern, a
                                      schedule or both): 201 or 200 and the rule
@@ -59,12 +63,13 @@ from eventbridge.api_definitions import (
 )
 from eventbridge.archive_filler import ArchiveState
 from eventbridge.bus import BusError, bus_topic
+from eventbridge.errors import RuleFileError
 from eventbridge.ingress import EntryError, IngressError, parse_events, put_events_response
 from eventbridge.matcher import Matcher
 from eventbridge.pattern_compiler import compile_pattern
 from eventbridge.pattern_errors import PatternError
 from eventbridge.rule_file import BUS_NAME
-from eventbridge.rule_model import DEFAULT_BUS, HttpTarget, MqttTarget, Rule, Target, TopicTarget
+from eventbridge.rule_model import DEFAULT_BUS, HttpTarget, MqttTarget, Rule, RuleKey, Target, TopicTarget
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
 from eventbridge.scheduler import rfc3339
 from eventbridge.time_range import format_ms
@@ -239,6 +244,8 @@ def _rule_json(runtime: EventBridgeRuntime, rule: Rule) -> dict[str, Any]:
         "enabled": rule.enabled,
         "description": rule.description,
         "file": str(rule.position) if rule.position else None,
+        # The rule in force is from before its file was changed and refused: what the file says now is not running.
+        "file_error": str(refused) if (refused := _file_refusal(runtime, rule)) is not None else None,
         "pattern": rule.pattern.value if rule.pattern is not None else None,
         "schedule": str(rule.schedule) if rule.schedule is not None else None,
         **({"schedule_state": _schedule_json(runtime, rule)} if rule.schedule is not None else {}),
@@ -264,10 +271,30 @@ async def list_sources(request: web.Request) -> web.Response:
     return web.json_response([_source_json(runtime, name) for name in sorted(runtime.rules.sources)])
 
 
+def _file_refusal(runtime: EventBridgeRuntime, rule: Rule) -> RuleFileError | None:
+    return runtime.refusal_of_file(rule.position.path) if rule.position is not None else None
+
+
+def _refused_json(runtime: EventBridgeRuntime, error: RuleFileError) -> dict[str, Any]:
+    return {
+        "file": error.path,
+        "line": error.line,
+        "column": error.column,
+        "reason": error.reason,
+        "error": str(error),
+        "rules": [str(key) for key in runtime.declared_by(error)],
+    }
+
+
 async def list_rules(request: web.Request) -> web.Response:
     runtime = _runtime(request)
     rules = sorted(runtime.rules, key=lambda rule: (rule.bus, rule.name))
-    return web.json_response([_rule_json(runtime, rule) for rule in rules])
+    return web.json_response(
+        {
+            "rules": [_rule_json(runtime, rule) for rule in rules],
+            "refused": [_refused_json(runtime, error) for error in runtime.errors],
+        }
+    )
 
 
 async def get_rule(request: web.Request) -> web.Response:
@@ -276,7 +303,22 @@ async def get_rule(request: web.Request) -> web.Response:
     for rule in runtime.rules:
         if rule.bus == bus and rule.name == name:
             return web.json_response(_rule_json(runtime, rule))
-    raise web.HTTPNotFound(text=f"no rule {name!r} on bus {bus!r} (GET /rules lists them)")
+    raise web.HTTPNotFound(text=_missing_rule(runtime, RuleKey(bus, name)))
+
+
+def _missing_rule(runtime: EventBridgeRuntime, key: RuleKey) -> str:
+    """Why there is no rule `key`: the refused file that names it, else every refused file (one that could not be
+    read as YAML may hold it), else plainly none."""
+    refused = runtime.refusal_naming(key)
+    if refused is not None:
+        return (
+            f"rule {key.name!r} on bus {key.bus!r} is not in force: its file was refused: {refused}. Fix the file; "
+            "mqgate reads it again once it changes (GET /rules lists refused files)"
+        )
+    text = f"no rule {key.name!r} on bus {key.bus!r} (GET /rules lists them)"
+    if runtime.errors:
+        text += "; refused rule files, which may be meant to define it: " + "; ".join(map(str, runtime.errors))
+    return text
 
 
 async def reload_rules(request: web.Request) -> web.Response:

@@ -7,12 +7,13 @@ The only module of the rule loader that reads files; parsing and validation are 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventbridge.errors import RuleFileError
 from eventbridge.pattern_field import PatternCompileHook
-from eventbridge.rule_file import parse_rule_document
+from eventbridge.rule_file import declared_rules, parse_rule_document
 from eventbridge.rule_model import Archive, EventSchema, EventSource, Rule, RuleKey, RuleSet, SourcePosition
 
 logger = logging.getLogger(__name__)
@@ -22,11 +23,12 @@ RULE_FILE_SUFFIXES = (".yaml", ".yml")
 
 @dataclass(frozen=True, slots=True)
 class ReloadResult:
-    """A reload's outcome: the new rule set (valid files, plus the rules in force of files that failed) and the
-    errors, one per refused file."""
+    """A reload's outcome: the new rule set (valid files, plus the rules in force of files that failed), the
+    errors, one per refused file, and the rules each refused file names (read leniently, by its path)."""
 
     rules: RuleSet
     errors: tuple[RuleFileError, ...]
+    declared: Mapping[str, tuple[RuleKey, ...]] = field(default_factory=dict)
 
 
 def rule_files(directory: Path) -> list[Path]:
@@ -47,8 +49,10 @@ def load_rule_directory(
     accepted_schemas: list[EventSchema] = []
     accepted_archives: dict[str, Archive] = {}
     errors: list[RuleFileError] = []
+    declared: dict[str, tuple[RuleKey, ...]] = {}
     for file_path in rule_files(directory):
         name = str(file_path)
+        text = None
         try:
             try:
                 text = _read_text(file_path)
@@ -80,6 +84,7 @@ def load_rule_directory(
         except RuleFileError as exc:
             logger.warning("rule file refused, its rules in force stay: %s", exc)
             errors.append(exc)
+            declared[name] = declared_rules(text) if text is not None else ()
             rules = tuple(rule for rule in in_force.from_file(name) if rule.key not in accepted)
             sources = tuple(s for s in in_force.sources_from_file(name) if s.name not in accepted_sources)
             schemas = tuple(in_force.schemas_from_file(name))
@@ -92,7 +97,7 @@ def load_rule_directory(
         for archive in archives:
             accepted_archives[archive.name] = archive
     result = RuleSet(accepted, accepted_sources, tuple(accepted_schemas), accepted_archives)
-    return ReloadResult(result, tuple(errors))
+    return ReloadResult(result, tuple(errors), declared)
 
 
 def _read_text(path: Path) -> str:

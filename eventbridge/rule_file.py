@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass
 
 import yaml
-from yaml.nodes import Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from eventbridge.archive_file import read_archives
 from eventbridge.errors import RuleFileError, ScheduleError
@@ -122,6 +122,36 @@ def parse_rule_document(path: str, text: str, *, compile_pattern: PatternCompile
         names.add(rule.key)
         rules.append(rule)
     return RuleDocument(tuple(rules), sources, schemas, archives)
+
+
+def declared_rules(text: str) -> tuple[RuleKey, ...]:
+    """The rules a file's text names (`name`, and `bus` or the default), read leniently and never raising: for a
+    refused file, the rules it was meant to hold, so that asking for one of them can be answered with the file's
+    error rather than "no such rule". Empty where the text is no YAML mapping with a `rules:` list."""
+    if len(text) > MAX_RULE_FILE_CHARS or _max_flow_or_block_nesting(text) is not None:
+        return ()
+    try:
+        root = yaml.compose(text, Loader=_LOADER)
+    except yaml.YAMLError:
+        return ()
+    found = []
+    rules = _value_of(root, "rules")
+    for node in rules.value if isinstance(rules, SequenceNode) else []:
+        name, bus = _value_of(node, "name"), _value_of(node, "bus")
+        if isinstance(name, ScalarNode) and isinstance(name.value, str) and name.value:
+            found.append(RuleKey(bus.value if isinstance(bus, ScalarNode) and bus.value else DEFAULT_BUS, name.value))
+    return tuple(found)
+
+
+def _value_of(node: Node | None, key: str) -> Node | None:
+    """The value of `key` in a mapping node (the last, if it is given twice), or None."""
+    if not isinstance(node, MappingNode):
+        return None
+    found = None
+    for key_node, value_node in node.value:
+        if isinstance(key_node, ScalarNode) and key_node.value == key:
+            found = value_node
+    return found
 
 
 def _max_flow_or_block_nesting(text: str) -> tuple[int, int] | None:

@@ -4,7 +4,8 @@ rule target delivering the bus's matching events.
 - Buses are core topics (bus.py); `default` always exists, and a bus named by a rule is created with it.
 - Rules are read from `rules_dir` (rule_directory) at start and whenever a file there changes (polled every
   `reload_interval_s`: no inotify dependency, and an editor's save-by-rename is seen the same way). A refused file
-  keeps its rules in force and its error is kept for `errors`.
+  keeps its rules in force and its error is kept for `errors`, with the rules it names (read leniently), so that
+  the API can say why a rule it was meant to define is missing or old.
 - Routing (router.py): every event put on a bus is matched once, when it is stored, against one compiled machine
   of the bus's enabled rules, and gets an entry in the delivery queue (a core light queue) of each target it
   matched. A reload swaps the machines whole; targets' queues and positions are untouched, so a changed pattern
@@ -51,7 +52,7 @@ from eventbridge.matcher import Matcher
 from eventbridge.pattern_compiler import compile_pattern
 from eventbridge.router import EventRouter, target_queue
 from eventbridge.rule_directory import load_rule_directory, rule_files
-from eventbridge.rule_model import DEFAULT_BUS, Archive, BusTarget, EventSource, Rule, RuleSet, Target
+from eventbridge.rule_model import DEFAULT_BUS, Archive, BusTarget, EventSource, Rule, RuleKey, RuleSet, Target
 from eventbridge.scheduler import Scheduler
 from eventbridge.source_task import EventSourceTask
 from eventbridge.target_task import TargetTask
@@ -139,6 +140,7 @@ class EventBridgeRuntime:
         self.rules = RuleSet()
         self.schemas = SchemaRegistry()
         self.errors: tuple[RuleFileError, ...] = ()
+        self._declared: Mapping[str, tuple[RuleKey, ...]] = {}  # the rules each refused file names, by path
         self._arrivals = Arrivals()
         self._running: dict[TargetKey, _Running] = {}
         self._sources: dict[str, _RunningSource] = {}
@@ -186,8 +188,21 @@ class EventBridgeRuntime:
             self.rules = result.rules
             self.schemas = SchemaRegistry.of(result.rules.schemas)
             self.errors = result.errors
+            self._declared = result.declared
             await self._apply(result.rules)
             return result.errors
+
+    def refusal_naming(self, key: RuleKey) -> RuleFileError | None:
+        """The error of a refused file that names rule `key` (what a reader of the file meant to define), if any."""
+        return next((error for error in self.errors if key in self._declared.get(error.path, ())), None)
+
+    def refusal_of_file(self, path: str) -> RuleFileError | None:
+        """The error of the file at `path` if it is refused now (its rules in force are then from before)."""
+        return next((error for error in self.errors if error.path == path), None)
+
+    def declared_by(self, error: RuleFileError) -> tuple[RuleKey, ...]:
+        """The rules a refused file names, as far as it could be read."""
+        return self._declared.get(error.path, ())
 
     def count_put_error(self, code: str, events: int = 1) -> None:
         """A PutEvents entry (or whole request) refused with `code`, for the metrics."""

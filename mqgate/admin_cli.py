@@ -103,8 +103,9 @@ def add_admin_parser(
         help="move a group's offsets to the first message stored at or after a time",
         description=(
             "Move the group's offsets to the first message stored at or after --to, on every queue of --topic, or\n"
-            "of every topic it consumes. Refused while push consumers of the group are live (stop them first);\n"
-            "pop consumers (gRPC SimpleConsumer) follow at once."
+            "of every topic it consumes. Refused while members that hold their positions are live (push consumers,\n"
+            "connector tasks, rule targets, connected MQTT clients: stop them first); pop consumers (gRPC\n"
+            "SimpleConsumer) follow at once."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -295,6 +296,9 @@ def _consumer_progress(client: RestClient, args: argparse.Namespace) -> int:
         columns = ["topic", "queue", "broker offset", "consumer offset", "lag", "last consume time"]
         table(f"progress of {answer['group']}", columns, rows, ("queue", "broker offset", "consumer offset", "lag"))
         print(f"total lag: {answer['lag']}; live members: {len(answer['members'])}")
+        if answer["members"]:
+            table("members", ["client id", "type", "topics"],
+                  [[m["client_id"], m["consume_type"], ", ".join(m["topics"])] for m in answer["members"]])  # fmt: skip
 
     return emit(args, client.call("GET", f"/admin/groups/{quote(args.group)}/progress"), render)
 
@@ -323,8 +327,11 @@ def _client_list(client: RestClient, args: argparse.Namespace) -> int:
             table("MQTT sessions", columns, rows, ("inflight", "queued"))
         else:
             print("MQTT gateway: off")
-        members = [[m["group"], m["client_id"], m["message_model"], ", ".join(m["topics"])] for m in a["consumers"]]
-        table("core consumers", ["group", "client id", "model", "topics"], members)
+        members = [
+            [m["group"], m["client_id"], m["consume_type"], m["message_model"], ", ".join(m["topics"])]
+            for m in a["consumers"]
+        ]
+        table("core consumers (group members)", ["group", "client id", "type", "model", "topics"], members)
 
     return emit(args, answer, render)
 

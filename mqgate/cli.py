@@ -1,4 +1,4 @@
-"""The `mqgate` command: `serve`, `config`, `store stats`, `passwd`, `connect`, `rules test` and `events`.
+"""The `mqgate` command: `serve`, `config`, `store stats`, `passwd`, `connect`, `rules`, `events` and `admin`.
 
 Exit codes: 0 on success (and after a clean stop on SIGTERM/SIGINT), 1 when the store cannot be used (locked by
 another process, missing, unreadable; or a config file of the broker under the data directory) or `passwd` cannot
@@ -73,6 +73,7 @@ subcommands in detail:
   passwd        add, change or delete users of a Mosquitto password file (as mosquitto_passwd)
   connect       list, create, pause, resume, restart and delete connectors through the REST API
   rules test    does an event (JSON file) match an EventBridge pattern (JSON file)? exit 0 yes, 1 no, 2 invalid
+  rules list    the rules of a running mqgate serve, and the rule files it refused with their errors
   events        replay a bus's events in a time range; list and redrive dead letters (through the REST API)
   admin         topics, consumer groups and their lag, clients, messages, dead letters and the store of a
                 running mqgate serve (its admin API), as RocketMQ's mqadmin

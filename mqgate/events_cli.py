@@ -57,7 +57,9 @@ def add_events_parser(
     replay.add_argument("--bus", required=True, help="the bus whose events are replayed")
     replay.add_argument("--from", dest="from_", required=True, metavar="TIME", help="first store time (included)")
     replay.add_argument("--to", required=True, metavar="TIME", help="last store time (included)")
-    replay.add_argument("--rule", help="replay to this rule of the bus only (default: to every rule)")
+    replay.add_argument(
+        "--rule", help="replay the events this rule of the bus matches, to it only (default: to every rule)"
+    )
     replay.add_argument("--name", help="the replay's name, the `replayname` of its copies (default: generated)")
     replay.add_argument(
         "--archive", help="replay this archive of the bus (times are then event times) instead of the bus itself"
@@ -133,21 +135,26 @@ def _replay(client: RestClient, args: argparse.Namespace) -> int:
     with working(f"replaying bus {args.bus}"):
         summary = client.call("POST", f"/buses/{_quote(args.bus)}/replays", body)
     to = f"rule {summary['rule']!r}" if summary["rule"] else "every rule"
+    # A replay to one rule sends only the events its pattern matches; the others are counted, not sent.
+    unmatched = f"; {summary['unmatched']} not matched by its pattern" if summary["rule"] else ""
     if summary.get("archive"):
         print(
             f"replay {summary['name']}: {summary['replayed']} events of archive {summary['archive']!r} with event "
             f"times from {summary['from']} to {summary['to']} sent again to {to} of bus {summary['bus']!r}"
+            + (f" ({unmatched[2:]})" if unmatched else "")
         )
         return EXIT_OK
     print(
         f"replay {summary['name']}: {summary['replayed']} events of bus {summary['bus']!r} stored from "
-        f"{summary['from']} to {summary['to']} sent again to {to} ({summary['skipped']} replayed copies skipped)"
+        f"{summary['from']} to {summary['to']} sent again to {to} ({summary['skipped']} replayed copies skipped"
+        f"{unmatched})"
     )
+    columns = ["queue_id", "from_offset", "to_offset", "replayed", "skipped"] + (["unmatched"] if unmatched else [])
     table = Table(title=f"queues of bus {summary['bus']}", title_justify="left")
-    for column in ("queue", "from offset", "to offset", "replayed", "skipped"):
-        table.add_column(column, justify="right")
+    for column in columns:
+        table.add_column(column.replace("queue_id", "queue").replace("_", " "), justify="right")
     for queue in summary["queues"]:
-        table.add_row(*(str(queue[key]) for key in ("queue_id", "from_offset", "to_offset", "replayed", "skipped")))
+        table.add_row(*(str(queue[key]) for key in columns))
     stdout_console().print(table)
     return EXIT_OK
 

@@ -271,12 +271,22 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
         self.links[session.client_id] = link
         for queue in session.queues():
             self.readers.setdefault(queue, set()).add(session.client_id)
+        # While connected, the client reads its session's group and its shared subscriptions' groups: a live member
+        # of each (the admin API's group members), without heartbeats; it leaves them when the connection goes.
+        # The session group's queues change with every SUBSCRIBE; its progress lists them, the member does not.
+        self.broker.join_group(session_group(session.client_id), session.client_id)
+        for queue in session.queues():
+            self._join_shared(queue, session.client_id)
 
     def _detach(self, action: Detach) -> None:
         link = typing.cast(Link, action.connection)
         session = action.session
         if self.links.get(session.client_id) is link:
             del self.links[session.client_id]
+            # Not for a connection taken over: the new one is attached already, and the member is its.
+            self.broker.leave_group(session_group(session.client_id), session.client_id)
+            for queue in session.queues():
+                self._leave_shared(queue, session.client_id)
         link.stop_delivery()
         for queue in session.queues():
             readers = self.readers.get(queue)

@@ -38,6 +38,19 @@ class Subscriptions(GatewayState):
                 group.next_offset = max(committed, self.broker.min_offset(sub.queue, 0))
                 self.shared[sub.queue] = group
             group.members.add(client_id)
+            if client_id in self.links:  # connected: it reads the group from now on (at start, nobody is)
+                self._join_shared(sub.queue, client_id)
+
+    def _join_shared(self, queue: str, client_id: str) -> None:
+        """A connected member of a shared subscription is a live member of its consumer group."""
+        group = self.shared.get(queue)
+        if group is not None:
+            self.broker.join_group(group.consumer_group, client_id, (queue,))
+
+    def _leave_shared(self, queue: str, client_id: str) -> None:
+        group = self.shared.get(queue)
+        if group is not None:
+            self.broker.leave_group(group.consumer_group, client_id)
 
     def _release_queue(self, sub: Subscription, client_id: str) -> None:
         users = self.queue_users.get(sub.queue)
@@ -52,6 +65,7 @@ class Subscriptions(GatewayState):
         group = self.shared.get(sub.queue)
         if group is not None:
             group.members.discard(client_id)
+            self._leave_shared(sub.queue, client_id)
             if group.give_back_member(client_id):
                 self._wake_members(group)
         if not users:

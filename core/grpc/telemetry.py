@@ -11,6 +11,9 @@ them as a RecoverOrphanedTransactionCommand, whose answer comes back as an EndTr
 ThreadStackTrace and VerifyMessageResult commands from a client answer commands the server never sends yet (it
 asks for no stack trace and verifies nothing); they are accepted and logged. A stream that ends ends the client's
 check-backs; the client's session itself ends with NotifyClientTermination or its expiry (core.grpc.client_sessions).
+
+A consumer's settings make it a live member of its group (Broker.join_group: POP for push and simple consumers,
+which pop; PULL for a pull consumer, which holds its own offsets), until its session ends.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 import grpc
 
-from core import Broker, TransactionCheck
+from core import Broker, ConsumeType, TransactionCheck
 from core.grpc.client_sessions import ClientSession, ClientSessions
 from core.grpc.client_settings import consumer_settings, producer_settings
 from core.grpc.held_messages import Held
@@ -74,6 +77,7 @@ class Telemetry:
         if session is None:
             return
         self._unregister_checkers(session)
+        self._leave_group(session)
         self._release(client_id, session.held.release_all())
 
     async def _expire(self) -> None:
@@ -83,6 +87,7 @@ class Telemetry:
                 silent = self.sessions.expire_after_s
                 log.info("client %s silent for %.0f s: its session ends", session.client_id, silent)
                 self._unregister_checkers(session)
+                self._leave_group(session)
                 self._release(session.client_id, session.held.release_all())
 
     # --- the stream ---------------------------------------------------------------------------------------------
@@ -156,8 +161,13 @@ class Telemetry:
             for entry in given.subscription.subscriptions:
                 self.broker.topic_config(entry.topic.name)  # TOPIC_NOT_FOUND now rather than at the first receive
             session.client_type = client_type
+            if session.group and session.group != group:
+                self._leave_group(session)
             session.group = group
             session.settings = given
+            topics = [entry.topic.name for entry in given.subscription.subscriptions]
+            how = ConsumeType.PULL if client_type == ClientType.PULL_CONSUMER else ConsumeType.POP
+            self.broker.join_group(group, session.client_id, topics, how)
             return consumer_settings(
                 given,
                 retry_max_times=config.retry_max_times,
@@ -167,6 +177,10 @@ class Telemetry:
         if client_type in (ClientType.LITE_PUSH_CONSUMER, ClientType.LITE_SIMPLE_CONSUMER):
             raise RequestError(Code.NOT_IMPLEMENTED, "lite consumers are not implemented by mqgate yet")
         raise RequestError(Code.UNRECOGNIZED_CLIENT_TYPE, f"client type {client_type} is not one mqgate knows")
+
+    def _leave_group(self, session: ClientSession) -> None:
+        if session.group:
+            self.broker.leave_group(session.group, session.client_id)
 
     # --- transaction check-backs ---------------------------------------------------------------------------------
 

@@ -43,7 +43,10 @@ function status(text, error = false) {
 }
 
 async function api(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  // From the origin, not the page's URL: opened as http://user:password@host/dashboard, the page's URL holds
+  // credentials, and fetch refuses a URL resolved against it. The browser still sends the credentials it signed in
+  // with: the request is same-origin.
+  const response = await fetch(new URL(path, location.origin), { headers: { Accept: "application/json" } });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status}: ${body.message || response.statusText}`);
   return body;
@@ -152,14 +155,18 @@ async function clients() {
   show("clients-table", answer.mqtt_enabled
     ? table(["client id", "state", "subscriptions", "inflight", "queued"], rows, ["inflight", "queued"])
     : el("p", { class: "empty" }, "the MQTT gateway is off"));
-  show("consumers-table", table(["group", "client id", "model", "topics"],
-    answer.consumers.map((m) => [m.group, m.client_id, m.message_model, m.topics.join(", ")])));
+  show("consumers-table", table(["group", "client id", "type", "model", "topics"],
+    answer.consumers.map((m) => [m.group, m.client_id, m.consume_type, m.message_model, m.topics.join(", ")])));
 }
 
 async function rules() {
   const answer = await api("/rules");
+  // A refused file is not running, whatever it says: shown first, with its file:line:column and reason.
+  show("rules-refused", answer.refused.length === 0 ? el("span") : el("div", { class: "refused" },
+    el("h3", {}, `Refused rule files (${answer.refused.length}): their rules in force, if any, are from before`),
+    table(["file", "rules it names", "error"], answer.refused.map((r) => [r.file, r.rules.join(", "), r.error]))));
   const rows = [];
-  for (const rule of answer) {
+  for (const rule of answer.rules) {
     for (const target of rule.targets) {
       rows.push([rule.bus, rule.name, rule.enabled ? "yes" : "no", target.id, target.type, target.state,
         target.matched ?? "", target.delivered ?? "", target.retries ?? "", target.dead_lettered ?? "", target.last_error || ""]);

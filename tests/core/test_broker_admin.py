@@ -10,10 +10,12 @@ from core import (
     SCHEDULE_TOPIC,
     ConsumersOnlineError,
     ConsumeStatus,
+    ConsumeType,
     GroupNotFoundError,
     IllegalArgumentError,
     Message,
     Perm,
+    PullConsumer,
     PushConsumer,
     TopicConfigError,
     TopicNotFoundError,
@@ -133,6 +135,32 @@ async def test_reset_offsets_by_time_is_refused_while_push_consumers_are_live(ma
     assert broker.admin.reset_offsets_by_time("billing", "orders", 0) == {0: 0}
     with pytest.raises(IllegalArgumentError):
         broker.admin.reset_offsets_by_time("billing", "orders", -1)
+
+
+async def test_readers_that_join_a_group_are_members_until_they_leave_and_never_expire(make_broker):
+    broker = await make_broker()
+    broker.create_topic("orders", queue_nums=1)
+    reader = PullConsumer(broker, "sink", client_id="connector sink task 0")
+    reader.join(["orders"])
+    broker.join_group("reports", "grpc-client-1", ["orders"], ConsumeType.POP)
+    (member,) = broker.admin.members("sink")
+    assert (member.client_id, member.consume_type, member.topics) == ("connector sink task 0", "PULL", ("orders",))
+    assert member.seconds_since_heartbeat is None  # it does not heartbeat
+    assert [m.consume_type for m in broker.admin.members("reports")] == ["POP"]
+    assert {"sink", "reports"} <= set(broker.admin.groups())
+    # However long they have been silent: they leave when they stop reading, they do not expire.
+    registry = broker.consumers
+    registry.clock = lambda: time.monotonic() + 10 * registry.expire_after_s
+    assert registry.expire() == []
+    assert len(broker.admin.members("sink")) == 1
+    # A pulling reader would commit its positions over a reset; a pop client follows one.
+    with pytest.raises(ConsumersOnlineError, match=r"connector sink task 0 \(PULL\)"):
+        broker.admin.reset_offsets_by_time("sink", "orders", 0)
+    assert broker.admin.reset_offsets_by_time("reports", "orders", 0) == {0: 0}
+    reader.leave()
+    broker.leave_group("reports", "grpc-client-1")
+    assert broker.admin.members("sink") == broker.admin.members("reports") == []
+    assert broker.admin.reset_offsets_by_time("sink", "orders", 0) == {0: 0}
 
 
 async def test_query_by_time_range_returns_the_first_messages_of_the_range_oldest_first(make_broker):

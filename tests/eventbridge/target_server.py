@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,10 +69,35 @@ class TargetServer:
         return [r.attributes["id"] for r in self.received]
 
     async def wait_for(self, count: int, timeout_s: float = 20.0) -> None:
+        """Until `count` requests have arrived, repeats included: for deliveries that cannot repeat (no crash in
+        between). Where at-least-once delivery may repeat some, wait_for_all waits for what is expected."""
         async with asyncio.timeout(timeout_s):
             while len(self.received) < count:
                 self._arrived.clear()
                 await self._arrived.wait()
+
+    async def wait_for_all(
+        self, expected: Collection[Hashable], key: Callable[[Received], Hashable], timeout_s: float = 20.0
+    ) -> None:
+        """Until every item of `expected` has arrived, as `key` of a request, however often each came. A repeat
+        does not end the wait; after `timeout_s` an AssertionError says how many are missing."""
+        missing = set(expected)
+        seen = 0
+        try:
+            async with asyncio.timeout(timeout_s):
+                while True:
+                    for received in self.received[seen:]:
+                        missing.discard(key(received))
+                    seen = len(self.received)
+                    if not missing:
+                        return
+                    self._arrived.clear()
+                    await self._arrived.wait()
+        except TimeoutError:
+            raise AssertionError(
+                f"{len(missing)} of {len(expected)} expected requests missing after {timeout_s} s "
+                f"({seen} received), e.g. {sorted(map(str, missing))[:5]}"
+            ) from None
 
 
 @pytest.fixture

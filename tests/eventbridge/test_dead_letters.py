@@ -130,6 +130,28 @@ async def test_a_redrive_reaches_the_fixed_target_once_and_nobody_else(setup: Se
     assert {(listed.letter.rule, listed.redriven) for listed in page.entries} == {("fan", True), ("also-bad", False)}
 
 
+async def test_a_redrive_to_one_rule_sends_its_own_dead_letters_whatever_its_pattern_says_now(
+    setup: Setup, tmp_path: Path
+) -> None:
+    # Restricted to a rule, a redrive takes the dead letters that rule's targets gave up on (by the rule each letter
+    # records), not what the rule's pattern matches today: each was matched when it was routed, and was
+    # acknowledged to its sender; matching again against an edited pattern would drop it for good.
+    urls = {"ok": setup.ok.url, "broken": setup.broken.url, "other": setup.other.url, "also_bad": setup.also_bad.url}
+    edited = RULES.format(**urls).replace("{type: [sensor.reading]}", "{type: [x]}", 1)  # fan's pattern only
+    write_rules(tmp_path / "rules", "r.yaml", edited)
+    assert await setup.runtime.reload() == ()
+    pattern = setup.runtime.rules.get(RuleKey("default", "fan")).pattern  # type: ignore[union-attr]
+    assert pattern is not None and pattern.value == {"type": ["x"]}
+    setup.broken.status = setup.also_bad.status = 200
+    summary = await DeadLetterQueues(setup.runtime).redrive(DLQ, RedriveFilter(RuleKey("default", "fan")))
+    assert dict(summary.redriven) == {BROKEN: 3}
+    await setup.broken.wait_for(3)
+    await asyncio.sleep(QUIET_S)
+    assert sorted(setup.broken.ids()) == ["e0", "e1", "e2"]
+    assert setup.also_bad.requests == 3  # the dead letters of another rule in the same topic stay where they are
+    assert len(setup.ok.received) == len(setup.other.received) == 3
+
+
 async def test_a_redrive_of_one_rule_leaves_the_others_for_a_later_redrive_of_everything(setup: Setup) -> None:
     setup.broken.status = setup.also_bad.status = 200
     dead_letters = DeadLetterQueues(setup.runtime)

@@ -246,3 +246,64 @@ async def test_a_replay_from_an_archive_selects_by_event_time_and_reaches_one_ru
         await Replayer(setup.runtime).replay("default", second_to_fourth, archive="nope")
     with pytest.raises(ReprocessError, match="archive 'elsewhere' holds events of bus 'shop'"):
         await Replayer(setup.runtime).replay("default", second_to_fourth, archive="elsewhere")
+
+
+# --- to one rule: what its pattern matches -------------------------------------------------------------------
+
+
+async def test_a_replay_to_one_rule_takes_only_the_events_its_pattern_matches(broker: Broker, tmp_path: Path) -> None:
+    readings, orders = await TargetServer().start(), await TargetServer().start()
+    # As in the issue: a replay to `orders` must not send it the readings that only `readings` matches.
+    rules = f"""
+rules:
+  - {{name: readings, pattern: {{type: [sensor.reading]}}, targets: [{{id: t, type: http, url: '{readings.url}'}}]}}
+  - {{name: orders, pattern: {{type: [order]}}, targets: [{{id: t, type: http, url: '{orders.url}'}}]}}
+  - {{name: hourly, schedule: rate(1 hour), targets: [{{id: t, type: http, url: '{orders.url}'}}]}}
+"""
+    write_rules(tmp_path / "rules", "r.yaml", rules)
+    write_rules(tmp_path / "rules", "archive.yaml", "archives: [{name: kept}]\n")
+    client = HttpTargetClient()
+    runtime = EventBridgeRuntime(broker, tmp_path / "rules", client, reload_interval_s=0.05)
+    try:
+        await runtime.start()
+        assert runtime.errors == ()
+        kept = runtime.archives()["kept"]
+        async with asyncio.timeout(10):
+            while kept.log is None:
+                await asyncio.sleep(0.02)
+        await runtime.buses.put("default", [event(n, type="order" if n % 2 else "sensor.reading") for n in range(6)])
+        await readings.wait_for(3)
+        await orders.wait_for(3)
+        now_ms = int(datetime.datetime.now(datetime.UTC).timestamp() * 1000) + 1000
+        everything = TimeRange(0, now_ms)
+
+        summary = await Replayer(runtime).replay("default", everything, rule="orders", name="orders-again")
+        assert (summary.replayed, summary.unmatched, summary.skipped) == (3, 3, 0)
+        await orders.wait_for(6)
+        async with asyncio.timeout(10):
+            while kept.stats().events < 6:  # type: ignore[union-attr]
+                await asyncio.sleep(0.02)
+        from_archive = await Replayer(runtime).replay("default", everything, "orders", "from-kept", archive="kept")
+        assert (from_archive.replayed, from_archive.unmatched) == (3, 3)
+        await orders.wait_for(9)
+        await asyncio.sleep(QUIET_S)
+        assert replayed(orders) == sorted(
+            (f"e{n}", name) for n in (1, 3, 5) for name in ("orders-again", "from-kept")
+        )  # the order events only, once per replay
+        assert len(orders.received) == 9
+        assert len(readings.received) == 3 and replayed(readings) == []
+
+        with pytest.raises(ReprocessError, match="rule default/hourly has no event pattern"):
+            await Replayer(runtime).replay("default", everything, rule="hourly")
+    finally:
+        await runtime.close()
+        await client.close()
+        await readings.stop()
+        await orders.stop()
+
+
+def test_selection_for_one_rule_counts_what_it_does_not_match_apart() -> None:
+    messages = [stored(event(1, type="order"), 10), stored(event(2), 11), Stored(b"not json", 12)]
+    selection = select_for_replay(messages, 20, "r", lambda found: found["type"] == "order")
+    assert [copy["id"] for copy in selection.copies] == ["e1"]
+    assert (selection.unmatched, selection.skipped, selection.considered) == (1, 1, 3)

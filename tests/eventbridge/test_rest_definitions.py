@@ -138,7 +138,9 @@ async def test_a_scheduled_rule_through_the_api(serve: ServeProcess, target: Tar
         state = created["schedule_state"]
         assert state["state"] == "SCHEDULED" and state["next_fire"] in midnights, state
         assert (state["fires"], state["missed"], state["last_error"]) == (0, 0, None)
-        status, listed = await call(http, "GET", f"{serve.http_url}/rules")
+        status, answer = await call(http, "GET", f"{serve.http_url}/rules")
+        assert answer["refused"] == []
+        listed = answer["rules"]
         (nightly,) = [r for r in listed if r["name"] == "nightly"]
         assert nightly["schedule_state"]["next_fire"] == state["next_fire"]
         assert [r["schedule"] for r in listed if r["name"] == "from-file"] == [None]
@@ -163,3 +165,60 @@ async def test_a_scheduled_rule_through_the_api(serve: ServeProcess, target: Tar
 
 def _rfc3339(seconds: int) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+TYPO = """
+rules:
+  - name: cold
+    patern: {type: [reading]}
+    targets:
+      - {id: t, type: http, url: "http://127.0.0.1:9/x"}
+"""
+
+
+async def wait_for_refusal(http: aiohttp.ClientSession, serve: ServeProcess, file: str) -> dict[str, Any]:
+    """The entry of `file` in GET /rules's refused files, once the watcher has read it."""
+    async with asyncio.timeout(20):
+        while True:
+            status, answer = await call(http, "GET", f"{serve.http_url}/rules")
+            assert status == 200, answer
+            found = [entry for entry in answer["refused"] if entry["file"].endswith(file)]
+            if found:
+                return found[0]
+            await asyncio.sleep(0.1)
+
+
+async def test_a_refused_rule_file_is_listed_with_its_error_and_named_by_its_rules(
+    serve: ServeProcess, tmp_path: Path
+) -> None:
+    rules = tmp_path / "data" / "rules"
+    (rules / "typo.yaml").write_text(TYPO)
+    error = "typo.yaml:4:5: rule: unknown key 'patern'; did you mean 'pattern'?"
+    async with aiohttp.ClientSession() as http:
+        refused = await wait_for_refusal(http, serve, "typo.yaml")
+        assert refused["error"].endswith(error) and refused["error"] == f"{refused['file']}:4:5: {refused['reason']}"
+        assert (refused["line"], refused["column"], refused["rules"]) == (4, 5, ["default/cold"])
+        # The rule the file was meant to define: not found, and why.
+        status, answer = await call(http, "GET", f"{serve.http_url}/rules/default/cold")
+        assert status == 404
+        assert "rule 'cold' on bus 'default' is not in force: its file was refused: " in answer["message"]
+        assert error in answer["message"]
+        # Another missing rule: the refused files are named, as one may be meant to define it.
+        status, answer = await call(http, "GET", f"{serve.http_url}/rules/default/elsewhere")
+        assert status == 404 and "no rule 'elsewhere'" in answer["message"] and error in answer["message"]
+
+        # An operator's file that was loaded, then broken: its rule runs as it was, and says its file is refused.
+        (rules / "operator.yaml").write_text(OPERATOR_FILE.replace("pattern:", "pattern: {type: [x]}\n    patern:"))
+        await wait_for_refusal(http, serve, "operator.yaml")
+        status, kept = await call(http, "GET", f"{serve.http_url}/rules/default/from-file")
+        assert status == 200 and kept["pattern"] == {"type": ["never"]}
+        assert "operator.yaml:" in kept["file_error"] and "patern" in kept["file_error"]
+
+        # Fixed: nothing refused any more, and the rule is there.
+        (rules / "typo.yaml").write_text(TYPO.replace("patern", "pattern"))
+        (rules / "operator.yaml").write_text(OPERATOR_FILE)
+        async with asyncio.timeout(20):
+            while (await call(http, "GET", f"{serve.http_url}/rules"))[1]["refused"]:
+                await asyncio.sleep(0.1)
+        status, fixed = await call(http, "GET", f"{serve.http_url}/rules/default/cold")
+        assert status == 200 and fixed["file_error"] is None

@@ -13,7 +13,7 @@ import pytest
 from eventbridge.errors import RuleFileError
 from eventbridge.retry_policy import BackoffRetry, ExponentialDecayRetry
 from eventbridge.rule_directory import load_rule_directory
-from eventbridge.rule_file import parse_rule_file
+from eventbridge.rule_file import declared_rules, parse_rule_file
 from eventbridge.rule_model import (
     ApiKeyAuth,
     BasicAuth,
@@ -486,3 +486,23 @@ def test_a_changed_schedule_changes_the_rule_and_a_rewritten_one_does_not() -> N
     assert a == same and a != other
     diff = diff_rule_sets(RuleSet({a.key: a}), RuleSet({other.key: other}))
     assert len(diff.changed) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "rules:\n  - name: a\n    patern: {}\n  - {name: b, bus: shop}\n",
+            [RuleKey("default", "a"), RuleKey("shop", "b")],
+        ),
+        ("rules: [oops\n", []),  # not YAML
+        ("- a\n- b\n", []),  # not a mapping
+        ("rules: {name: a}\n", []),  # not a list
+        ("rules:\n  - {name: [a]}\n  - bus: x\n", []),  # no name to read
+        ("sources: []\n", []),
+    ],
+)
+def test_a_refused_file_names_the_rules_it_was_meant_to_hold_as_far_as_it_reads(
+    text: str, expected: list[RuleKey]
+) -> None:
+    assert list(declared_rules(text)) == expected

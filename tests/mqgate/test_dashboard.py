@@ -124,3 +124,47 @@ def test_the_dashboard_shows_topics_lag_clients_and_finds_messages(
     assert shot.stat().st_size > 10_000
     # Offline: every request went to mqgate itself.
     assert requested and all(url.startswith(serve.http_url) for url in requested), requested
+
+
+def test_the_dashboard_fills_its_panels_when_the_url_carries_the_credentials(
+    browser: Browser, serve: ServeProcess
+) -> None:
+    # http://user:password@host/dashboard: the page's own URL holds the credentials, and a request built from it
+    # cannot be made (fetch refuses such a URL); the page must build its requests from its origin.
+    context = browser.new_context()
+    try:
+        opened = context.new_page()
+        opened.set_default_timeout(WAIT_MS)
+        errors: list[str] = []
+        opened.on("pageerror", lambda error: errors.append(str(error)))
+        host = serve.http_url.removeprefix("http://")
+        opened.goto(f"http://operator:{TOKEN}@{host}/dashboard")
+
+        expect(opened.locator("#overview-cards")).to_contain_text("messages stored")
+        expect(opened.locator("#disk")).to_contain_text("flush mode")
+        expect(opened.locator("#status")).to_contain_text("updated")
+        expect(opened.locator("#status")).not_to_have_class("error")
+        opened.click("nav a[href='#topics']")
+        expect(opened.locator("#topics-table tr", has_text="plant")).to_have_count(1)
+        opened.click("nav a[href='#groups']")
+        expect(opened.locator("#groups-table tr", has_text="MQTT_SESSION_plc-7")).to_have_count(1)
+        expect(opened.locator("#status")).to_contain_text("updated")
+        expect(opened.locator("#status")).not_to_have_class("error")
+        assert not errors, errors
+    finally:
+        context.close()
+
+
+def test_the_rules_page_shows_a_refused_rule_file_with_its_error(page: Page, serve: ServeProcess) -> None:
+    typo = serve.data_dir / "rules" / "typo.yaml"
+    typo.write_text(
+        "rules:\n  - name: cold\n    patern: {type: [x]}\n    targets: [{id: t, type: http, url: 'http://x/'}]\n"
+    )
+    try:
+        page.goto(f"{serve.http_url}/dashboard#rules")
+        refused = page.locator("#rules-refused tr", has_text="typo.yaml")
+        expect(refused).to_contain_text("3:5: rule: unknown key 'patern'; did you mean 'pattern'?")
+        expect(refused).to_contain_text("default/cold")
+        expect(page.locator("#status")).not_to_have_class("error")
+    finally:
+        typo.unlink()

@@ -42,17 +42,23 @@ rules:
       - id: t
         type: http
         url: {other}
+  - name: orders
+    pattern: {{type: [order]}}
+    targets:
+      - id: t
+        type: http
+        url: {orders}
 """
 
 
 class Targets:
-    def __init__(self, ok: TargetServer, broken: TargetServer, other: TargetServer) -> None:
-        self.ok, self.broken, self.other = ok, broken, other
+    def __init__(self, ok: TargetServer, broken: TargetServer, other: TargetServer, orders: TargetServer) -> None:
+        self.ok, self.broken, self.other, self.orders = ok, broken, other, orders
 
 
 @pytest.fixture
 async def targets() -> AsyncIterator[Targets]:
-    servers = [await TargetServer(status=status).start() for status in (200, 400, 200)]
+    servers = [await TargetServer(status=status).start() for status in (200, 400, 200, 200)]
     yield Targets(*servers)
     for server in servers:
         await server.stop()
@@ -62,7 +68,9 @@ async def targets() -> AsyncIterator[Targets]:
 def serve(tmp_path: Path, targets: Targets) -> Iterator[ServeProcess]:
     rules = tmp_path / "data" / "rules"
     rules.mkdir(parents=True)
-    (rules / "r.yaml").write_text(RULES.format(ok=targets.ok.url, broken=targets.broken.url, other=targets.other.url))
+    (rules / "r.yaml").write_text(
+        RULES.format(ok=targets.ok.url, broken=targets.broken.url, other=targets.other.url, orders=targets.orders.url)
+    )
     config = tmp_path / "mqgate.toml"
     config.write_text(f'[http]\ntoken = "{TOKEN}"\n')
     process = ServeProcess(tmp_path / "data", "--config", config)
@@ -85,8 +93,8 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout
 
 
-async def put(serve: ServeProcess, *ids: str) -> None:
-    batch = [{"specversion": "1.0", "id": i, "source": "cli-test", "type": "t", "data": {"id": i}} for i in ids]
+async def put(serve: ServeProcess, *ids: str, kind: str = "t") -> None:
+    batch = [{"specversion": "1.0", "id": i, "source": "cli-test", "type": kind, "data": {"id": i}} for i in ids]
     headers = {"Content-Type": "application/cloudevents-batch+json", "Authorization": f"Bearer {TOKEN}"}
     url = f"{serve.http_url}/buses/default/events"
     async with aiohttp.ClientSession() as http, http.post(url, data=json.dumps(batch), headers=headers) as r:
@@ -138,6 +146,29 @@ async def test_replay_of_a_time_range_to_one_rule(serve: ServeProcess, targets: 
     copies = [(r.attributes["id"], r.attributes.get("replayname")) for r in targets.other.received[4:]]
     assert sorted(copies) == [("e2", "cli-replay"), ("e3", "cli-replay")]
     assert len(targets.ok.received) == 4  # rule fan: no copies
+
+
+async def test_a_replay_to_one_rule_sends_it_only_what_its_pattern_matches(
+    serve: ServeProcess, targets: Targets
+) -> None:
+    # The issue's case: rule `orders` (type: [order]) was sent the bus's readings by a replay restricted to it.
+    await put(serve, "s1", "s2", kind="sensor.reading")
+    await put(serve, "o1", kind="order")
+    await targets.other.wait_for(3)
+    await targets.orders.wait_for(1)
+    out = ok(
+        await events_cli(serve, "replay", "--bus", "default", "--from", "0", "--to", str(now_ms() + 1000),
+                         "--rule", "orders", "--name", "orders-only")
+    )  # fmt: skip
+    assert "replay orders-only: 1 events of bus 'default'" in out
+    assert "to rule 'orders' (0 replayed copies skipped; 2 not matched by its pattern)" in out
+    await targets.orders.wait_for(2)
+    await asyncio.sleep(QUIET_S)
+    assert sorted((r.attributes["id"], r.attributes.get("replayname", "")) for r in targets.orders.received) == [
+        ("o1", ""),
+        ("o1", "orders-only"),
+    ]
+    assert len(targets.other.received) == 3  # the other rules: no copies
 
 
 async def test_dlq_list_shows_the_failed_target_status_and_error(serve: ServeProcess, targets: Targets) -> None:

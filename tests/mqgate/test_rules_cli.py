@@ -1,13 +1,16 @@
-"""`mqgate rules test`, run as a real process: match, no match, and invalid patterns, events and files."""
+"""`mqgate rules test`, run as a real process: match, no match, and invalid patterns, events and files; and `mqgate
+rules list` against a real `mqgate serve` with a rule file it refused."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from tests.serve_process import ROOT
+from tests.serve_process import ROOT, ServeProcess
 
 PATTERN = {"source": ["shop"], "detail": {"total": [{"numeric": [">", 100]}], "ip": [{"cidr": "10.0.0.0/8"}]}}
 
@@ -65,3 +68,48 @@ def test_invalid_event_or_file_exits_2(tmp_path: Path) -> None:
     result = rules_test(pattern, tmp_path / "missing.json")
     assert result.returncode == 2
     assert "missing.json: cannot read" in result.stderr
+
+
+def rules_list(serve: ServeProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key not in ("MQGATE_TOKEN", "MQGATE_URL")}
+    return subprocess.run(
+        [sys.executable, "-m", "mqgate.cli", "rules", "list", "--url", serve.http_url, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "COLUMNS": "250"},
+    )
+
+
+def test_rules_list_shows_the_rules_and_each_refused_file_with_its_error(tmp_path: Path) -> None:
+    rules = tmp_path / "data" / "rules"
+    rules.mkdir(parents=True)
+    (rules / "good.yaml").write_text(
+        "rules:\n  - {name: orders, pattern: {type: [order]}, targets: [{id: t, type: http, url: 'http://127.0.0.1:9/'}]}\n"
+    )
+    (rules / "typo.yaml").write_text(
+        "rules:\n  - name: cold\n    patern: {type: [reading]}\n    targets: [{id: t, type: http, url: 'http://x/'}]\n"
+    )
+    serve = ServeProcess(tmp_path / "data")
+    try:
+        result = rules_list(serve)
+        assert result.returncode == 0, result.stderr
+        assert "orders" in result.stdout and '{"type": ["order"]}' in result.stdout
+        assert "1 rule file(s) refused" in result.stdout
+        error = (
+            f"{rules / 'typo.yaml'}:3:5: rule: unknown key 'patern'; did you mean 'pattern'? (it names default/cold)"
+        )
+        assert error in result.stdout, result.stdout
+        as_json = json.loads(rules_list(serve, "--json").stdout)
+        assert [entry["rules"] for entry in as_json["refused"]] == [["default/cold"]]
+
+        (rules / "typo.yaml").unlink()
+        deadline = time.monotonic() + 20
+        while "no rule file refused" not in (result := rules_list(serve)).stdout:
+            assert time.monotonic() < deadline, result.stdout
+            time.sleep(0.2)
+    finally:
+        assert serve.stop() == 0
+    unreachable = rules_list(serve)
+    assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr
