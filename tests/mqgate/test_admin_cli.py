@@ -299,10 +299,11 @@ def test_dead_letters_are_listed_and_resent_once(gateway: Gateway) -> None:
     assert gateway.json("message", "dlq", "billing")["letters"][0]["resent"] is True
 
 
-def test_a_long_operation_shows_a_progress_bar_in_a_terminal(gateway: Gateway) -> None:
+def in_terminal(url: str, *args: str, columns: int = 80, term: str = "dumb") -> str:
+    """What `mqgate admin ARGS` shows on a terminal COLUMNS wide (colours and styles left out)."""
     primary, secondary = pty.openpty()
-    env = {**os.environ, "MQGATE_URL": gateway.url, "MQGATE_TOKEN": TOKEN, "COLUMNS": "120", "TERM": "xterm"}
-    command = [sys.executable, "-m", "mqgate.cli", "admin", "message", "resend", "billing", "--all"]
+    env = {**os.environ, "MQGATE_URL": url, "MQGATE_TOKEN": TOKEN, "COLUMNS": str(columns), "TERM": term}
+    command = [sys.executable, "-m", "mqgate.cli", "admin", *args]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=secondary, stderr=secondary, close_fds=True)
     os.close(secondary)
     shown = b""
@@ -315,8 +316,12 @@ def test_a_long_operation_shows_a_progress_bar_in_a_terminal(gateway: Gateway) -
             break
         shown += chunk
     os.close(primary)
-    assert process.wait(timeout=60) == 0
-    text = shown.decode(errors="replace")
+    assert process.wait(timeout=60) == 0, shown
+    return re.sub(r"\x1b\[[0-9;]*m", "", shown.decode(errors="replace"))
+
+
+def test_a_long_operation_shows_a_progress_bar_in_a_terminal(gateway: Gateway) -> None:
+    text = in_terminal(gateway.url, "message", "resend", "billing", "--all", columns=120, term="xterm")
     assert "resending dead letters of billing" in text and "1/1" in text
     # Piped, the same command draws nothing but its result.
     piped = gateway.admin("message", "resend", "billing", "--all")
@@ -348,27 +353,6 @@ def test_a_bad_command_line_exits_2(gateway: Gateway) -> None:
 def test_unreachable_server_exits_1(tmp_path: Path) -> None:
     result = mqgate("topic", "list", url="http://127.0.0.1:9")
     assert result.returncode == 1 and "cannot reach" in result.stderr
-
-
-def in_terminal(url: str, *args: str, columns: int = 80) -> str:
-    """What `mqgate admin ARGS` shows on a terminal COLUMNS wide (colours and styles left out)."""
-    primary, secondary = pty.openpty()
-    env = {**os.environ, "MQGATE_URL": url, "MQGATE_TOKEN": TOKEN, "COLUMNS": str(columns), "TERM": "dumb"}
-    command = [sys.executable, "-m", "mqgate.cli", "admin", *args]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=secondary, stderr=secondary, close_fds=True)
-    os.close(secondary)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(primary, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(primary)
-    assert process.wait(timeout=60) == 0, shown
-    return re.sub(r"\x1b\[[0-9;]*m", "", shown.decode(errors="replace"))
 
 
 def test_message_ids_are_never_cut_on_a_narrow_terminal(gateway: Gateway) -> None:
