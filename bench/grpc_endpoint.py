@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.serve_child import ServeChild  # noqa: E402
-from core.grpc.stubs import (  # noqa: E402
+from proxy.stubs import (  # noqa: E402
     Code,
     MessageType,
     MessagingServiceServicer,
@@ -73,7 +73,7 @@ from core.grpc.stubs import (  # noqa: E402
     add_MessagingServiceServicer_to_server,
     definition_pb2,
 )
-from core.grpc.stubs import service_pb2 as pb  # noqa: E402
+from proxy.stubs import service_pb2 as pb  # noqa: E402
 
 TOPIC = "bench"
 GROUP = "bench-group"

@@ -1,5 +1,5 @@
 """The broker core's public API: everything a front door (mqtt_bridge, connectors, eventbridge, spark_sink, the
-gRPC endpoint core/grpc) and the wiring (mqgate) use of the core, and nothing else. Import from here,
+RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and nothing else. Import from here,
 `from core import Broker, Message, Producer`, never from core's modules: those are free to change.
 
 - The broker and its results: Broker, BrokerConfig, SendResult/SendStatus, PullResult/PullStatus, Route,

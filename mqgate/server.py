@@ -28,9 +28,6 @@ from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
 from core import Broker, MessageStore, RecoveryReport, open_store
-from core.grpc.access_errors import AclFileError
-from core.grpc.acl_file import load_acl_file
-from core.grpc.server import EndpointError, GrpcEndpoint, PortUnavailableError
 from eventbridge.http_target import HttpTargetClient
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
@@ -47,6 +44,9 @@ from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
 from mqtt_bridge.password_file import PasswordFile
+from proxy.access_errors import AclFileError
+from proxy.acl_file import load_acl_file
+from proxy.server import EndpointError, GrpcEndpoint, PortUnavailableError
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ SECTION_HELP = {
         "The MQTT gateway: the fields of `mqtt_bridge/config.py` (`MqttConfig`); retained messages and sessions are"
         " snapshotted in `DATA_DIR/mqtt/`."
     ),
-    "grpc": "The RocketMQ 5 gRPC endpoint: the fields of `core/grpc/config.py` (`GrpcConfig`).",
+    "grpc": "The RocketMQ 5 gRPC endpoint: the fields of `proxy/config.py` (`GrpcConfig`).",
     "http": (
         "mqgate's one HTTP port, which serves the connector REST API and the EventBridge HTTP API: the fields of"
         " `mqgate/http_api.py` (`HttpConfig`)."

@@ -18,7 +18,7 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
     port = 1883                     # 0: a free port, named in the ready line
     password_file = "/etc/mqgate/passwd"
 
-    [grpc]                          # every field of core.grpc.config.GrpcConfig (the RocketMQ 5 gRPC endpoint)
+    [grpc]                          # every field of proxy.config.GrpcConfig (the RocketMQ 5 gRPC endpoint)
     port = 8081                     # 0: a free port, named in the ready line
 
     [http]                          # every field of mqgate.http_api.HttpConfig (the REST APIs' one port)
@@ -46,7 +46,6 @@ from types import MappingProxyType
 import yaml
 
 from core import BrokerConfig, FlushMode, StoreConfig
-from core.grpc.config import GrpcConfig
 from mqgate.http_api import HttpConfig
 from mqgate.setting_help import (
     BROKER_KEY_HELP,
@@ -77,6 +76,7 @@ from mqgate.setting_values import (
     parse_uint16,
 )
 from mqtt_bridge.config import MqttConfig
+from proxy.config import GrpcConfig
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import pytest
 import core
 
 ROOT = Path(__file__).resolve().parents[1]
-FRONT_DOORS = ["connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "core/grpc"]
-ABOVE_CORE = {"connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge"}
+FRONT_DOORS = ["connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy"]
+ABOVE_CORE = {"connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy"}
 
 
 def imports(package: str) -> Iterator[tuple[str, int, str, list[str]]]:
@@ -34,7 +34,7 @@ def test_front_doors_import_only_what_core_exports():
     wrong = []
     for package in FRONT_DOORS:
         for where, _, module, names in imports(package):
-            if module.startswith("core.") and not module.startswith("core.grpc"):
+            if module.startswith("core."):
                 wrong.append(f"{where}: imports {module}; import from `core` instead")
             elif module == "core":
                 wrong += [f"{where}: `core` does not export {name}" for name in names if name not in exported]
@@ -53,16 +53,6 @@ def test_core_store_imports_nothing_of_core_above_it():
         return top in ABOVE_CORE or (top == "core" and not in_store)
 
     wrong = [f"{where}: imports {module}" for where, _, module, _ in imports("core/store") if above_the_store(module)]
-    assert not wrong, "\n".join(wrong)
-
-
-def test_the_core_imports_not_its_grpc_endpoint():
-    # core/grpc is a front door inside core (it serves RocketMQ's own protocol): the rest of core must not need it.
-    wrong = [
-        f"{where}: imports {module}"
-        for where, _, module, _ in imports("core")
-        if module.startswith("core.grpc") and not where.startswith("core/grpc/")
-    ]
     assert not wrong, "\n".join(wrong)
 
 

@@ -1,7 +1,7 @@
 """Rule targets inside mqgate, through a real `mqgate serve`: an MQTT topic (a paho subscriber gets the command with
 its QoS, CloudEvents attributes as MQTT 5 user properties, and a later subscriber gets it retained), another bus
 (whose rule delivers the event unchanged), and an event that cannot be published (dead-lettered with the reason).
-The core-topic target is tested with the official RocketMQ client in tests/core/grpc/test_every_door.py."""
+The core-topic target is tested with the official RocketMQ client in tests/proxy/test_every_door.py."""
 
 from __future__ import annotations
 

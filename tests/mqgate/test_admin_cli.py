@@ -23,7 +23,7 @@ import paho.mqtt.client as paho
 import pytest
 from rocketmq import FilterExpression, Message, Producer, SimpleConsumer
 
-from tests.core.grpc.serving import client_config, eventually, receive_all, start, write_groups
+from tests.proxy.serving import client_config, eventually, receive_all, start, write_groups
 from tests.serve_process import ROOT, ServeProcess, mqtt_client
 
 pytestmark = pytest.mark.slow

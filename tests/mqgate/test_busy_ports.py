@@ -18,7 +18,7 @@ import pytest
 from rocketmq.grpc_protocol import Code, definition_pb2, service_pb2, service_pb2_grpc
 
 from mqgate.cli import os_error_message
-from tests.core.grpc.serving import write_topics
+from tests.proxy.serving import write_topics
 from tests.serve_process import ROOT, ServeProcess, mqtt_client, serve_command
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.core.grpc.serving import start
+from tests.proxy.serving import start
 from tests.serve_process import ServeProcess, mqtt_client
 
 pytestmark = pytest.mark.slow

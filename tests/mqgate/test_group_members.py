@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from rocketmq import FilterExpression, SimpleConsumer
 
-from tests.core.grpc.serving import client_config, eventually, start
+from tests.proxy.serving import client_config, eventually, start
 from tests.serve_process import ROOT, ServeProcess, mqtt_client
 
 pytestmark = pytest.mark.slow

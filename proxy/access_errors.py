@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from core.grpc.stubs import Code
+from proxy.stubs import Code
 
 
 class AccessError(Exception):

@@ -16,8 +16,8 @@ client's own settings with what the server decides. Pure code.
 from __future__ import annotations
 
 from core import GroupRetryPolicy, RetryPolicyType
-from core.grpc.message_codec import to_duration
-from core.grpc.stubs import Settings, definition_pb2
+from proxy.message_codec import to_duration
+from proxy.stubs import Settings, definition_pb2
 
 PRODUCER_MAX_ATTEMPTS = 3
 PRODUCER_BACKOFF_INITIAL_MS = 10

@@ -1,4 +1,4 @@
-"""core.grpc.message_codec without a socket: generated protocol messages go into the core and back out as a consumer
+"""proxy.message_codec without a socket: generated protocol messages go into the core and back out as a consumer
 receives them, compared with what a plain reference says must arrive; each refusal gets the proxy's code."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from rocketmq.grpc_protocol import Code, DigestType, Encoding, MessageType, definition_pb2
 
 from core import StoredMessage
-from core.grpc.message_codec import SYSTEM_PROPERTY_NAMES, message_type_of, timestamp_ms, to_core, to_proto
-from core.grpc.status_codes import RequestError
+from proxy.message_codec import SYSTEM_PROPERTY_NAMES, message_type_of, timestamp_ms, to_core, to_proto
+from proxy.status_codes import RequestError
 
 NOW_MS = 1_790_000_000_000
 LIMITS = {

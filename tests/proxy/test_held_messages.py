@@ -12,7 +12,7 @@ import grpc
 import pytest
 from rocketmq.grpc_protocol import Code, MessageType, definition_pb2, service_pb2, service_pb2_grpc
 
-from tests.core.grpc.serving import grpc_port, start, write_topics
+from tests.proxy.serving import grpc_port, start, write_topics
 
 pytestmark = pytest.mark.slow
 

@@ -54,8 +54,8 @@ from core import (
     StoredMessage,
     build_message,
 )
-from core.grpc.status_codes import RequestError
-from core.grpc.stubs import Code, DigestType, Encoding, MessageType, definition_pb2
+from proxy.status_codes import RequestError
+from proxy.stubs import Code, DigestType, Encoding, MessageType, definition_pb2
 
 PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"

@@ -24,11 +24,11 @@ from core import (
 from core import (
     MessageType as TopicMessageType,
 )
-from core.grpc.client_sessions import ClientSessions
-from core.grpc.client_settings import consumer_settings, producer_settings
-from core.grpc.held_messages import RENEW_AHEAD_MS, RENEW_MAX_MS, RENEW_SLICE_MS, HeldMessages
-from core.grpc.routes import accepts, assignments, broker_of, message_queues
-from core.grpc.status_codes import RequestError, status_of
+from proxy.client_sessions import ClientSessions
+from proxy.client_settings import consumer_settings, producer_settings
+from proxy.held_messages import RENEW_AHEAD_MS, RENEW_MAX_MS, RENEW_SLICE_MS, HeldMessages
+from proxy.routes import accepts, assignments, broker_of, message_queues
+from proxy.status_codes import RequestError, status_of
 
 BROKER = broker_of("broker-a", definition_pb2.Endpoints(addresses=[definition_pb2.Address(host="10.0.0.1", port=8081)]))
 PERMS = [Perm.READ | Perm.WRITE, Perm.READ, Perm.WRITE, Perm(0)]

@@ -1,4 +1,4 @@
-"""Reading plain_acl.yml (core/grpc/acl_file.py): what is accepted, and every refusal with its full message:
+"""Reading plain_acl.yml (proxy/acl_file.py): what is accepted, and every refusal with its full message:
 file, line and column, the account by index and accessKey, the key, what to do."""
 
 from pathlib import Path
@@ -7,9 +7,9 @@ import pytest
 from rocketmq import ClientConfiguration, Credentials
 from rocketmq.v5.util.signature import Signature
 
-from core.grpc.access_control import AclPerm
-from core.grpc.access_errors import AclFileError
-from core.grpc.acl_file import load_acl_file, parse_acl_text
+from proxy.access_control import AclPerm
+from proxy.access_errors import AclFileError
+from proxy.acl_file import load_acl_file, parse_acl_text
 
 GOOD_ACCOUNT = """\
   - accessKey: RocketMQ

@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from core.grpc.access_errors import Unauthenticated
+from proxy.access_errors import Unauthenticated
 
 AUTHORIZATION = "authorization"
 DATE_TIME = "x-mq-date-time"

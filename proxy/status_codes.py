@@ -23,7 +23,7 @@ too far ahead); `status_of` turns it, or any core error, into the Status its cli
     any other CoreError                   INTERNAL_SERVER_ERROR
 
 Anything else raised while serving a request is a defect of ours: INTERNAL_SERVER_ERROR with the exception's type
-and text, and the traceback goes to the log (core.grpc.service).
+and text, and the traceback goes to the log (proxy.service).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from core import (
     TopicNotFoundError,
     UnsupportedExpressionTypeError,
 )
-from core.grpc.stubs import Code, Status
+from proxy.stubs import Code, Status
 
 # Most specific first: PayloadTooLargeError is an IllegalMessageError, ReceiptHandleError and PopRequestError are
 # PopErrors.
@@ -97,7 +97,7 @@ def code_of(error: BaseException) -> int:
         return error.code
     code = getattr(error, "code", None)
     if isinstance(code, int) and not isinstance(error, CoreError) and code in Code.values():
-        return code  # the access checks' errors carry their code (core.grpc access control)
+        return code  # the access checks' errors carry their code (proxy access control)
     if isinstance(error, PopRequestError):
         return Code.ILLEGAL_INVISIBLE_TIME if "invisible" in str(error) else Code.BAD_REQUEST
     for kind, code in _CODES:

@@ -18,8 +18,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from rocketmq import FilterExpression, Message, Producer, SimpleConsumer
 
-from tests.core.grpc.serving import WAIT_S, client_config, receive_all, start
 from tests.eventbridge.target_server import TargetServer
+from tests.proxy.serving import WAIT_S, client_config, receive_all, start
 from tests.serve_process import ServeProcess, mqtt_client
 
 pytestmark = pytest.mark.slow

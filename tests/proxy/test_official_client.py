@@ -24,7 +24,7 @@ from rocketmq import (
 )
 from rocketmq.grpc_protocol import FilterType
 
-from tests.core.grpc.serving import (
+from tests.proxy.serving import (
     WAIT_S,
     by_key,
     client_config,

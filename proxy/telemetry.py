@@ -2,15 +2,15 @@
 
 A client opens one stream per endpoint and sends its Settings (what it is: producer with the topics it publishes,
 push or simple consumer with its group and subscriptions); it gets them back merged with the server's
-(core.grpc.client_settings), again whenever it sends them. A push consumer waits for that answer before it starts.
+(proxy.client_settings), again whenever it sends them. A push consumer waits for that answer before it starts.
 
 While a producer's stream is open it answers check-backs of the topics it publishes: an undecided transaction of
 such a topic (the producer group of a gRPC half message is its topic, as in RocketMQ's proxy) is sent to one of
-them as a RecoverOrphanedTransactionCommand, whose answer comes back as an EndTransaction (core.grpc.service).
+them as a RecoverOrphanedTransactionCommand, whose answer comes back as an EndTransaction (proxy.service).
 
 ThreadStackTrace and VerifyMessageResult commands from a client answer commands the server never sends yet (it
 asks for no stack trace and verifies nothing); they are accepted and logged. A stream that ends ends the client's
-check-backs; the client's session itself ends with NotifyClientTermination or its expiry (core.grpc.client_sessions).
+check-backs; the client's session itself ends with NotifyClientTermination or its expiry (proxy.client_sessions).
 
 A consumer's settings make it a live member of its group (Broker.join_group: POP for push and simple consumers,
 which pop; PULL for a pull consumer, which holds its own offsets), until its session ends.
@@ -27,12 +27,12 @@ from typing import Any
 import grpc
 
 from core import Broker, ConsumeType, TransactionCheck
-from core.grpc.client_sessions import ClientSession, ClientSessions
-from core.grpc.client_settings import consumer_settings, producer_settings
-from core.grpc.held_messages import Held
-from core.grpc.message_codec import to_proto
-from core.grpc.status_codes import RequestError, ok, status_of
-from core.grpc.stubs import ClientType, Code, Settings, TelemetryCommand, service_pb2
+from proxy.client_sessions import ClientSession, ClientSessions
+from proxy.client_settings import consumer_settings, producer_settings
+from proxy.held_messages import Held
+from proxy.message_codec import to_proto
+from proxy.status_codes import RequestError, ok, status_of
+from proxy.stubs import ClientType, Code, Settings, TelemetryCommand, service_pb2
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +212,6 @@ class Telemetry:
                     question.message.topic,
                     session.client_id,
                 )
-            # The answer comes as an EndTransaction (core.grpc.service).
+            # The answer comes as an EndTransaction (proxy.service).
 
         return check

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rocketmq import FilterExpression, Message, Producer, SimpleConsumer
 
-from tests.core.grpc.serving import WAIT_S, client_config, start, write_topics
+from tests.proxy.serving import WAIT_S, client_config, start, write_topics
 
 pytestmark = pytest.mark.slow
 

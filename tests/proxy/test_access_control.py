@@ -1,4 +1,4 @@
-"""The permission decision (core/grpc/access_control.py) on RocketMQ's example plain_acl.yml, and on generated files
+"""The permission decision (proxy/access_control.py) on RocketMQ's example plain_acl.yml, and on generated files
 against a plain reference evaluator of RocketMQ's PlainPermissionChecker rules."""
 
 import pytest
@@ -8,9 +8,9 @@ from rocketmq import ClientConfiguration, Credentials
 from rocketmq.grpc_protocol import Code
 from rocketmq.v5.util.signature import Signature
 
-from core.grpc.access_control import AccessControl, Account, AclPerm, Action, ResourceKind, permits
-from core.grpc.access_errors import Forbidden, Unauthenticated
-from core.grpc.acl_file import parse_acl_text
+from proxy.access_control import AccessControl, Account, AclPerm, Action, ResourceKind, permits
+from proxy.access_errors import Forbidden, Unauthenticated
+from proxy.acl_file import parse_acl_text
 
 TOPIC, GROUP = ResourceKind.TOPIC, ResourceKind.GROUP
 PUB, SUB, ANY = Action.PUB, Action.SUB, Action.ANY

@@ -1,14 +1,14 @@
 """apache.rocketmq.v2.MessagingService on the broker core: each RPC of the RocketMQ 5 protocol, as the official
 clients call it, mapped onto the public core API (Broker, PopService, the transaction service).
 
-Every answer carries a Status (core.grpc.status_codes): a refusal is an answer with the protocol's code and a
+Every answer carries a Status (proxy.status_codes): a refusal is an answer with the protocol's code and a
 message saying what was wrong, never a gRPC error or a traceback, and one client's bad request touches nobody
 else's. RPCs the endpoint does not serve answer NOT_IMPLEMENTED.
 
 What each RPC does, and where it departs from RocketMQ's proxy, is in docs/grpc.md. Here:
-routes, heartbeats, the Telemetry stream (core.grpc.telemetry) and sending (messages mapped by
-core.grpc.message_codec); the consumers' RPCs are core.grpc.consumer_rpcs, those of offsets core.grpc.offset_rpcs.
-Access control, when configured, is checked first on every RPC (core.grpc.access_control).
+routes, heartbeats, the Telemetry stream (proxy.telemetry) and sending (messages mapped by
+proxy.message_codec); the consumers' RPCs are proxy.consumer_rpcs, those of offsets proxy.offset_rpcs.
+Access control, when configured, is checked first on every RPC (proxy.access_control).
 """
 
 from __future__ import annotations
@@ -22,22 +22,22 @@ from typing import Any
 import grpc
 
 from core import Broker, IllegalArgumentError, LocalTransactionState, SendResult, SendStatus
-from core.grpc.access_control import AccessControl, Action, ResourceKind
-from core.grpc.consumer_rpcs import ConsumerRpcs
-from core.grpc.message_codec import message_type_of, to_core
-from core.grpc.offset_rpcs import OffsetRpcs
-from core.grpc.routes import accepts, assignments, broker_of, message_queues
-from core.grpc.rpc_support import combined, peer_host, refusal, resource_name, unary
-from core.grpc.status_codes import RequestError, ok, status
-from core.grpc.stubs import (
+from proxy.access_control import AccessControl, Action, ResourceKind
+from proxy.consumer_rpcs import ConsumerRpcs
+from proxy.message_codec import message_type_of, to_core
+from proxy.offset_rpcs import OffsetRpcs
+from proxy.routes import accepts, assignments, broker_of, message_queues
+from proxy.rpc_support import combined, peer_host, refusal, resource_name, unary
+from proxy.status_codes import RequestError, ok, status
+from proxy.stubs import (
     Code,
     MessagingServiceServicer,
     TransactionResolution,
     TransactionSource,
     definition_pb2,
 )
-from core.grpc.stubs import service_pb2 as pb
-from core.grpc.telemetry import Telemetry
+from proxy.stubs import service_pb2 as pb
+from proxy.telemetry import Telemetry
 
 
 class MessagingService(ConsumerRpcs, OffsetRpcs, MessagingServiceServicer):

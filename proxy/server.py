@@ -1,5 +1,5 @@
 """The gRPC server of the endpoint: grpc.aio on the broker's event loop, plaintext or TLS, serving
-core.grpc.service.MessagingService."""
+proxy.service.MessagingService."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import grpc
 
 from core import Broker
-from core.grpc.access_control import AccessControl
-from core.grpc.config import GrpcConfig
-from core.grpc.service import MessagingService
-from core.grpc.stubs import AddressScheme, add_MessagingServiceServicer_to_server, definition_pb2
+from proxy.access_control import AccessControl
+from proxy.config import GrpcConfig
+from proxy.service import MessagingService
+from proxy.stubs import AddressScheme, add_MessagingServiceServicer_to_server, definition_pb2
 
 log = logging.getLogger(__name__)
 

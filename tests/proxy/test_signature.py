@@ -1,4 +1,4 @@
-"""Authentication of the metadata the official RocketMQ 5 clients send (core/grpc/signature.py): the Python client's
+"""Authentication of the metadata the official RocketMQ 5 clients send (proxy/signature.py): the Python client's
 own Signature.metadata is the input, so a change of the client's format shows here."""
 
 import hashlib
@@ -11,8 +11,8 @@ from rocketmq import ClientConfiguration, Credentials
 from rocketmq.grpc_protocol import Code
 from rocketmq.v5.util.signature import Signature
 
-from core.grpc.access_errors import Unauthenticated
-from core.grpc.signature import authenticate, parse_authorization
+from proxy.access_errors import Unauthenticated
+from proxy.signature import authenticate, parse_authorization
 
 ACCESS_KEY = "RocketMQ"
 SECRET_KEY = "12345678"

@@ -1,10 +1,10 @@
 """The clients the endpoint knows, by client id (the `x-mq-client-id` metadata every official client sends): what each
 said it is in its Telemetry settings, its open Telemetry stream (the way to send it commands: transaction
-check-backs), the producer topics it answers check-backs for, and the messages held for it (core.grpc.held_messages).
+check-backs), the producer topics it answers check-backs for, and the messages held for it (proxy.held_messages).
 
 A session starts with a client's first call and ends with NotifyClientTermination, or when the client has been
 silent for `expire_after_s` (RocketMQ's channelExpiredTimeout: 120 s; the official clients send a heartbeat every
-10 s). Ending it is the service's work (core.grpc.service): unregister its checkers, let its held messages go.
+10 s). Ending it is the service's work (proxy.service): unregister its checkers, let its held messages go.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from core.grpc.held_messages import HeldMessages
-from core.grpc.stubs import Settings, TelemetryCommand
+from proxy.held_messages import HeldMessages
+from proxy.stubs import Settings, TelemetryCommand
 
 # ProxyConfig.channelExpiredTimeout.
 SESSION_EXPIRE_S = 120.0
@@ -59,7 +59,7 @@ class ClientSessions:
 
     @property
     def holding(self) -> bool:
-        """Whether any client has messages held for it (core.grpc.held_messages)."""
+        """Whether any client has messages held for it (proxy.held_messages)."""
         return any(session.held for session in self._sessions.values())
 
     def touch(self, client_id: str) -> ClientSession:

@@ -24,7 +24,7 @@ from rocketmq.grpc_protocol import (
     service_pb2_grpc,
 )
 
-from tests.core.grpc.serving import WAIT_S, client_config, grpc_port, receive_all, start, write_groups, write_topics
+from tests.proxy.serving import WAIT_S, client_config, grpc_port, receive_all, start, write_groups, write_topics
 from tests.serve_process import ServeProcess
 
 pytestmark = pytest.mark.slow

@@ -44,8 +44,8 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from core import RETRY_PREFIX
-from core.grpc.access_control import AccessControl, Account, AclPerm
-from core.grpc.access_errors import AclFileError
+from proxy.access_control import AccessControl, Account, AclPerm
+from proxy.access_errors import AclFileError
 
 _LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

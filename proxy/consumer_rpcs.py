@@ -1,5 +1,5 @@
 """The consumer's RPCs (ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue) on the
-broker's PopService, and the messages the endpoint keeps invisible for push consumers (core.grpc.held_messages).
+broker's PopService, and the messages the endpoint keeps invisible for push consumers (proxy.held_messages).
 
 A receive pops across every queue of the topic (the proxy ignores the request's queue id), waits up to its long
 polling time (5 to 20 s, within the call's deadline), and answers status first, then the messages, then the
@@ -17,17 +17,17 @@ from typing import Any
 import grpc
 
 from core import MAX_INVISIBLE_MS, CoreError
-from core.grpc.access_control import Action, ResourceKind
-from core.grpc.client_sessions import ClientSessions
-from core.grpc.held_messages import CLEAR_INVISIBLE_MS, RENEW_PERIOD_S, RENEW_SLICE_MS, Held
-from core.grpc.message_codec import duration_ms, to_proto, to_timestamp
-from core.grpc.rpc_support import ServiceBase, combined, now_ms, refusal, resource_name, unary
-from core.grpc.status_codes import RequestError, ok, status
-from core.grpc.stubs import Code
-from core.grpc.stubs import service_pb2 as pb
-from core.grpc.telemetry import Telemetry
+from proxy.access_control import Action, ResourceKind
+from proxy.client_sessions import ClientSessions
+from proxy.held_messages import CLEAR_INVISIBLE_MS, RENEW_PERIOD_S, RENEW_SLICE_MS, Held
+from proxy.message_codec import duration_ms, to_proto, to_timestamp
+from proxy.rpc_support import ServiceBase, combined, now_ms, refusal, resource_name, unary
+from proxy.status_codes import RequestError, ok, status
+from proxy.stubs import Code
+from proxy.stubs import service_pb2 as pb
+from proxy.telemetry import Telemetry
 
-log = logging.getLogger("core.grpc.service")
+log = logging.getLogger("proxy.service")
 
 # The proxy's grpcClientConsumerMinLongPollingTimeoutMillis / MaxLongPollingTimeoutMillis, minInvisibleTimeMillsForRecv.
 MIN_LONG_POLLING_MS = 5_000

@@ -9,13 +9,13 @@ from typing import Any
 import grpc
 
 from core import PullStatus
-from core.grpc.access_control import Action, ResourceKind
-from core.grpc.consumer_rpcs import MAX_LONG_POLLING_MS
-from core.grpc.message_codec import duration_ms, timestamp_ms, to_proto
-from core.grpc.rpc_support import ServiceBase, refusal, resource_name, unary
-from core.grpc.status_codes import RequestError, ok, status
-from core.grpc.stubs import Code, definition_pb2
-from core.grpc.stubs import service_pb2 as pb
+from proxy.access_control import Action, ResourceKind
+from proxy.consumer_rpcs import MAX_LONG_POLLING_MS
+from proxy.message_codec import duration_ms, timestamp_ms, to_proto
+from proxy.rpc_support import ServiceBase, refusal, resource_name, unary
+from proxy.status_codes import RequestError, ok, status
+from proxy.stubs import Code, definition_pb2
+from proxy.stubs import service_pb2 as pb
 
 
 class OffsetRpcs(ServiceBase):

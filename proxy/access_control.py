@@ -62,8 +62,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from core import RETRY_PREFIX
-from core.grpc.access_errors import Forbidden, Unauthenticated
-from core.grpc.signature import Metadata, authenticate
+from proxy.access_errors import Forbidden, Unauthenticated
+from proxy.signature import Metadata, authenticate
 
 
 class AclPerm(enum.Flag):

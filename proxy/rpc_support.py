@@ -1,6 +1,6 @@
 """What every RPC of the endpoint shares: the wrapper that answers a refusal with its Status, the checks of names and
-access, the compiled filters, and the state the RPC groups (core.grpc.service, core.grpc.consumer_rpcs,
-core.grpc.offset_rpcs) work on."""
+access, the compiled filters, and the state the RPC groups (proxy.service, proxy.consumer_rpcs,
+proxy.offset_rpcs) work on."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from typing import Any
 import grpc
 
 from core import Broker, CoreError, ExpressionType, MessageFilter, PopService, build_filter
-from core.grpc.access_control import AccessControl, Action, ResourceKind
-from core.grpc.status_codes import RequestError, ok, status, status_of
-from core.grpc.stubs import Code, FilterType, definition_pb2
+from proxy.access_control import AccessControl, Action, ResourceKind
+from proxy.status_codes import RequestError, ok, status, status_of
+from proxy.stubs import Code, FilterType, definition_pb2
 
-log = logging.getLogger("core.grpc.service")
+log = logging.getLogger("proxy.service")
 
 OK = Code.OK
 # Subscriptions compiled, kept by (type, expression): a consumer sends the same one with every receive.
@@ -94,12 +94,12 @@ class ServiceBase:
         self.max_body_bytes = max_body_bytes
         self.access = access
         self.pop = PopService.of(broker)
-        # Where clients reach us when a request does not say (set by core.grpc.server once it listens).
+        # Where clients reach us when a request does not say (set by proxy.server once it listens).
         self.own_endpoints = definition_pb2.Endpoints()
         self._filters: dict[tuple[str, str], MessageFilter | None] = {}
 
     def _check(self, context: grpc.aio.ServicerContext, *needs: tuple[ResourceKind, str, Action]) -> None:
-        """Authenticate the call and check what it needs (core.grpc.access_control), when access control is on."""
+        """Authenticate the call and check what it needs (proxy.access_control), when access control is on."""
         access = self.access
         if access is not None:
             access_key = access.authenticate(context.invocation_metadata() or ())

@@ -15,8 +15,8 @@ from rocketmq.grpc_protocol import Code, definition_pb2, service_pb2, service_pb
 from rocketmq.v5.exception import ForbiddenException
 from rocketmq.v5.util.signature import Signature
 
-from tests.core.grpc.serving import client_config, grpc_port, receive_all, start, write_topics
 from tests.mqtt_bridge.test_tls_websocket import Certificates, certificates  # noqa: F401 (a fixture)
+from tests.proxy.serving import client_config, grpc_port, receive_all, start, write_topics
 
 pytestmark = pytest.mark.slow
 

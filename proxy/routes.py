@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from core import MessageType as TopicMessageType
 from core import Perm, TopicConfig
-from core.grpc.status_codes import RequestError
-from core.grpc.stubs import Code, MessageType, Permission, definition_pb2
+from proxy.status_codes import RequestError
+from proxy.stubs import Code, MessageType, Permission, definition_pb2
 
 _ACCEPTS = {
     TopicMessageType.NORMAL: [MessageType.NORMAL],
