@@ -1,4 +1,4 @@
-"""Connector configs kept in the core: the keyed table `connect-configs` (core/state_table.py), one entry per
+"""Connector configs kept in the core: the keyed table `connect-configs` (core/tables/state_table.py), one entry per
 connector, `{"config": {...flat strings...}, "paused": bool}`; a change is one message in queue 0 whose
 property `CONNECT_CONFIG_NAME` names the connector and whose body is the entry as JSON (empty: deleted)."""
 

@@ -1,4 +1,4 @@
-"""Source positions kept in the core: the keyed table `connect-offsets` (core/state_table.py).
+"""Source positions kept in the core: the keyed table `connect-offsets` (core/tables/state_table.py).
 
 Key: JSON `[connector, partition key]` (api.partition_key). Value: `{"position": {...} | null, "topic": t,
 "queue_id": q, "offset": o}`: the position reached and the queue offset it covers, i.e. every record of the

@@ -25,7 +25,7 @@ RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and not
 - Consumer groups' retry policy (GroupRetryPolicy, RetryPolicyType: subscriptionGroup.json's groupRetryPolicy).
 - Transactions for front doors that end them or answer check-backs themselves (the gRPC endpoint):
   LocalTransactionState, TransactionCheck and TransactionChecker, used through `broker.transactions`
-  (core.transaction: `end`, `register_checker`).
+  (core.transactions.service: `end`, `register_checker`).
 - What went through the broker (`Broker.traffic`, TopicTraffic/TopicCounts: messages and bytes in and out per
   topic, store refusals by reason); a front door that delivers from light queues itself counts there.
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
@@ -70,14 +70,6 @@ from core.client import (
 from core.clock import Clock, ManualClock, SystemClock
 from core.consume_state import ConsumeState, MessageTrack
 from core.consumer_registry import ConsumeType
-from core.dead_letters import (
-    DeadLetter,
-    DeadLetterPage,
-    DeadLetters,
-    ResendOutcome,
-    ResendStatus,
-    ResendSummary,
-)
 from core.errors import (
     BrokerError,
     ConfigFileError,
@@ -104,19 +96,25 @@ from core.filter import (
     UnsupportedExpressionTypeError,
     build_filter,
 )
-from core.group_retry_policy import GroupRetryPolicy, RetryPolicyType
 from core.message_queries import DEFAULT_QUERY_COUNT, MAX_QUERY_COUNT, MessageQueries, parse_offset_msg_id
 from core.message_queue import MessageQueue
-from core.pop import PopService
-from core.pop_errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
-from core.pop_request import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS, PoppedMessage
-from core.retry import send_back
-from core.state_table import StateTable
+from core.pop.errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
+from core.pop.request import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS, PoppedMessage
+from core.pop.service import PopService
+from core.retries.dead_letters import (
+    DeadLetter,
+    DeadLetterPage,
+    DeadLetters,
+    ResendOutcome,
+    ResendStatus,
+    ResendSummary,
+)
+from core.retries.retry_policy import GroupRetryPolicy, RetryPolicyType
+from core.retries.send_back import send_back
 from core.store.config import FlushMode, StoreConfig
 from core.store.message import INTERNAL_PROPERTIES, LIGHT_QUEUE_PREFIX, MAX_PROPERTIES_LENGTH, Message, StoredMessage
 from core.store.message_store import END_OF_TIME_MS, MessageStore, RecoveryReport
 from core.store.topic_name import MAX_TOPIC_LENGTH
-from core.subscription_group import SubscriptionGroupConfig
 from core.system_topics import (
     DLQ_PREFIX,
     PROPERTY_DELAY_LEVEL,
@@ -130,9 +128,11 @@ from core.system_topics import (
     dlq_topic,
     retry_topic,
 )
-from core.topic_config import MessageType, Perm, TopicConfig, validate_topic
+from core.tables.state_table import StateTable
+from core.tables.subscription_group import SubscriptionGroupConfig
+from core.tables.topic_config import MessageType, Perm, TopicConfig, validate_topic
 from core.traffic import TopicCounts, TopicTraffic
-from core.transaction_checkers import TransactionCheck, TransactionChecker
+from core.transactions.checkers import TransactionCheck, TransactionChecker
 
 __all__ = [
     "DEFAULT_QUERY_COUNT",

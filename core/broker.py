@@ -26,9 +26,7 @@ from core.batch_send import batch_bytes, name_queues_and_ids, refuse_parked, sen
 from core.broker_admin import BrokerAdmin
 from core.broker_config import BrokerConfig
 from core.clock import Clock, SystemClock
-from core.consumer_offsets import ConsumerOffsetManager
 from core.consumer_registry import ConsumerRegistry, ConsumeType
-from core.dead_letters import DeadLetters
 from core.errors import (
     IllegalArgumentError,
     IllegalMessageError,
@@ -43,7 +41,9 @@ from core.message_queue import MessageQueue
 from core.parking import parking_for
 from core.queue_locks import QueueLocks
 from core.results import PullResult, PullStatus, Route, SendResult, SendStatus
-from core.schedule import ScheduleService
+from core.retries.dead_letters import DeadLetters
+from core.scheduling.delay_levels import ScheduleService
+from core.scheduling.timers import TimerService
 from core.send_hooks import SendHook, name_light_queues
 from core.store.errors import StoreError
 from core.store.message import (
@@ -56,12 +56,12 @@ from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import GetStatus, MessageStore, RecoveryReport
 from core.store.service_thread import PeriodicService
 from core.stored_listeners import StoredListener, StoredListeners
-from core.subscription_group import SubscriptionGroupManager
 from core.system_topics import PARKING_PROPERTIES
-from core.timer import TimerService
-from core.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager
+from core.tables.consumer_offsets import ConsumerOffsetManager
+from core.tables.subscription_group import SubscriptionGroupManager
+from core.tables.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager
 from core.traffic import TopicTraffic, refusal_reason
-from core.transaction import TransactionService
+from core.transactions.service import TransactionService
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,8 @@ class Broker:
         self.schedule = ScheduleService(self)
         self.timers = TimerService(self)
         self.transactions = TransactionService(self)
-        # Admin look-ups and dead letters (core.message_queries, core.dead_letters): no state of their own to start.
+        # Admin look-ups and dead letters (core.message_queries, core.retries.dead_letters): no state of their own to
+        # start.
         self.queries = MessageQueries(self)
         self.dead_letters = DeadLetters(self)
         self.admin = BrokerAdmin(self)
@@ -131,7 +132,7 @@ class Broker:
 
     def shared(self, kind: type[Service], make: Callable[[], Service]) -> Service:
         """The broker's one service of class `kind`, made by `make` on first use and kept while the broker lives:
-        services that must be one per broker (core.pop's PopService, the EventBridge router) are found here."""
+        services that must be one per broker (core.pop.service's PopService, the EventBridge router) are found here."""
         service = self._shared.get(kind)
         if service is None:
             service = self._shared[kind] = make()

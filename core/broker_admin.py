@@ -20,9 +20,9 @@ from core.errors import (
 )
 from core.store.message import LIGHT_QUEUE_PREFIX
 from core.store.message_store import GetStatus
-from core.subscription_group import SubscriptionGroupConfig, validate_group
 from core.system_topics import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS, retry_topic
-from core.topic_config import Perm, TopicConfig, validate_topic
+from core.tables.subscription_group import SubscriptionGroupConfig, validate_group
+from core.tables.topic_config import Perm, TopicConfig, validate_topic
 
 if TYPE_CHECKING:
     from core.broker import Broker

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from core.consumer_registry import DEFAULT_EXPIRE_AFTER_S
 from core.queue_locks import DEFAULT_LOCK_EXPIRE_S
-from core.schedule import DEFAULT_DELAY_LEVELS, parse_delay_levels
+from core.scheduling.delay_levels import DEFAULT_DELAY_LEVELS, parse_delay_levels
 
 # A pull waits at most 15 s for a message (the consumer's brokerSuspendMaxTimeMillis).
 DEFAULT_LONG_POLL_MS = 15_000

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.compression import decode_for_consumer
-from core.consumer_offsets import NO_OFFSET
 from core.store.message import StoredMessage
 from core.system_topics import dlq_topic, retry_topic
+from core.tables.consumer_offsets import NO_OFFSET
 
 if TYPE_CHECKING:
     from core.broker import Broker

@@ -25,7 +25,7 @@
     │                                            of offsets while push consumers hold them in memory): stop them
     ├── FilterExpressionError      ValueError    core.filter: a TAG or SQL92 expression that does not parse
     ├── UnsupportedExpressionTypeError ValueError core.filter: neither TAG nor SQL92
-    └── PopError                                 core.pop_errors: pop consumption
+    └── PopError                                 core.pop.errors: pop consumption
         ├── PopRequestError        ValueError    a pop, ack or change of invisible time out of range
         └── ReceiptHandleError     ValueError    a receipt handle that cannot be honoured
 

@@ -30,7 +30,6 @@ from core.store.errors import CorruptRecordError, StoreError
 from core.store.message import StoredMessage
 from core.store.message_id import decode_offset_msg_id
 from core.store.message_store import END_OF_TIME_MS, MessageStore
-from core.subscription_group import validate_group
 from core.system_topics import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
@@ -39,6 +38,7 @@ from core.system_topics import (
     dlq_topic,
     retry_topic,
 )
+from core.tables.subscription_group import validate_group
 
 if TYPE_CHECKING:
     from core.broker import Broker

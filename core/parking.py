@@ -1,5 +1,6 @@
-"""What the broker asks of a service that parks messages in its own topic (core.schedule, core.timer,
-core.transaction) and moves them on later: rewrite a message before it is stored, hear where it was stored, and
+"""What the broker asks of a service that parks messages in its own topic (core.scheduling.delay_levels,
+core.scheduling.timers,
+core.transactions.service) and moves them on later: rewrite a message before it is stored, hear where it was stored, and
 start and stop with the broker. And which of the three parks a message sent (`parking_for`), by its properties."""
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from core.message_queue import MessageQueue
 from core.store.message import StoredMessage
 from core.store.message_id import encode_offset_msg_id
-from core.topic_config import Perm, TopicConfig
-from core.transaction_checkers import LocalTransactionState
+from core.tables.topic_config import Perm, TopicConfig
+from core.transactions.checkers import LocalTransactionState
 
 
 class SendStatus(enum.Enum):

@@ -1,11 +1,11 @@
 """The broker's own topics and the properties that route messages through them, with RocketMQ's names
 (TopicValidator, MixAll, MessageConst), so a message means the same here as in RocketMQ.
 
-- Delay levels park a message in SCHEDULE_TOPIC, one queue per level (core.schedule).
-- Timer messages park in TIMER_TOPIC (core.timer).
-- A consumer group's failed messages go to RETRY_PREFIX + group, then to DLQ_PREFIX + group (core.retry).
+- Delay levels park a message in SCHEDULE_TOPIC, one queue per level (core.scheduling.delay_levels).
+- Timer messages park in TIMER_TOPIC (core.scheduling.timers).
+- A consumer group's failed messages go to RETRY_PREFIX + group, then to DLQ_PREFIX + group (core.retries.send_back).
 - Transactional half messages wait in TRANS_HALF_TOPIC; op records in TRANS_OP_HALF_TOPIC say how each ended;
-  those never decided go to TRANS_CHECK_MAX_TIME_TOPIC (core.transaction).
+  those never decided go to TRANS_CHECK_MAX_TIME_TOPIC (core.transactions.service).
 
 A parked message keeps its real topic and queue in REAL_TOPIC and REAL_QID. When it is moved back, the copy names
 the record it came from in MOVED_FROM (mqgate's own property): after a crash, a service that cannot tell whether

@@ -24,7 +24,8 @@ Design (decided for issue 4):
   message's MQTT topic against the subscription trie and names the matching filters' queues: one commit-log
   record, one 20-byte consume-queue entry per matching filter, however many sessions share the filter.
 - Durability. A QoS 1/2 PUBLISH is acknowledged after `Broker.send` returns: stored, and on disk under
-  SYNC_FLUSH. Persistent sessions, their positions and retained messages are kept in the core (core/state_table.py:
+  SYNC_FLUSH. Persistent sessions, their positions and retained messages are kept in the core
+  (core/tables/state_table.py:
   changes are core messages, with a snapshot), and come back after a restart.
 
 Not yet (see docs/mqtt.md): outbound delivery is at least once across a broker crash (a session's positions are

@@ -13,7 +13,7 @@ from core.client.push_consumer import (
 )
 from core.client.simple_consumer import MessageView, SimpleConsumer
 from core.client.transaction_producer import TransactionProducer, TransactionSendResult
-from core.transaction_checkers import LocalTransactionState
+from core.transactions.checkers import LocalTransactionState
 
 __all__ = [
     "ConsumeContext",

@@ -18,7 +18,7 @@ each queue is spelled out):
     }
 
 An offset is the queue offset of the next message to consume. The file is replaced atomically with the previous
-version kept as offsets.json.bak, and read from the .bak when missing or empty (core.json_file, as RocketMQ's
+version kept as offsets.json.bak, and read from the .bak when missing or empty (core.tables.json_file, as RocketMQ's
 MixAll.string2File and readLocalOffsetBak). A malformed file is refused, naming the file: starting over would
 consume every message again, or skip them all.
 """
@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import TypeGuard
 
 from core.errors import ConfigFileError, IllegalArgumentError
-from core.json_file import read_json, write_json
 from core.message_queue import MessageQueue
 from core.store.topic_name import MAX_TOPIC_LENGTH, validate_name
+from core.tables.json_file import read_json, write_json
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ Offsets: after each consumed batch the lowest offset still in flight is committe
 here for broadcasting), so a crash redelivers rather than loses.
 
 Failures (RocketMQ's rules). Clustering: a concurrent listener that returns RECONSUME_LATER or raises has its
-messages sent back (core.retry): to the group's retry topic `%RETRY%<group>`, which every member subscribes to
+messages sent back (core.retries.send_back): to the group's retry topic `%RETRY%<group>`, which every member subscribes
+to
 automatically, after delay level 3 + reconsume_times (10 s, 30 s, 1 m ... 2 h), or once consumed again
 `max_reconsume_times` times (the group's retry_max_times, 16, unless the option says otherwise) to `%DLQ%<group>`.
 A message sent back counts as consumed here, so it no longer holds the offset back; one that could not be sent
@@ -51,7 +52,7 @@ from core.consumer_registry import Subscription
 from core.errors import CoreError, IllegalArgumentError
 from core.filter import MessageFilter, build_filter
 from core.message_queue import MessageQueue
-from core.retry import as_consumed, ensure_retry_topic, send_back
+from core.retries.send_back import as_consumed, ensure_retry_topic, send_back
 from core.store.message import SYSFLAG_COMPRESSED, StoredMessage
 from core.system_topics import RETRY_PREFIX
 

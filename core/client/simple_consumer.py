@@ -2,7 +2,7 @@
 it or change its invisible time. A message not acked before its invisible time passes is received again, by
 this consumer or another of its group, with its delivery attempt counted.
 
-Consumers of one group share the broker's PopService (core.pop), so they divide the messages, not the queues:
+Consumers of one group share the broker's PopService (core.pop.service), so they divide the messages, not the queues:
 any number of them may receive from the same topic, and none gets a message another holds invisible.
 
 Subscriptions map a topic to a TAG expression ("*", "TagA || TagB") or to (expression type, expression) for
@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from core.broker import Broker
 from core.errors import IllegalArgumentError
 from core.filter import ExpressionType, MessageFilter, build_filter
-from core.pop import PROPERTY_MESSAGE_GROUP, PopService
-from core.pop_errors import PopRequestError
-from core.pop_request import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS
+from core.pop.errors import PopRequestError
+from core.pop.request import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS
+from core.pop.service import PROPERTY_MESSAGE_GROUP, PopService
 from core.store.message import StoredMessage
 
 log = logging.getLogger(__name__)

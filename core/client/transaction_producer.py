@@ -15,7 +15,7 @@ and checkTransactionState), in process.
 4. returns a TransactionSendResult: the send result with the local transaction state and the transaction id.
 
 Check-back: `transaction_checker(message)` is asked by the broker about a half still undecided after the
-transaction timeout (core.transaction), from `start()` until `shutdown()`. It gets the half message as sent
+transaction timeout (core.transactions.service), from `start()` until `shutdown()`. It gets the half message as sent
 (StoredMessage: real topic, body, properties with __transactionId__ and TRANSACTION_CHECK_TIMES) and answers
 as the executor does. A plain function runs in a worker thread (RocketMQ's checkExecutor), so a checker that
 looks the transaction up in a database does not stall the broker; a coroutine function runs on the event loop.
@@ -38,7 +38,7 @@ from core.errors import CoreError, IllegalArgumentError
 from core.results import TransactionSendResult
 from core.store.message import Message, StoredMessage
 from core.system_topics import PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_ID, PROPERTY_TRANSACTION_PREPARED
-from core.transaction_checkers import LocalTransactionState, TransactionAnswer, TransactionCheck
+from core.transactions.checkers import LocalTransactionState, TransactionAnswer, TransactionCheck
 
 log = logging.getLogger(__name__)
 

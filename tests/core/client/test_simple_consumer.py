@@ -6,9 +6,9 @@ from core.client import Producer
 from core.client.simple_consumer import MessageView, SimpleConsumer
 from core.errors import TopicNotFoundError
 from core.filter import FilterExpressionError, UnsupportedExpressionTypeError
-from core.pop import PROPERTY_MESSAGE_GROUP, PopService
-from core.pop_errors import PopRequestError, ReceiptHandleError, ReceiptHandleProblem
-from core.topic_config import MessageType
+from core.pop.errors import PopRequestError, ReceiptHandleError, ReceiptHandleProblem
+from core.pop.service import PROPERTY_MESSAGE_GROUP, PopService
+from core.tables.topic_config import MessageType
 
 INVISIBLE_S = 30.0
 
