@@ -59,11 +59,11 @@ from bench.compiled_report import compiled_state
 from core.broker import Broker
 from core.store.config import FlushMode, StoreConfig
 from core.store.message_store import MessageStore
-from eventbridge.http_target import HttpTargetClient, outgoing_request
-from eventbridge.matcher import Matcher
-from eventbridge.pattern_compiler import compile_pattern
-from eventbridge.rule_file import parse_rule_file
+from eventbridge.patterns.compiler import compile_pattern
+from eventbridge.patterns.matcher import Matcher
+from eventbridge.rules.rule_file import parse_rule_file
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
+from eventbridge.targets.http_target import HttpTargetClient, outgoing_request
 from mqgate.server import apply_interpreter_settings
 from mqgate.server import run as run_on_event_loop
 

@@ -26,7 +26,7 @@ import orjson
 
 from core import MAX_BATCH_BYTES, Broker, Message, Producer, SendResult, SendStatus, StoredMessage
 from eventbridge.errors import EventBridgeError
-from eventbridge.rule_model import DEFAULT_BUS
+from eventbridge.rules.model import DEFAULT_BUS
 
 BUS_TOPIC_PREFIX = "%EVENTBUS%"
 # RocketMQ's default queue count: it spreads a bus over consume-queue files.
@@ -38,7 +38,8 @@ DEFAULT_DEAD_LETTER_PREFIX = "%EVENTBUS-DLQ%"
 BATCH_OVERHEAD_BYTES = 1024
 BATCH_BUDGET_BYTES = MAX_BATCH_BYTES // 2
 
-# The CloudEvents extension a replayed copy carries: its replay's name (replay.py). Extension names are [a-z0-9]{1,20}.
+# The CloudEvents extension a replayed copy carries: its replay's name (archives/replay.py). Extension names are
+# [a-z0-9]{1,20}.
 REPLAY_NAME_EXTENSION = "replayname"
 PROPERTY_ONLY_RULE = "EB_ONLY_RULE"  # "<bus>/<rule>": only this rule delivers the copy (replay, redrive, schedule)
 PROPERTY_ONLY_TARGET = "EB_ONLY_TARGET"  # with EB_ONLY_RULE: only this target of the rule (redrive)

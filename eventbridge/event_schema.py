@@ -25,7 +25,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from eventbridge.rule_model import EventSchema
+from eventbridge.rules.model import EventSchema
 
 # An error names at most this many violations (the first ones by position in the data).
 MAX_REPORTED_ERRORS = 3

@@ -27,12 +27,18 @@ from typing import Any
 
 from aiohttp import web
 
+from eventbridge.archives.replay import Replayer, ReplaySummary
 from eventbridge.bus import DEFAULT_DEAD_LETTER_PREFIX, BusError
-from eventbridge.dead_letters import DEFAULT_LIST_LIMIT, DeadLetterPage, DeadLetterQueues, RedriveFilter, RedriveSummary
 from eventbridge.errors import NotFoundError, ReprocessError
-from eventbridge.replay import Replayer, ReplaySummary
-from eventbridge.rule_model import RuleKey
+from eventbridge.rules.model import RuleKey
 from eventbridge.runtime import EventBridgeRuntime
+from eventbridge.targets.dead_letters import (
+    DEFAULT_LIST_LIMIT,
+    DeadLetterPage,
+    DeadLetterQueues,
+    RedriveFilter,
+    RedriveSummary,
+)
 from eventbridge.time_range import TimeRange, format_ms, parse_time_ms
 
 REPLAYER_KEY = web.AppKey("eventbridge_replayer", Replayer)

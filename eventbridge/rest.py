@@ -52,7 +52,14 @@ from typing import Any
 
 from aiohttp import web
 
-from eventbridge.api_definitions import (
+from eventbridge.archives.filler import ArchiveState
+from eventbridge.bus import BusError, bus_topic
+from eventbridge.errors import RuleFileError
+from eventbridge.ingress import EntryError, IngressError, parse_events, put_events_response
+from eventbridge.patterns.compiler import compile_pattern
+from eventbridge.patterns.errors import PatternError
+from eventbridge.patterns.matcher import Matcher
+from eventbridge.rules.api_definitions import (
     DefinitionError,
     archive_file_path,
     is_api_file,
@@ -61,19 +68,12 @@ from eventbridge.api_definitions import (
     source_file_path,
     write_definition,
 )
-from eventbridge.archive_filler import ArchiveState
-from eventbridge.bus import BusError, bus_topic
-from eventbridge.errors import RuleFileError
-from eventbridge.ingress import EntryError, IngressError, parse_events, put_events_response
-from eventbridge.matcher import Matcher
-from eventbridge.pattern_compiler import compile_pattern
-from eventbridge.pattern_errors import PatternError
-from eventbridge.rule_file import BUS_NAME
-from eventbridge.rule_model import DEFAULT_BUS, HttpTarget, MqttTarget, Rule, RuleKey, Target, TopicTarget
+from eventbridge.rules.model import DEFAULT_BUS, HttpTarget, MqttTarget, Rule, RuleKey, Target, TopicTarget
+from eventbridge.rules.rule_file import BUS_NAME
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
-from eventbridge.scheduler import rfc3339
+from eventbridge.schedules.scheduler import rfc3339
+from eventbridge.targets.transform import event_as_json
 from eventbridge.time_range import format_ms
-from eventbridge.transform import event_as_json
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from core import LIGHT_QUEUE_PREFIX, MAX_TOPIC_LENGTH, Broker, Message
 from eventbridge.bus import PROPERTY_ONLY_RULE, PROPERTY_ONLY_TARGET, BusError, bus_topic, decode_event
-from eventbridge.matcher import Matcher
-from eventbridge.rule_model import Rule
+from eventbridge.patterns.matcher import Matcher
+from eventbridge.rules.model import Rule
 
 log = logging.getLogger(__name__)
 

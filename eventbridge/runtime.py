@@ -16,9 +16,10 @@ rule target delivering the bus's matching events.
   (events from its creation on, as a new AWS rule); a target that existed before a restart goes on from its
   committed offset. A deleted or disabled target's queue and offsets are deleted, so when it comes back it starts
   at the end too (a disabled AWS rule sees nothing).
-- Scheduled rules (scheduler.py): each enabled rule with a schedule has a timer on the runtime's clock that puts
+- Scheduled rules (schedules/scheduler.py): each enabled rule with a schedule has a timer on the runtime's clock that
+puts
   an event restricted to the rule on its bus at each fire time; a reload keeps the timers of unchanged schedules.
-- Archives (archive_filler.py): each reads its bus's topic into files of its own under `archives_dir`, with a
+- Archives (archives/filler.py): each reads its bus's topic into files of its own under `archives_dir`, with a
   retention of its own. A new archive starts at the end of its bus; a changed pattern or retention applies from the
   next batch; an archive removed from the files is stopped and its files deleted (AWS DeleteArchive). One found
   on disk at start with no definition is left alone, not deleted: its rule file may be refused only for now.
@@ -42,20 +43,20 @@ from typing import Any
 from connectors.sink_runner import SinkRunner, sink_group
 from connectors.task_runner import Arrivals
 from core import Broker, CoreError, MessageQueue, PullConsumer, PullStatus
-from eventbridge.archive_filler import ArchiveFiller
+from eventbridge.archives.filler import ArchiveFiller
 from eventbridge.bus import BusError, EventBuses, OnlyFor, bus_topic, decode_event, default_dead_letter_topic
-from eventbridge.clock import Clock, SystemClock
 from eventbridge.errors import RuleFileError
 from eventbridge.event_schema import SchemaRegistry
-from eventbridge.local_targets import Deliverers, HttpDeliverer, LocalTargets, MqttPublisher
-from eventbridge.matcher import Matcher
-from eventbridge.pattern_compiler import compile_pattern
+from eventbridge.patterns.compiler import compile_pattern
+from eventbridge.patterns.matcher import Matcher
 from eventbridge.router import EventRouter, target_queue
-from eventbridge.rule_directory import load_rule_directory, rule_files
-from eventbridge.rule_model import DEFAULT_BUS, Archive, BusTarget, EventSource, Rule, RuleKey, RuleSet, Target
-from eventbridge.scheduler import Scheduler
+from eventbridge.rules.directory import load_rule_directory, rule_files
+from eventbridge.rules.model import DEFAULT_BUS, Archive, BusTarget, EventSource, Rule, RuleKey, RuleSet, Target
+from eventbridge.schedules.scheduler import Scheduler
 from eventbridge.source_task import EventSourceTask
-from eventbridge.target_task import TargetTask
+from eventbridge.targets.clock import Clock, SystemClock
+from eventbridge.targets.local_targets import Deliverers, HttpDeliverer, LocalTargets, MqttPublisher
+from eventbridge.targets.target_task import TargetTask
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from connectors.api import SinkRecord, SinkTask
 from core import Producer
 from eventbridge.bus import EventBuses, default_dead_letter_topic, encode_event
 from eventbridge.event_schema import SchemaRegistry
-from eventbridge.rule_model import EventSource
-from eventbridge.target_task import (
+from eventbridge.rules.model import EventSource
+from eventbridge.targets.target_task import (
     MAX_ERROR_CHARS,
     PROPERTY_DLQ_BUS,
     PROPERTY_DLQ_ERROR,

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from eventbridge.bus import default_dead_letter_topic
 from eventbridge.errors import ReprocessError
-from eventbridge.rule_model import DEFAULT_BUS
+from eventbridge.rules.model import DEFAULT_BUS
 from eventbridge.time_range import parse_time_ms
 from mqgate.command_output import choose
 from mqgate.connect_cli import EXIT_OK, EXIT_USAGE, CliError, RestClient, add_server_options

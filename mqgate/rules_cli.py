@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from eventbridge.matcher import Matcher
-from eventbridge.pattern_compiler import compile_pattern_json
-from eventbridge.pattern_errors import PatternError
+from eventbridge.patterns.compiler import compile_pattern_json
+from eventbridge.patterns.errors import PatternError
+from eventbridge.patterns.matcher import Matcher
 from mqgate.command_output import emit, table
 from mqgate.connect_cli import CliError, RestClient, add_server_options
 

@@ -28,10 +28,10 @@ from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
 from core import Broker, MessageStore, RecoveryReport, open_store
-from eventbridge.http_target import HttpTargetClient
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
+from eventbridge.targets.http_target import HttpTargetClient
 from mqgate.admin_api import AdminContext
 from mqgate.admin_api import add_routes as add_admin_routes
 from mqgate.admin_messages_api import add_routes as add_admin_message_routes

@@ -56,9 +56,9 @@ def pure_twin(name: str) -> ModuleType:
     """Module `name` interpreted from its .py, as NAME__pure, whether or not a compiled build of it exists.
 
     What it imports of ours that is compiled, or imports something compiled, is a pure twin too, so that no compiled
-    code of ours runs under it: the twin of eventbridge.matcher compiles its patterns with a twin of
-    eventbridge.pattern_compiler (interpreted, but it builds the operators the matcher dispatches on), which builds
-    them from the twin of eventbridge.pattern_operators. Modules that reach nothing compiled (errors.py) are shared.
+    code of ours runs under it: the twin of eventbridge.patterns.matcher compiles its patterns with a twin of
+    eventbridge.patterns.compiler (interpreted, but it builds the operators the matcher dispatches on), which builds
+    them from the twin of eventbridge.patterns.operators. Modules that reach nothing compiled (errors.py) are shared.
     """
     twin_name = name + PURE_SUFFIX
     if twin_name in sys.modules:

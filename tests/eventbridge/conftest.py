@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from core import Broker
-from eventbridge.http_target import HttpTargetClient
+from eventbridge.targets.http_target import HttpTargetClient
 from tests.core.conftest import make_broker  # noqa: F401 (a fixture: brokers on fresh stores, closed after)
 from tests.eventbridge.target_server import target  # noqa: F401 (a fixture: a started HTTP target server)
 

@@ -9,8 +9,8 @@ import pytest
 
 from eventbridge.errors import RuleFileError
 from eventbridge.event_schema import SchemaRegistry
-from eventbridge.rule_directory import load_rule_directory
-from eventbridge.rule_file import parse_rule_document
+from eventbridge.rules.directory import load_rule_directory
+from eventbridge.rules.rule_file import parse_rule_document
 
 SCHEMAS = """
 schemas:

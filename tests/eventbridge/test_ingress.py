@@ -26,7 +26,7 @@ from eventbridge.ingress import (
     parse_events,
     put_events_response,
 )
-from eventbridge.transform import event_as_json
+from eventbridge.targets.transform import event_as_json
 
 REQUIRED = {"id": "e-1", "source": "mqgate/gw1", "type": "sensor.reading", "specversion": "1.0"}
 BINARY_HEADERS = {"ce-id": "e-1", "ce-source": "mqgate/gw1", "ce-type": "sensor.reading", "ce-specversion": "1.0"}

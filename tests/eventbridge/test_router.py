@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from core import Broker, PullStatus
 from eventbridge.bus import EventBuses, OnlyFor
 from eventbridge.router import EventRouter, target_queue
-from eventbridge.rule_file import parse_rule_file
+from eventbridge.rules.rule_file import parse_rule_file
 from tests.core.conftest import make_broker  # noqa: F401
-from tests.eventbridge.pattern_reference import reference_matches
-from tests.eventbridge.test_pattern_property import events, patterns
+from tests.eventbridge.patterns.pattern_reference import reference_matches
+from tests.eventbridge.patterns.test_property import events, patterns
 
 EXAMPLES = itertools.count()
 

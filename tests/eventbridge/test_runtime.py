@@ -13,10 +13,10 @@ import pytest
 
 from core import Broker
 from eventbridge.bus import OnlyFor, bus_topic, default_dead_letter_topic
-from eventbridge.clock import ManualClock
-from eventbridge.http_target import HttpTargetClient
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
-from eventbridge.target_task import (
+from eventbridge.targets.clock import ManualClock
+from eventbridge.targets.http_target import HttpTargetClient
+from eventbridge.targets.target_task import (
     PROPERTY_DLQ_ATTEMPTS,
     PROPERTY_DLQ_ERROR,
     PROPERTY_DLQ_RULE,

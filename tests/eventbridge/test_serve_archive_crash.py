@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from eventbridge.archive_log import ArchiveLog
+from eventbridge.archives.log import ArchiveLog
 from tests.eventbridge.test_rest_definitions import call
 from tests.serve_process import ServeProcess
 

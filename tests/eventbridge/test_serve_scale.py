@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.eventbridge.pattern_reference import reference_matches
+from tests.eventbridge.patterns.pattern_reference import reference_matches
 from tests.eventbridge.target_server import Received, TargetServer
 from tests.serve_process import ServeProcess
 

@@ -1,0 +1,11 @@
+"""Delivering matched events to targets, each target a sink task of the connector runtime.
+
+target_task.py    one target's task: the events routed to it, transformed, delivered, retried, dead-lettered
+transform.py      what a target receives as the CloudEvent's data (input path, input template)
+http_target.py    an HTTP target: a CloudEvent over HTTP (binary or structured), one shared aiohttp client
+headers.py        the extra headers an HTTP target sends (static, from the event, auth)
+local_targets.py  targets inside mqgate: a core topic, an MQTT topic (topic_template.py), another bus
+retry_policy.py, deadlines.py, clock.py   when to try again and when to give up; timeouts without a timer
+                  per request; the clock retries run on
+dead_letters.py   the events a target gave up on: listed, and redriven once the target is fixed
+"""
