@@ -20,13 +20,13 @@ from pathlib import Path
 from rich.table import Table
 
 from core import CoreError, FlushMode, MessageStore, RecoveryReport, StorageError, open_store
-from mqgate.admin_cli import add_admin_parser
-from mqgate.config_reference import render_reference
-from mqgate.connect_cli import add_connect_parser
-from mqgate.events_cli import add_events_parser
-from mqgate.rules_cli import add_rules_parser
-from mqgate.server import run, serve
-from mqgate.settings import (
+from mqgate.commands.admin import add_admin_parser
+from mqgate.commands.connect import add_connect_parser
+from mqgate.commands.events import add_events_parser
+from mqgate.commands.rules import add_rules_parser
+from mqgate.commands.terminal import stdout_console
+from mqgate.config.reference import render_reference
+from mqgate.config.settings import (
     CONFIG_FILE_NAME,
     DEFAULT_DATA_DIR,
     FLAGS,
@@ -38,7 +38,7 @@ from mqgate.settings import (
     load_settings,
     render_toml,
 )
-from mqgate.terminal_output import stdout_console
+from mqgate.server import run, serve
 from mqtt_bridge.errors import ConfigError as MqttConfigError
 from mqtt_bridge.password_file import DEFAULT_ITERATIONS, delete_user, hash_plain_passwords, set_password
 

@@ -32,14 +32,14 @@ from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
 from eventbridge.targets.http_target import HttpTargetClient
-from mqgate.admin_api import AdminContext
-from mqgate.admin_api import add_routes as add_admin_routes
-from mqgate.admin_messages_api import add_routes as add_admin_message_routes
-from mqgate.dashboard import add_routes as add_dashboard_routes
-from mqgate.http_api import HttpServer, build_app
-from mqgate.metrics import Metrics, Parts
-from mqgate.metrics import add_routes as add_metrics_routes
-from mqgate.settings import DEFAULT_ORIGIN, ConfigError, Settings
+from mqgate.config.settings import DEFAULT_ORIGIN, ConfigError, Settings
+from mqgate.http.admin_api import AdminContext
+from mqgate.http.admin_api import add_routes as add_admin_routes
+from mqgate.http.admin_messages_api import add_routes as add_admin_message_routes
+from mqgate.http.app import HttpServer, build_app
+from mqgate.http.dashboard import add_routes as add_dashboard_routes
+from mqgate.http.metrics import Metrics, Parts
+from mqgate.http.metrics import add_routes as add_metrics_routes
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket

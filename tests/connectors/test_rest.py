@@ -17,7 +17,7 @@ from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes
 from connectors.worker import Worker
 from core import Producer
-from mqgate.http_api import HttpConfig, build_app
+from mqgate.http.app import HttpConfig, build_app
 from tests.core.conftest import make_broker  # noqa: F401  (the in-process broker fixture)
 from tests.serve_process import ServeProcess
 

@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from mqgate.cli import build_parser, settings_from_args
-from mqgate.config_reference import REGENERATE
-from mqgate.setting_help import SECTION_HELP
-from mqgate.setting_values import VALUE_TYPES
-from mqgate.settings import FLAGS, SECTIONS, TOP_LEVEL_PARSERS
+from mqgate.config.help import SECTION_HELP
+from mqgate.config.reference import REGENERATE
+from mqgate.config.settings import FLAGS, SECTIONS, TOP_LEVEL_PARSERS
+from mqgate.config.values import VALUE_TYPES
 from tests.serve_process import ROOT
 
 

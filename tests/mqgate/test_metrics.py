@@ -17,7 +17,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from prometheus_client.parser import text_string_to_metric_families
 
-from mqgate.metrics import TopicRates
+from mqgate.http.metrics import TopicRates
 from tests.eventbridge.target_server import TargetServer
 from tests.serve_process import ServeProcess
 

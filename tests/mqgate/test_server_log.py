@@ -27,7 +27,7 @@ def test_requests_are_logged_at_debug_only(tmp_path: Path, level: str, logged: b
     log = serve.stderr()
     assert ('"GET /admin/topics HTTP/1.1" 200' in log) is logged
     if logged:
-        assert all(" DEBUG " in line for line in log.splitlines() if "mqgate.http.access" in line)
+        assert all(" DEBUG " in line for line in log.splitlines() if "mqgate.http.requests" in line)
 
 
 def test_the_start_is_logged_in_words_not_reprs(tmp_path: Path) -> None:

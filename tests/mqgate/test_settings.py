@@ -9,7 +9,7 @@ import pytest
 
 from core import FlushMode, StoreConfig
 from core.store.config import DEFAULT_SEGMENT_SIZE
-from mqgate.settings import (
+from mqgate.config.settings import (
     BROKER_KEY_HELP,
     BROKER_PARSERS,
     MQTT_KEY_HELP,

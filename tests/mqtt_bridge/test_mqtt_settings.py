@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mqgate.settings import ConfigError, load_settings
+from mqgate.config.settings import ConfigError, load_settings
 from mqtt_bridge.config import MqttConfig
 
 

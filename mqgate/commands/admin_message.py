@@ -8,9 +8,9 @@ import argparse
 import urllib.parse
 from typing import Any
 
-from mqgate.command_output import choose, committed_offset_cell, emit, quote, table, time_arg
-from mqgate.connect_cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, RestClient
-from mqgate.terminal_output import progress_bar, stdout_console
+from mqgate.commands.connect import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, RestClient
+from mqgate.commands.output import choose, committed_offset_cell, emit, quote, table, time_arg
+from mqgate.commands.terminal import progress_bar, stdout_console
 
 # Dead letters listed per request while resending them all: one request lists a page, the next resends it.
 RESEND_PAGE = 100

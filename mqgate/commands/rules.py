@@ -22,8 +22,8 @@ from typing import Any
 from eventbridge.patterns.compiler import compile_pattern_json
 from eventbridge.patterns.errors import PatternError
 from eventbridge.patterns.matcher import Matcher
-from mqgate.command_output import emit, table
-from mqgate.connect_cli import CliError, RestClient, add_server_options
+from mqgate.commands.connect import CliError, RestClient, add_server_options
+from mqgate.commands.output import emit, table
 
 EXIT_MATCH = 0
 EXIT_NO_MATCH = 1

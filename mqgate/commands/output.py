@@ -17,8 +17,8 @@ from rich.table import Table
 
 from eventbridge.errors import ReprocessError
 from eventbridge.time_range import parse_time_ms
-from mqgate.connect_cli import EXIT_OK, EXIT_USAGE, CliError, RestClient
-from mqgate.terminal_output import stdout_console
+from mqgate.commands.connect import EXIT_OK, EXIT_USAGE, CliError, RestClient
+from mqgate.commands.terminal import stdout_console
 
 Action = Callable[[RestClient, argparse.Namespace], int]
 

@@ -35,8 +35,8 @@ from core import (
     StoredMessage,
 )
 from eventbridge.replay_rest import json_object
-from mqgate.admin_api import CONTEXT_KEY
-from mqgate.admin_json import add_core_routes, message_json, optional_int, refusal, time_ms
+from mqgate.http.admin_api import CONTEXT_KEY
+from mqgate.http.admin_json import add_core_routes, message_json, optional_int, refusal, time_ms
 
 DEAD_LETTER_PAGE = 32
 MAX_DEAD_LETTER_PAGE = 1000

@@ -1,4 +1,4 @@
-"""The MQTT gateway's metric families (for mqgate/metrics.py): connections, sessions, subscriptions, retained and
+"""The MQTT gateway's metric families (for mqgate/http/metrics.py): connections, sessions, subscriptions, retained and
 in-flight messages, and what the connections received and sent, read from the gateway at scrape time (Mosquitto's
 $SYS tree holds the same figures; mqtt_bridge/sys_tree.py publishes them over MQTT)."""
 

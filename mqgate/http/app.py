@@ -4,7 +4,7 @@ routes to before it starts, served by `mqgate serve` and named in the ready line
 Every error is answered as Kafka Connect answers, `{"error_code": 404, "message": "..."}`, whatever raised it:
 a handler raises an aiohttp HTTP exception whose text is the message (or whose body is already such JSON, with
 more fields), and the middleware here shapes the rest, including unknown routes and unexpected exceptions.
-Who may use the port, and the log of changes, are mqgate.http_access's.
+Who may use the port, and the log of changes, are mqgate.http.access's.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from aiohttp.web_log import AccessLogger
 
-from mqgate.http_access import Access, access_middleware
+from mqgate.http.access import Access, access_middleware
 from mqtt_bridge.password_file import PasswordFile
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
 
 
 def build_app(config: HttpConfig, passwords: PasswordFile | None = None) -> web.Application:
-    """The application, with error shaping, access control (mqgate.http_access: the token, or the admin users of
+    """The application, with error shaping, access control (mqgate.http.access: the token, or the admin users of
     `passwords`) and the audit log of changes; HTTP APIs add their routes."""
     access = Access(config.token, frozenset(config.admin_users), passwords)
     if config.admin_users and passwords is None:
@@ -113,7 +113,7 @@ async def _root(request: web.Request) -> web.Response:
 
 # Each request answered, as aiohttp's access log line, at DEBUG: at INFO they were half the server's log (an open
 # dashboard alone asks every 2 s). `--log-level DEBUG` shows them.
-ACCESS_LOG = "mqgate.http.access"
+ACCESS_LOG = "mqgate.http.requests"
 
 
 class _InfoAsDebug(logging.LoggerAdapter[logging.Logger]):

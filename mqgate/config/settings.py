@@ -21,7 +21,7 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
     [grpc]                          # every field of proxy.config.GrpcConfig (the RocketMQ 5 gRPC endpoint)
     port = 8081                     # 0: a free port, named in the ready line
 
-    [http]                          # every field of mqgate.http_api.HttpConfig (the REST APIs' one port)
+    [http]                          # every field of mqgate.http.app.HttpConfig (the REST APIs' one port)
     port = 8082                     # 0: a free port, named in the ready line
     token = "s3cret"                # bearer token every request must carry
 
@@ -46,15 +46,14 @@ from types import MappingProxyType
 import yaml
 
 from core import BrokerConfig, FlushMode, StoreConfig
-from mqgate.http_api import HttpConfig
-from mqgate.setting_help import (
+from mqgate.config.help import (
     BROKER_KEY_HELP,
     GRPC_KEY_HELP,
     HTTP_KEY_HELP,
     MQTT_KEY_HELP,
     STORE_KEY_HELP,
 )
-from mqgate.setting_values import (
+from mqgate.config.values import (
     LOG_LEVELS,
     Parser,
     describe_value,
@@ -75,6 +74,7 @@ from mqgate.setting_values import (
     parse_string_list,
     parse_uint16,
 )
+from mqgate.http.app import HttpConfig
 from mqtt_bridge.config import MqttConfig
 from proxy.config import GrpcConfig
 
@@ -166,7 +166,7 @@ def _parsers(
         elif isinstance(default, str):
             parsers[spec.name] = parse_string
         else:
-            raise TypeError(f"{where}: no parser for {type(default).__name__} in mqgate/settings.py")
+            raise TypeError(f"{where}: no parser for {type(default).__name__} in mqgate/config/settings.py")
     return parsers
 
 

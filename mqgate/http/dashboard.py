@@ -2,9 +2,9 @@
 disk, connections), topics, consumer groups with lag, MQTT clients, rules and targets with delivery counts and dead
 letters, connectors, and a message search.
 
-It is three static files (mqgate/dashboard_files: the page, its script and stylesheet) that read the admin,
+It is three static files (mqgate/http/dashboard_files: the page, its script and stylesheet) that read the admin,
 EventBridge and connector APIs from the browser; nothing is fetched from elsewhere, so it works offline. The same
-access rule as every route of the port applies (mqgate.http_access): with a token or admin users set, the browser
+access rule as every route of the port applies (mqgate.http.access): with a token or admin users set, the browser
 asks for a user and password before the page loads.
 """
 

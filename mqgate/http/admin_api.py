@@ -43,7 +43,7 @@ from core import (
     topic_kind,
 )
 from eventbridge.replay_rest import json_object
-from mqgate.admin_json import (
+from mqgate.http.admin_json import (
     add_core_routes,
     optional_bool,
     optional_int,

@@ -1,5 +1,5 @@
 """`mqgate admin`: topics, consumer groups, clients, messages and the store of a running `mqgate serve`, through its
-admin HTTP API (mqgate/admin_api.py), as RocketMQ's mqadmin does for a broker.
+admin HTTP API (mqgate/http/admin_api.py), as RocketMQ's mqadmin does for a broker.
 
     mqgate admin topic list|status|create|update|delete
     mqgate admin group list|create|delete|reset-offset
@@ -20,10 +20,10 @@ import argparse
 import sys
 from typing import Any
 
-from mqgate.admin_message_cli import add_message_parser
-from mqgate.command_output import choose, committed_offset_cell, emit, quote, table, time_arg
-from mqgate.connect_cli import EXIT_USAGE, CliError, RestClient, add_server_options
-from mqgate.terminal_output import progress_bar
+from mqgate.commands.admin_message import add_message_parser
+from mqgate.commands.connect import EXIT_USAGE, CliError, RestClient, add_server_options
+from mqgate.commands.output import choose, committed_offset_cell, emit, quote, table, time_arg
+from mqgate.commands.terminal import progress_bar
 
 EPILOG = """\
 examples:

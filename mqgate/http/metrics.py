@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 from connectors.worker import Worker
 from core import Broker, MessageStore, TopicCounts
 from eventbridge.runtime import EventBridgeRuntime
-from mqgate.mqtt_metrics import mqtt_families, reason_name
+from mqgate.http.mqtt_metrics import mqtt_families, reason_name
 from mqtt_bridge.gateway import MqttGateway
 
 log = logging.getLogger(__name__)

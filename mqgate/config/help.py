@@ -25,7 +25,7 @@ SECTION_HELP = {
     "grpc": "The RocketMQ 5 gRPC endpoint: the fields of `proxy/config.py` (`GrpcConfig`).",
     "http": (
         "mqgate's one HTTP port, which serves the connector REST API and the EventBridge HTTP API: the fields of"
-        " `mqgate/http_api.py` (`HttpConfig`)."
+        " `mqgate/http/app.py` (`HttpConfig`)."
     ),
 }
 

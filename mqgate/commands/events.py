@@ -23,9 +23,9 @@ from eventbridge.bus import default_dead_letter_topic
 from eventbridge.errors import ReprocessError
 from eventbridge.rules.model import DEFAULT_BUS
 from eventbridge.time_range import parse_time_ms
-from mqgate.command_output import choose
-from mqgate.connect_cli import EXIT_OK, EXIT_USAGE, CliError, RestClient, add_server_options
-from mqgate.terminal_output import stdout_console, working
+from mqgate.commands.connect import EXIT_OK, EXIT_USAGE, CliError, RestClient, add_server_options
+from mqgate.commands.output import choose
+from mqgate.commands.terminal import stdout_console, working
 
 EPILOG = """\
 examples:
