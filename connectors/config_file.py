@@ -14,10 +14,12 @@ from typing import Any
 
 import yaml
 
+from connectors.errors import ConnectorError
+
 CONFIG_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(ConnectorError, ValueError):
     """A connector config file that cannot be read or parsed; the message names the file (and line and column)."""
 
 

@@ -19,9 +19,10 @@ from connectors.api import (
     TaskContext,
     at_least,
 )
+from connectors.errors import ConnectorError
 
 
-class HttpSinkError(Exception):
+class HttpSinkError(ConnectorError):
     """The target did not accept a record."""
 
 

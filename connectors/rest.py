@@ -43,12 +43,12 @@ EXPANDS = ("status", "info")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class RequestError(Exception):
+class RequestError(ConnectorError, ValueError):
     """The request cannot be served as sent (HTTP `status`, usually 400)."""
 
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
-        self.status = status
+        self.status = self.http_status = status
 
 
 def error_response(status: int, message: str, **extra: Any) -> web.Response:
@@ -65,12 +65,12 @@ def _answers_errors(handler: Handler) -> Handler:
         except InvalidConfig as exc:
             errors = [{"key": error.key, "message": error.message} for error in exc.errors]
             return error_response(exc.http_status, str(exc), errors=errors)
+        except RequestError as exc:  # a ConnectorError too: answered with its own status
+            return error_response(exc.status, str(exc))
         except ConnectorError as exc:
             if exc.http_status >= 500:
                 log.error("%s %s: %s", request.method, request.path, exc)
             return error_response(exc.http_status, str(exc))
-        except RequestError as exc:
-            return error_response(exc.status, str(exc))
 
     return wrapped
 

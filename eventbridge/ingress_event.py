@@ -44,6 +44,8 @@ from cloudevents.core.spec import SPECVERSION_V1_0
 from cloudevents.core.v1.event import OPTIONAL_ATTRIBUTES, REQUIRED_ATTRIBUTES, CloudEvent
 from dateutil.parser import isoparse
 
+from eventbridge.errors import EventBridgeError
+
 # CloudEvents 1.0 "Integer" is a 32-bit signed integer; a larger number must travel as a string.
 _INTEGER_MIN = -(2**31)
 _INTEGER_MAX = 2**31 - 1
@@ -66,7 +68,7 @@ class EntryErrorCode(enum.StrEnum):
     EVENT_TOO_LARGE = "EventTooLarge"
 
 
-class EventRefused(Exception):
+class EventRefused(EventBridgeError):
     """One event cannot be accepted; `detail` says which attribute and what to do, without the entry's position."""
 
     def __init__(self, code: EntryErrorCode, detail: str) -> None:

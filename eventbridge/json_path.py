@@ -12,8 +12,10 @@ from typing import Any
 
 from jsonpath_ng import parse as _parse_jsonpath
 
+from eventbridge.errors import EventBridgeError
 
-class JsonPathSyntaxError(ValueError):
+
+class JsonPathSyntaxError(EventBridgeError, ValueError):
     """The expression is not valid JSONPath."""
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import mqtt5
 
-from mqtt_bridge.errors import ProtocolError
+from mqtt_bridge.errors import MqttBridgeError, ProtocolError
 from mqtt_bridge.session import NEVER_EXPIRES, Outgoing, Session, Subscription
 from mqtt_bridge.topic import TopicError, parse_subscription
 
@@ -73,7 +73,7 @@ TRANSITIONS: dict[tuple[SessionState | None, Move], frozenset[SessionState]] = {
 }
 
 
-class SessionRuleError(RuntimeError):
+class SessionRuleError(MqttBridgeError, RuntimeError):
     """A move TRANSITIONS does not allow: a bug in the caller, not the client's fault."""
 
 

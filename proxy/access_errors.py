@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from proxy.errors import ProxyError
 from proxy.stubs import Code
 
 
-class AccessError(Exception):
+class AccessError(ProxyError):
     """A request refused by access control. `code` is the apache.rocketmq.v2.Code to answer with."""
 
     code: ClassVar[int]
@@ -44,7 +45,7 @@ class Forbidden(AccessError):
         self.action = action
 
 
-class AclFileError(ValueError):
+class AclFileError(ProxyError, ValueError):
     """An ACL file is refused. Prints as `file:line:column: reason` (1-based), the position of the offending node;
     the reason names the account (by index and accessKey) and the key at fault."""
 

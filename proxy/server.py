@@ -13,6 +13,7 @@ import grpc
 from core import Broker
 from proxy.access_control import AccessControl
 from proxy.config import GrpcConfig
+from proxy.errors import ProxyError
 from proxy.service import MessagingService
 from proxy.stubs import AddressScheme, add_MessagingServiceServicer_to_server, definition_pb2
 
@@ -36,7 +37,7 @@ SERVER_OPTIONS = (("grpc.so_reuseport", 0),)
 BIND_FAILED = "the port is in use, or the host is not an address of this machine"
 
 
-class EndpointError(Exception):
+class EndpointError(ProxyError):
     """The endpoint cannot start as configured (a port in use, a certificate that cannot be read)."""
 
 

@@ -47,6 +47,7 @@ from core import (
     TopicNotFoundError,
     UnsupportedExpressionTypeError,
 )
+from proxy.errors import ProxyError
 from proxy.stubs import Code, Status
 
 # Most specific first: PayloadTooLargeError is an IllegalMessageError, ReceiptHandleError and PopRequestError are
@@ -70,7 +71,7 @@ _CODES: tuple[tuple[type[Exception], int], ...] = (
 )
 
 
-class RequestError(Exception):
+class RequestError(ProxyError):
     """A request refused by the gRPC mapping itself, with the protocol's code for it."""
 
     def __init__(self, code: int, message: str) -> None:

@@ -37,6 +37,8 @@ import struct
 from dataclasses import dataclass
 from zlib import crc32
 
+from eventbridge.errors import EventBridgeError
+
 SEGMENT_MAGIC = b"MQGARCH1"
 # A bus name is at most 64 characters of [A-Za-z0-9_-] (source_file.BUS_NAME).
 MAX_BUS_BYTES = 64
@@ -64,7 +66,7 @@ SEAL_RECORD_SIZE = FRAME_SIZE + _SEAL.size
 MAX_COMMIT_QUEUES = 0xFFFF
 
 
-class ArchiveFormatError(ValueError):
+class ArchiveFormatError(EventBridgeError, ValueError):
     """The bytes at a position are not a whole, valid header or record."""
 
 

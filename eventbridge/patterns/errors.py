@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from eventbridge.errors import EventBridgeError
 
-class PatternError(ValueError):
+
+class PatternError(EventBridgeError, ValueError):
     """An event pattern is invalid: `path` names the place in the pattern (``detail.temp[0].numeric``), `reason`
     says what is wrong there and what is expected."""
 

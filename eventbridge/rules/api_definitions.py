@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from eventbridge.errors import RuleFileError
+from eventbridge.errors import EventBridgeError, RuleFileError
 from eventbridge.patterns.compiler import compile_pattern
 from eventbridge.rules.rule_file import RuleDocument, parse_rule_document
 
@@ -31,7 +31,7 @@ SOURCE_FILE_PREFIX = "api-source@"
 ARCHIVE_FILE_PREFIX = "api-archive@"
 
 
-class DefinitionError(ValueError):
+class DefinitionError(EventBridgeError, ValueError):
     """A definition sent to the API that is not valid (HTTP 400), with the reason."""
 
 

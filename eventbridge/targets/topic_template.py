@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from eventbridge.errors import TransformRenderError
+from eventbridge.errors import EventBridgeError, TransformRenderError
 from eventbridge.json_path import JsonPath, JsonPathSyntaxError
 from eventbridge.rules.model import MqttTopicTemplate
 
@@ -25,7 +25,7 @@ _PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
 _FORBIDDEN_IN_VALUE = ("/", "+", "#", "\x00")
 
 
-class TopicTemplateError(ValueError):
+class TopicTemplateError(EventBridgeError, ValueError):
     """The template cannot be compiled; the message says what to change."""
 
 
