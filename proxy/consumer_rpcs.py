@@ -21,7 +21,7 @@ from proxy.access_control import Action, ResourceKind
 from proxy.client_sessions import ClientSessions
 from proxy.held_messages import CLEAR_INVISIBLE_MS, RENEW_PERIOD_S, RENEW_SLICE_MS, Held
 from proxy.message_codec import duration_ms, to_proto, to_timestamp
-from proxy.rpc_support import ServiceBase, combined, now_ms, refusal, resource_name, unary
+from proxy.rpc_support import ServiceState, combined, now_ms, refusal, resource_name, unary
 from proxy.status_codes import RequestError, ok, status
 from proxy.stubs import Code
 from proxy.stubs import service_pb2 as pb
@@ -37,9 +37,15 @@ MIN_RECEIVE_INVISIBLE_MS = 10_000
 DEADLINE_MARGIN_MS = 200
 
 
-class ConsumerRpcs(ServiceBase):
-    telemetry: Telemetry
-    sessions: ClientSessions
+class ConsumerRpcs:
+    """The consumer's RPCs, served by MessagingService as its own; `telemetry` knows the clients and what push
+    consumers hold."""
+
+    def __init__(self, state: ServiceState, telemetry: Telemetry) -> None:
+        self.state = state
+        self.pop = state.pop
+        self.telemetry = telemetry
+        self.sessions: ClientSessions = telemetry.sessions
 
     async def ReceiveMessage(
         self, request: pb.ReceiveMessageRequest, context: grpc.aio.ServicerContext
@@ -52,7 +58,7 @@ class ConsumerRpcs(ServiceBase):
         try:
             group = resource_name(request.group, "consumer group")
             topic = resource_name(request.message_queue.topic, "topic")
-            self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
+            self.state.check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
             poll_ms = self._polling_ms(request, context)
             if request.auto_renew:
                 invisible_ms = RENEW_SLICE_MS
@@ -66,7 +72,7 @@ class ConsumerRpcs(ServiceBase):
                         f" {MAX_INVISIBLE_MS} ms (12 hours)",
                     )
                 session = None
-            message_filter = self._filter(request.filter_expression)
+            message_filter = self.state.filter(request.filter_expression)
             popped = await self.pop.pop(group, topic, request.batch_size, invisible_ms, message_filter, poll_ms)
             if session is not None:
                 now = now_ms()
@@ -119,13 +125,13 @@ class ConsumerRpcs(ServiceBase):
         except CoreError as exc:
             log.debug("group %r: message not made visible again (%s)", group, exc)
 
-    def _release_held(self, client_id: str, held: list[Held]) -> None:
+    def release_held(self, client_id: str, held: list[Held]) -> None:
         for h in held:
             self._let_go(h.group, h.handle)
         if held:
             log.info("client %s is gone: %d messages it held are visible again in 1 s", client_id, len(held))
 
-    async def _renew_held(self) -> None:
+    async def renew_held(self) -> None:
         while True:
             await asyncio.sleep(RENEW_PERIOD_S)
             now = now_ms()
@@ -150,7 +156,7 @@ class ConsumerRpcs(ServiceBase):
     @unary(pb.AckMessageResponse)
     async def AckMessage(self, request: pb.AckMessageRequest, context: grpc.aio.ServicerContext) -> Any:
         group, topic = resource_name(request.group, "consumer group"), resource_name(request.topic, "topic")
-        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
+        self.state.check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         if not request.entries:
             raise RequestError(Code.BAD_REQUEST, "no entry to ack")
         entries = []
@@ -171,7 +177,7 @@ class ConsumerRpcs(ServiceBase):
         self, request: pb.ChangeInvisibleDurationRequest, context: grpc.aio.ServicerContext
     ) -> Any:
         group, topic = resource_name(request.group, "consumer group"), resource_name(request.topic, "topic")
-        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
+        self.state.check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         if request.lite_topic or request.suspend:
             raise RequestError(Code.NOT_IMPLEMENTED, "lite topics and suspend are not implemented by mqgate yet")
         invisible_ms = duration_ms(request.invisible_duration)
@@ -187,7 +193,7 @@ class ConsumerRpcs(ServiceBase):
         self, request: pb.ForwardMessageToDeadLetterQueueRequest, context: grpc.aio.ServicerContext
     ) -> Any:
         group, topic = resource_name(request.group, "consumer group"), resource_name(request.topic, "topic")
-        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
+        self.state.check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         if request.lite_topic:
             raise RequestError(Code.NOT_IMPLEMENTED, "lite topics are not implemented by mqgate yet")
         reason = (

@@ -12,13 +12,19 @@ from core import PullStatus
 from proxy.access_control import Action, ResourceKind
 from proxy.consumer_rpcs import MAX_LONG_POLLING_MS
 from proxy.message_codec import duration_ms, timestamp_ms, to_proto
-from proxy.rpc_support import ServiceBase, refusal, resource_name, unary
+from proxy.rpc_support import ServiceState, refusal, resource_name, unary
 from proxy.status_codes import RequestError, ok, status
 from proxy.stubs import Code, definition_pb2
 from proxy.stubs import service_pb2 as pb
 
 
-class OffsetRpcs(ServiceBase):
+class OffsetRpcs:
+    """The RPCs of clients that keep their own offsets, served by MessagingService as its own."""
+
+    def __init__(self, state: ServiceState) -> None:
+        self.state = state
+        self.broker = state.broker
+
     def _queue(self, queue: definition_pb2.MessageQueue) -> tuple[str, int]:
         topic = resource_name(queue.topic, "topic")
         config = self.broker.topic_config(topic)
@@ -31,7 +37,7 @@ class OffsetRpcs(ServiceBase):
     @unary(pb.QueryOffsetResponse)
     async def QueryOffset(self, request: pb.QueryOffsetRequest, context: grpc.aio.ServicerContext) -> Any:
         topic, queue_id = self._queue(request.message_queue)
-        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB))
+        self.state.check(context, (ResourceKind.TOPIC, topic, Action.SUB))
         policy = request.query_offset_policy
         if policy == pb.QueryOffsetPolicy.BEGINNING:
             offset = self.broker.min_offset(topic, queue_id)
@@ -45,7 +51,7 @@ class OffsetRpcs(ServiceBase):
     async def GetOffset(self, request: pb.GetOffsetRequest, context: grpc.aio.ServicerContext) -> Any:
         group = resource_name(request.group, "consumer group")
         topic, queue_id = self._queue(request.message_queue)
-        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
+        self.state.check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         offset = self.broker.query_offset(group, topic, queue_id)
         if offset < 0:
             raise RequestError(Code.OFFSET_NOT_FOUND, f"group {group!r} has no offset in {topic!r} queue {queue_id}")
@@ -55,7 +61,7 @@ class OffsetRpcs(ServiceBase):
     async def UpdateOffset(self, request: pb.UpdateOffsetRequest, context: grpc.aio.ServicerContext) -> Any:
         group = resource_name(request.group, "consumer group")
         topic, queue_id = self._queue(request.message_queue)
-        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
+        self.state.check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         if request.offset < 0:
             raise RequestError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
         self.broker.groups.get_or_auto_create(group)
@@ -69,11 +75,11 @@ class OffsetRpcs(ServiceBase):
         try:
             group = resource_name(request.group, "consumer group")
             topic, queue_id = self._queue(request.message_queue)
-            self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
+            self.state.check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
             poll_ms = min(max(duration_ms(request.long_polling_timeout), 0), MAX_LONG_POLLING_MS)
             batch = request.batch_size or 32
             result = await self.broker.pull(
-                group, topic, queue_id, request.offset, batch, self._filter(request.filter_expression), poll_ms
+                group, topic, queue_id, request.offset, batch, self.state.filter(request.filter_expression), poll_ms
             )
         except Exception as exc:
             yield pb.PullMessageResponse(status=refusal("PullMessage", exc))

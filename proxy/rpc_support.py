@@ -86,8 +86,9 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class ServiceBase:
-    """The state every RPC group uses."""
+class ServiceState:
+    """What every group of RPCs shares: the broker, the limits, access control, the pop service, the endpoint's own
+    address and the compiled filters. One per endpoint, handed to each group (proxy/service.py)."""
 
     def __init__(self, broker: Broker, *, max_body_bytes: int, access: AccessControl | None = None) -> None:
         self.broker = broker
@@ -98,7 +99,7 @@ class ServiceBase:
         self.own_endpoints = definition_pb2.Endpoints()
         self._filters: dict[tuple[str, str], MessageFilter | None] = {}
 
-    def _check(self, context: grpc.aio.ServicerContext, *needs: tuple[ResourceKind, str, Action]) -> None:
+    def check(self, context: grpc.aio.ServicerContext, *needs: tuple[ResourceKind, str, Action]) -> None:
         """Authenticate the call and check what it needs (proxy.access_control), when access control is on."""
         access = self.access
         if access is not None:
@@ -106,10 +107,10 @@ class ServiceBase:
             for kind, name, action in needs:
                 access.check(access_key, kind, name, action)
 
-    def _endpoints(self, given: definition_pb2.Endpoints) -> definition_pb2.Endpoints:
+    def endpoints(self, given: definition_pb2.Endpoints) -> definition_pb2.Endpoints:
         return given if given.addresses else self.own_endpoints
 
-    def _filter(self, expression: definition_pb2.FilterExpression) -> MessageFilter | None:
+    def filter(self, expression: definition_pb2.FilterExpression) -> MessageFilter | None:
         kind = ExpressionType.SQL92 if expression.type == FilterType.SQL else ExpressionType.TAG
         text = expression.expression or "*"
         key = (kind, text)

@@ -27,7 +27,7 @@ from proxy.consumer_rpcs import ConsumerRpcs
 from proxy.message_codec import message_type_of, to_core
 from proxy.offset_rpcs import OffsetRpcs
 from proxy.routes import accepts, assignments, broker_of, message_queues
-from proxy.rpc_support import combined, peer_host, refusal, resource_name, unary
+from proxy.rpc_support import ServiceState, combined, peer_host, refusal, resource_name, unary
 from proxy.status_codes import RequestError, ok, status
 from proxy.stubs import (
     Code,
@@ -39,18 +39,46 @@ from proxy.stubs import (
 from proxy.stubs import service_pb2 as pb
 from proxy.telemetry import Telemetry
 
+# The RPCs served by the endpoint's parts, under the names gRPC looks them up by on the servicer.
+CONSUMER_RPCS = ("ReceiveMessage", "AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue")
+OFFSET_RPCS = ("QueryOffset", "GetOffset", "UpdateOffset", "PullMessage")
 
-class MessagingService(ConsumerRpcs, OffsetRpcs, MessagingServiceServicer):
+
+class MessagingService(MessagingServiceServicer):
+    """The servicer: routes, heartbeats, Telemetry and sending are its own methods; the consumers' RPCs are
+    `consumers`' (proxy.consumer_rpcs) and those of offsets `offsets`' (proxy.offset_rpcs), served under their
+    names. The parts share one ServiceState."""
+
     def __init__(self, broker: Broker, *, max_body_bytes: int, access: AccessControl | None = None) -> None:
-        super().__init__(broker, max_body_bytes=max_body_bytes, access=access)
-        self.telemetry = Telemetry(broker, max_body_bytes=max_body_bytes, release=self._release_held)
+        self.state = ServiceState(broker, max_body_bytes=max_body_bytes, access=access)
+        self.broker = broker
+        # The consumers' part releases what a departed client held; it exists once the telemetry does.
+        self.telemetry = Telemetry(
+            broker,
+            max_body_bytes=max_body_bytes,
+            release=lambda client, held: self.consumers.release_held(client, held),
+        )
         self.sessions = self.telemetry.sessions
+        self.consumers = ConsumerRpcs(self.state, self.telemetry)
+        self.offsets = OffsetRpcs(self.state)
+        for part, names in ((self.consumers, CONSUMER_RPCS), (self.offsets, OFFSET_RPCS)):
+            for name in names:
+                setattr(self, name, getattr(part, name))
         self._turns: dict[str, int] = {}
         self._renewer: asyncio.Task[None] | None = None
 
+    @property
+    def own_endpoints(self) -> definition_pb2.Endpoints:
+        """Where clients reach this endpoint when a request does not say (set by proxy.server once it listens)."""
+        return self.state.own_endpoints
+
+    @own_endpoints.setter
+    def own_endpoints(self, endpoints: definition_pb2.Endpoints) -> None:
+        self.state.own_endpoints = endpoints
+
     def start(self) -> None:
         self.telemetry.start()
-        self._renewer = asyncio.get_running_loop().create_task(self._renew_held())
+        self._renewer = asyncio.get_running_loop().create_task(self.consumers.renew_held())
 
     async def close(self) -> None:
         if self._renewer is not None:
@@ -63,18 +91,18 @@ class MessagingService(ConsumerRpcs, OffsetRpcs, MessagingServiceServicer):
     @unary(pb.QueryRouteResponse)
     async def QueryRoute(self, request: pb.QueryRouteRequest, context: grpc.aio.ServicerContext) -> Any:
         topic = resource_name(request.topic, "topic")
-        self._check(context, (ResourceKind.TOPIC, topic, Action.ANY))
+        self.state.check(context, (ResourceKind.TOPIC, topic, Action.ANY))
         config = self.broker.route(topic).config
-        broker = broker_of(self.broker.config.broker_name, self._endpoints(request.endpoints))
+        broker = broker_of(self.broker.config.broker_name, self.state.endpoints(request.endpoints))
         return pb.QueryRouteResponse(status=ok(), message_queues=message_queues(config, broker))
 
     @unary(pb.QueryAssignmentResponse)
     async def QueryAssignment(self, request: pb.QueryAssignmentRequest, context: grpc.aio.ServicerContext) -> Any:
         topic, group = resource_name(request.topic, "topic"), resource_name(request.group, "consumer group")
-        self._check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
+        self.state.check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
         config = self.broker.topic_config(topic)
         orderly = self.broker.groups.get_or_auto_create(group).consume_message_orderly
-        broker = broker_of(self.broker.config.broker_name, self._endpoints(request.endpoints))
+        broker = broker_of(self.broker.config.broker_name, self.state.endpoints(request.endpoints))
         return pb.QueryAssignmentResponse(status=ok(), assignments=assignments(config, broker, orderly))
 
     @unary(pb.HeartbeatResponse)
@@ -82,10 +110,10 @@ class MessagingService(ConsumerRpcs, OffsetRpcs, MessagingServiceServicer):
         client_id = self.telemetry.client_id(context)
         if request.HasField("group"):
             group = resource_name(request.group, "consumer group")
-            self._check(context, (ResourceKind.GROUP, group, Action.SUB))
+            self.state.check(context, (ResourceKind.GROUP, group, Action.SUB))
             self.broker.groups.get_or_auto_create(group)
         else:
-            self._check(context)
+            self.state.check(context)
         self.sessions.touch(client_id)
         return pb.HeartbeatResponse(status=ok())
 
@@ -93,7 +121,7 @@ class MessagingService(ConsumerRpcs, OffsetRpcs, MessagingServiceServicer):
     async def NotifyClientTermination(
         self, request: pb.NotifyClientTerminationRequest, context: grpc.aio.ServicerContext
     ) -> Any:
-        self._check(context)
+        self.state.check(context)
         client_id = self.telemetry.client_id(context)
         await self.telemetry.end_session(client_id)
         return pb.NotifyClientTerminationResponse(status=ok())
@@ -102,7 +130,7 @@ class MessagingService(ConsumerRpcs, OffsetRpcs, MessagingServiceServicer):
         self, request_iterator: AsyncIterator[pb.TelemetryCommand], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TelemetryCommand]:
         try:
-            self._check(context)
+            self.state.check(context)
             client_id = self.telemetry.client_id(context)
         except Exception as exc:
             yield pb.TelemetryCommand(status=refusal("Telemetry", exc))
@@ -122,7 +150,7 @@ class MessagingService(ConsumerRpcs, OffsetRpcs, MessagingServiceServicer):
                 needs += [
                     (ResourceKind.TOPIC, resource_name(t, "topic"), Action.PUB) for t in settings.publishing.topics
                 ]
-            self._check(context, *needs)
+            self.state.check(context, *needs)
 
         return check
 
@@ -137,8 +165,8 @@ class MessagingService(ConsumerRpcs, OffsetRpcs, MessagingServiceServicer):
         topic = resource_name(first, "topic")
         if len(sent) > 1 and any(m.topic != first for m in sent):
             raise RequestError(Code.MESSAGE_CORRUPTED, "topic in message is not same: a batch holds one topic")
-        if self.access is not None:
-            self._check(context, (ResourceKind.TOPIC, topic, Action.PUB))
+        if self.state.access is not None:
+            self.state.check(context, (ResourceKind.TOPIC, topic, Action.PUB))
         for m in sent:
             if m.system_properties.lite_topic or m.system_properties.HasField("priority"):
                 raise RequestError(
@@ -151,7 +179,9 @@ class MessagingService(ConsumerRpcs, OffsetRpcs, MessagingServiceServicer):
             return peer_host(context)
 
         messages = [
-            to_core(m, peer_host=peer, max_body_bytes=self.max_body_bytes, max_delay_ms=max_delay_ms, now_ms=now_ms)
+            to_core(
+                m, peer_host=peer, max_body_bytes=self.state.max_body_bytes, max_delay_ms=max_delay_ms, now_ms=now_ms
+            )
             for m in sent
         ]
         route = self.broker.route(topic)
@@ -186,7 +216,7 @@ class MessagingService(ConsumerRpcs, OffsetRpcs, MessagingServiceServicer):
     @unary(pb.EndTransactionResponse)
     async def EndTransaction(self, request: pb.EndTransactionRequest, context: grpc.aio.ServicerContext) -> Any:
         topic = resource_name(request.topic, "topic")
-        self._check(context, (ResourceKind.TOPIC, topic, Action.PUB))
+        self.state.check(context, (ResourceKind.TOPIC, topic, Action.PUB))
         if request.resolution == TransactionResolution.COMMIT:
             state = LocalTransactionState.COMMIT_MESSAGE
         elif request.resolution == TransactionResolution.ROLLBACK:
