@@ -17,8 +17,7 @@ from core.pop.service import (
 )
 from core.tables.subscription_group import SubscriptionGroupConfig
 from core.tables.topic_config import MessageType
-
-from .conftest import open_broker_store
+from tests.core.conftest import open_broker_store
 
 INVISIBLE_MS = 30_000
 

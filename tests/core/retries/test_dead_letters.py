@@ -27,9 +27,8 @@ from core.system_topics import (
     PROPERTY_RETRY_TOPIC,
     dlq_topic,
 )
-
-from .conftest import SMALL_STORE
-from .dead_letter_fixtures import record_of, send_dead_letter
+from tests.core.conftest import SMALL_STORE
+from tests.core.dead_letter_fixtures import record_of, send_dead_letter
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -21,9 +21,8 @@ from core.pop.service import PopService
 from core.retries.send_back import send_back
 from core.tables.subscription_group import SubscriptionGroupConfig
 from core.tables.topic_config import MessageType
-
-from .child_broker import run_killed_child
-from .reading import eventually, everything_in
+from tests.core.child_broker import run_killed_child
+from tests.core.reading import eventually, everything_in
 
 FAST = PushConsumerOptions(
     consume_from=ConsumeFromWhere.FIRST_OFFSET,

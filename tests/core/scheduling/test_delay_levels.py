@@ -11,9 +11,8 @@ from core import BrokerConfig, IllegalMessageError, Producer
 from core.clock import ManualClock
 from core.scheduling.delay_levels import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from core.system_topics import SCHEDULE_TOPIC
-
-from .child_broker import run_killed_child
-from .reading import eventually, everything_in
+from tests.core.child_broker import run_killed_child
+from tests.core.reading import eventually, everything_in
 
 LEVEL_S = [1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200]
 

@@ -11,9 +11,8 @@ import pytest
 from core import BrokerConfig, IllegalMessageError, Producer
 from core.clock import ManualClock
 from core.system_topics import TIMER_TOPIC
-
-from .child_broker import run_killed_child
-from .reading import eventually, everything_in
+from tests.core.child_broker import run_killed_child
+from tests.core.reading import eventually, everything_in
 
 DAY_S = 24 * 3600
 

@@ -22,9 +22,8 @@ from core.system_topics import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-
-from .conftest import SMALL_STORE
-from .reading import everything_in, settle, until
+from tests.core.conftest import SMALL_STORE
+from tests.core.reading import everything_in, settle, until
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMIT = LocalTransactionState.COMMIT_MESSAGE

@@ -32,9 +32,8 @@ from core.system_topics import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-
-from .reading import everything_in, settle, until
-from .refusing_store import FILLER_MB, refusing_broker
+from tests.core.reading import everything_in, settle, until
+from tests.core.refusing_store import FILLER_MB, refusing_broker
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
