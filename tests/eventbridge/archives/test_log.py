@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eventbridge import archive_log
+from eventbridge.archives import log as archive_log
 from eventbridge.archives.log import DAY_MS, ArchiveLog
 from eventbridge.archives.record import ArchivedEvent, ArchiveFormatError
 from eventbridge.archives.segment import ArchiveSegment
