@@ -10,7 +10,7 @@ DEFAULT_SESSION_EXPIRY_MAX_S = 7 * 24 * 3600
 # Mosquitto's max_queued_messages is 1000 (in memory); ours wait on disk as 20-byte light-queue entries (a million
 # is 20 MB per filter), so the bound is about how stale a reconnecting device's backlog may be. 100,000 dropped a
 # third of a 200,000-message QoS 1 burst for a connected subscriber that was merely slower than the publishers
-# (bench/RESULTS.md), which a durable broker should not do by default.
+# (bench/HISTORY.md), which a durable broker should not do by default.
 DEFAULT_MAX_QUEUED_MESSAGES = 1_000_000
 
 

@@ -3,7 +3,7 @@ dispatcher has made visible from the commit log and writes the index files (core
 the interpreter that appends instead of inside it.
 
 Why: hashing a message's keys and writing their index entries took a quarter of what storing a message cost the
-appending process (1.5 of 5.9 us for a 128-byte message with a unique id, measured in bench/RESULTS.md), and on
+appending process (1.5 of 5.9 us for a 128-byte message with a unique id, measured in bench/HISTORY.md), and on
 one interpreter the dispatcher thread's share is time the appender waits for the GIL. The second process runs it
 on the other core.
 

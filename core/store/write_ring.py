@@ -5,7 +5,7 @@ Why: the first write to each page of a new (sparse) segment through its mapping 
 kernel finds, zeroes and maps a page, on the appending thread and under the GIL. On this VM 4 KiB records stored
 that way ran at 440-510 MB/s on memory the host had taken back, against 4,000-4,500 MB/s for the same bytes copied
 into a ring whose pages stay mapped and handed to the segment with `pwrite` of up to a mebibyte, which releases
-the GIL: the kernel's page allocation and copy then run on another core (bench/RESULTS.md, eighth step).
+the GIL: the kernel's page allocation and copy then run on another core (bench/HISTORY.md, eighth step).
 
 So `CommitLog.append` copies a record into this ring, and `CommitLog.commit` (the dispatcher each round, the
 flush, or an append that finds the ring full) writes what lies between the committed position and the write
