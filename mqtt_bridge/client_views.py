@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mqtt_bridge.gateway_state import GatewayState
+from mqtt_bridge.gateway import MqttGateway
 
 
 @dataclass(slots=True, frozen=True)
@@ -34,12 +34,12 @@ class ClientView:
     dropped: int  # deliveries given up as its queue ran past max_queued_messages
 
 
-def client_views(gateway: GatewayState) -> list[ClientView]:
+def client_views(gateway: MqttGateway) -> list[ClientView]:
     """Every session, sorted by client id."""
     broker = gateway.broker
     views = []
     for client_id, session in sorted(gateway.sessions.items()):
-        link = gateway.links.get(client_id) if session.connected else None
+        link = gateway.sessions.links.get(client_id) if session.connected else None
         queued = 0
         for sub in session.subscriptions.values():
             if sub.share_group is None:

@@ -1,37 +1,60 @@
-"""Outbound delivery: each connected session's loop reads its light queues from its own positions, merges them in
-commit-log order, and sends what its window allows (planning in session.py); shared subscriptions take from their
-group (shared_group.py); acknowledgements move the positions."""
+"""Outbound delivery: each connected session's loop reads its light queues from its own positions, through the
+message cache (the one read path of the gateway: recent messages from memory, the rest through `Broker.pull`),
+merges them in commit-log order, and sends what its window allows (planning in session.py, the round in
+delivery_round.py, the encoding in the connection's protocol object); shared subscriptions take from their group
+(shared_group.py); acknowledgements move the positions."""
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 
-from core import (
-    PullStatus,
-    StoredMessage,
-)
+from core import Broker, PullStatus
+from mqtt_bridge.access_control import AccessControl
 from mqtt_bridge.acl_file import Access
+from mqtt_bridge.config import MqttConfig
+from mqtt_bridge.counters import GatewayCounters
 from mqtt_bridge.delivery_round import Batch, merge_pulled, send_batch
-from mqtt_bridge.gateway_state import (
-    READ_BATCH,
-    GatewayState,
-    log,
-    now_ms,
-)
 from mqtt_bridge.link import Link
-from mqtt_bridge.message_mapping import (
-    MqttMessage,
-)
+from mqtt_bridge.message_cache import MessageCache
+from mqtt_bridge.message_mapping import now_ms
 from mqtt_bridge.session import Outgoing, session_group
+from mqtt_bridge.session_table import SessionTable
 from mqtt_bridge.shared_group import TAKE_BATCH
+from mqtt_bridge.shared_subscriptions import SharedSubscriptions
+
+log = logging.getLogger("mqtt_bridge.gateway")
+
+# Messages read from one light queue per round of a session's delivery loop.
+READ_BATCH = 64
 
 
-class Delivery(GatewayState):
+class Delivery:
+    def __init__(
+        self,
+        broker: Broker,
+        config: MqttConfig,
+        access: AccessControl,
+        sessions: SessionTable,
+        shared: SharedSubscriptions,
+        cache: MessageCache,
+        counters: GatewayCounters,
+    ) -> None:
+        self.broker = broker
+        self.config = config
+        self.access = access
+        self.sessions = sessions
+        self.shared = shared
+        self.cache = cache
+        self.counters = counters
+
     async def deliver(self, link: Link) -> None:
         """The delivery loop of one connected session (cancelled when the connection goes)."""
         session = link.session
         assert session is not None
         conn = link.conn
+        broker = self.broker
+        counters = self.counters
         limit = self.config.max_queued_messages
         group = session_group(session.client_id)  # a BLAKE2b hash: once per connection, not per read
         while True:
@@ -47,18 +70,18 @@ class Delivery(GatewayState):
                 offset = session.read_offsets.get(queue)
                 if offset is None:
                     continue
-                high = self.broker.max_offset(queue, 0)
+                high = broker.max_offset(queue, 0)
                 if high - offset > limit:
                     skipped = high - limit - offset
                     session.dropped += skipped
-                    self.stats["dropped"] += skipped
+                    counters.dropped += skipped
                     log.warning(
                         "client %r: %d queued messages dropped (max_queued_messages %d)", link.client_id, skipped, limit
                     )
                     offset = session.read_offsets[queue] = high - limit
                 if offset >= high:
                     continue
-                got = await self.messages.pull(group, queue, offset, READ_BATCH)
+                got = await self.cache.pull(group, queue, offset, READ_BATCH)
                 if got.status is PullStatus.OFFSET_ILLEGAL:
                     session.read_offsets[queue] = got.next_begin_offset
                     progressed = True
@@ -70,15 +93,15 @@ class Delivery(GatewayState):
                     last = got.messages[-1][0]
                     horizon = last if horizon is None else min(horizon, last)
             # The messages themselves: delivery_round.py (compiled), an ACL read check per message if there is an ACL.
-            readable = None if self.acl is None else partial(self.allowed, link, access=Access.READ)
-            done = send_batch(batch, horizon, session, conn, link, self.messages, now_ms(), readable)
+            readable = None if self.access.acl is None else partial(self.access.allowed, link, access=Access.READ)
+            done = send_batch(batch, horizon, session, conn, link, now_ms(), readable)
             if done.progressed:
                 progressed = True
             stopped = done.stopped
             if done.delivered:
-                self.stats["delivered"] += done.delivered
+                counters.delivered += done.delivered
                 for topic, count, size in done.traffic:
-                    self.broker.traffic.delivered(topic, count, size)
+                    broker.traffic.delivered(topic, count, size)
             took = False
             if not stopped:
                 took, stopped = await self._deliver_shared(link)
@@ -92,9 +115,10 @@ class Delivery(GatewayState):
         session = link.session
         assert session is not None
         conn = link.conn
+        shared = self.shared
         took = False
         for sub in list(session.subscriptions.values()):
-            group = self.shared.get(sub.queue) if sub.share_group is not None else None
+            group = shared.of(sub)
             if group is None:
                 continue
             queue = sub.queue
@@ -102,70 +126,50 @@ class Delivery(GatewayState):
             skipped = group.skip_to(max(self.broker.min_offset(queue, 0), high - self.config.max_queued_messages))
             if skipped:
                 group.dropped += skipped
-                self.stats["dropped"] += skipped
+                self.counters.dropped += skipped
                 log.warning("%s: %d queued messages dropped (max_queued_messages)", sub.key, skipped)
             backlog = group.backlog(high)
             if not backlog:
                 continue
             # A fair share of the backlog among the connected members, so one burst is spread over them.
-            ready = sum(1 for member in group.members if member in self.links) or 1
+            ready = shared.connected_members(group) or 1
             count = min(TAKE_BATCH, -(-backlog // ready))
             if sub.qos:
                 count = min(count, conn.send_window)
             if count <= 0 or not link.writable:
                 return took, True
             offsets = group.take(session.client_id, high, count)
-            found = await self._read_light_queue(group.consumer_group, queue, offsets)
+            found = await self.cache.read(group.consumer_group, queue, offsets)
             now = now_ms()
             for index, offset in enumerate(offsets):
-                stored = found.get(offset)
-                message = MqttMessage.from_core(stored) if stored is not None else None
+                cached = found.get(offset)
+                message = cached.message if cached is not None else None
                 delivery = None
                 if (
                     message is not None
                     and (message.expires_at_ms is None or message.expires_at_ms > now)
-                    and self.allowed(link, message.topic, Access.READ)
+                    and self.access.allowed(link, message.topic, Access.READ)
                 ):
                     delivery = session.delivery(message, [sub])
-                if delivery is None or message is None or stored is None:
+                if delivery is None or message is None or cached is None:
                     group.settle(offset)  # gone from the queue, expired or not readable: nobody gets it
                     continue
                 qos, retain, ids = delivery
                 if (qos and conn.send_window <= 0) or not link.writable or session.client_id not in group.members:
                     group.give_back(offsets[index:])
-                    self._commit_group(group)
-                    self._wake_members(group)
+                    shared.commit(group)
+                    shared.wake_members(group)
                     return True, True
                 packet_id = conn.next_packet_id() if qos else None
-                if conn.publish(message.to_publish(qos, retain, packet_id, now, ids)) and qos:
+                if conn.publish_cached(cached, qos, retain, packet_id, now, ids) and qos:
                     session.sent(packet_id, Outgoing(message, qos, retain, ids, [(queue, offset)]))  # type: ignore[arg-type]
                 else:
                     group.settle(offset)
-                self.stats["delivered"] += 1
-                self.broker.traffic.delivered(stored.topic, 1, len(message.payload))
-            self._commit_group(group)
+                self.counters.delivered += 1
+                self.broker.traffic.delivered(cached.topic, 1, len(message.payload))
+            shared.commit(group)
             took = True
         return took, False
-
-    async def _read_light_queue(self, group: str, queue: str, offsets: list[int]) -> dict[int, StoredMessage]:
-        """The messages at `offsets` of a light queue (ascending; missing ones are gone: holes or retention)."""
-        found: dict[int, StoredMessage] = {}
-        index = 0
-        while index < len(offsets):
-            start = end = offsets[index]
-            while index < len(offsets) and offsets[index] == end:  # one contiguous run
-                index += 1
-                end += 1
-            offset = start
-            while offset < end:
-                got = await self.broker.pull(group, queue, 0, offset, end - offset)
-                for read in got.messages:
-                    if offset <= read.queue_offset < end:
-                        found[read.queue_offset] = read
-                if got.next_begin_offset <= offset:
-                    break
-                offset = got.next_begin_offset
-        return found
 
     def _send_retained(self, link: Link) -> bool:
         conn = link.conn
@@ -191,18 +195,14 @@ class Delivery(GatewayState):
         session = link.session
         if session is None:
             return
-        outgoing = self.rules.acknowledged(session.client_id, packet_id)
+        outgoing = self.sessions.rules.acknowledged(session.client_id, packet_id)
         if outgoing is not None:
-            for queue, offset in outgoing.positions:
-                group = self.shared.get(queue)
-                if group is not None:
-                    group.settle(offset)
-                    self._commit_group(group)
+            self.shared.settle(outgoing.positions)
             if session.persistent:
                 # Only the queues this publish stood for can have moved (per acknowledgement: keep it small).
-                self._commit(session, {queue for queue, _ in outgoing.positions})
+                self.sessions.commit(session, {queue for queue, _ in outgoing.positions})
             link.wake()
 
     def received(self, link: Link, packet_id: int) -> None:
         if link.session is not None:
-            self.rules.received(link.session.client_id, packet_id)
+            self.sessions.rules.received(link.session.client_id, packet_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from mqtt_bridge.message_cache import CachedMessage, MessageCache
+from mqtt_bridge.cached_message import CachedMessage
 from mqtt_bridge.protocol import MqttConnection
 from mqtt_bridge.session import Outgoing, Session
 
@@ -55,7 +55,6 @@ def send_batch(
     session: Session,
     conn: MqttConnection,
     link: Writable,
-    cache: MessageCache,
     now: int,
     readable: Callable[[str], bool] | None,
 ) -> RoundResult:
@@ -106,10 +105,10 @@ def send_batch(
             break
         if qos:
             packet_id = conn.next_packet_id()
-            if cache.publish(conn, cached, qos, retain, packet_id, now, ids):
+            if conn.publish_cached(cached, qos, retain, packet_id, now, ids):
                 session.sent(packet_id, Outgoing(message, qos, retain, ids, positions))
         else:
-            cache.publish(conn, cached, qos, retain, None, now, ids)
+            conn.publish_cached(cached, qos, retain, None, now, ids)
         session.advance(positions)
         if cached.topic is not counted_topic:
             if counted:

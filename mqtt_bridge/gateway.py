@@ -1,40 +1,44 @@
-"""The gateway between MQTT clients and the broker core. Connections (listener.py) hand it protocol events; it
-answers through their `MqttConnection` and keeps the core in step.
+"""The gateway between MQTT clients and the broker core: the coordinator of its parts. Connections (listener.py)
+hand it protocol events (`handle`); it answers through their `MqttConnection`, carries out the session rules'
+actions, and keeps the core in step.
 
-One object, written in modules by concern (each a class on gateway_state.GatewayState):
-- gateway.py: start and close (durable state read back), the core's hooks (light queues named before a message is
-  stored, retained messages and QoS 2 records changed after), connecting, and carrying out the session rules'
-  actions (session_rules.py: takeover, clean start, expiry, wills) on links, timers and the core;
-- inbound.py: PUBLISH to core message (topic_mapping.py, message_mapping.py), acknowledged once stored, or refused
-  as publish_refusal.py says;
-- subscriptions.py: SUBSCRIBE/UNSUBSCRIBE and the light queue of every filter;
-- delivery.py: each connected session's delivery loop and the acknowledgements that move its positions;
-- state_records.py: retained messages, session records and QoS 2 records as core messages.
+The parts, each owning its state (the coordinator builds them and passes each what it uses):
+- access_control.py (`AccessControl`): the password file and the ACL;
+- session_table.py (`SessionTable`): the sessions, their rules (session_rules.py), the connected clients, and
+  the session records and positions kept in the core;
+- subscriptions.py (`Subscriptions`): SUBSCRIBE/UNSUBSCRIBE, the topic trie, the light queue of every filter and
+  who reads it; shared_subscriptions.py (`SharedSubscriptions`): the shared subscriptions' groups;
+- retained.py (`RetainedMessages`): retained messages and the $SYS tree's current values;
+- inbound.py (`InboundPublishing`): PUBLISH to core message, batched (publish_run.py), acknowledged once stored or
+  refused (publish_refusal.py), and the QoS 2 records;
+- delivery.py (`Delivery`): each connected session's delivery loop, through the message cache (message_cache.py),
+  and the acknowledgements that move its positions;
+- sys_publishing.py (`SysPublishing`): the $SYS tree; counters.py (`GatewayCounters`): what the metrics read.
+
+Here: start and close (durable state read back), the core's hooks (light queues named before a message is stored,
+retained messages, QoS 2 and session records changed after, sessions woken on arrival), connecting, and the
+session rules' actions (takeover, clean start, expiry, wills) on links, timers and the parts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import typing
+from collections.abc import Sequence
+from pathlib import Path
 
 import mqtt5
 
-from core import (
-    CoreError,
-    Message,
-    SendResult,
-)
-from mqtt_bridge.acl_file import Access
+from core import Broker, Message, SendResult
+from mqtt_bridge.access_control import AccessControl, Reason
+from mqtt_bridge.config import MqttConfig
+from mqtt_bridge.counters import GatewayCounters
 from mqtt_bridge.delivery import Delivery
-from mqtt_bridge.errors import MqttBridgeError
-from mqtt_bridge.gateway_state import (
-    Reason,
-    log,
-    now_ms,
-)
 from mqtt_bridge.inbound import InboundPublishing
 from mqtt_bridge.link import Link
+from mqtt_bridge.message_cache import MessageCache
 from mqtt_bridge.message_mapping import (
     PROPERTY_HEADER,
     PROPERTY_PACKET_ID,
@@ -42,8 +46,22 @@ from mqtt_bridge.message_mapping import (
     PROPERTY_TOPIC,
     MqttMessage,
     mqtt_view,
+    now_ms,
 )
-from mqtt_bridge.session import Session, session_group
+from mqtt_bridge.protocol import (
+    Connected,
+    Delivered,
+    Disconnected,
+    Event,
+    MqttTraffic,
+    Published,
+    Received,
+    Released,
+    Subscribed,
+    Unsubscribed,
+)
+from mqtt_bridge.retained import RetainedMessages
+from mqtt_bridge.session import Session
 from mqtt_bridge.session_rules import (
     Accept,
     Action,
@@ -61,63 +79,91 @@ from mqtt_bridge.session_rules import (
     StoreSession,
     Timer,
 )
-from mqtt_bridge.state_records import (
-    INBOUND_QOS2_QUEUE,
-    RETAINED_QUEUE,
-    SESSIONS_TOPIC,
-    payload_digest,
-    qos2_key,
-)
+from mqtt_bridge.session_table import SessionTable, spawn
+from mqtt_bridge.shared_subscriptions import SharedSubscriptions
+from mqtt_bridge.state_records import INBOUND_QOS2_QUEUE, RETAINED_QUEUE, SESSIONS_TOPIC
 from mqtt_bridge.subscriptions import Subscriptions
 from mqtt_bridge.sys_publishing import SysPublishing
-from mqtt_bridge.topic import is_sys_topic
+
+log = logging.getLogger("mqtt_bridge.gateway")
 
 
-class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
+def _in_run(event: Event) -> bool:
+    """A QoS 0 or 1 PUBLISH: those go to the core in runs (QoS 2 has its own duplicate check)."""
+    return type(event) is Published and event.qos < 2
+
+
+class MqttGateway:
+    def __init__(self, broker: Broker, config: MqttConfig, state_dir: Path) -> None:
+        self.broker = broker
+        self.config = config
+        state_dir = Path(state_dir)
+        self.access = AccessControl(config)
+        self.counters = GatewayCounters()
+        # Recent messages decoded, by commit-log offset: what the gateway stores, its sessions read without the log.
+        self.cache = MessageCache(broker, max_bytes=config.message_cache_mb * 1024 * 1024)
+        links: dict[str, Link] = {}  # the connected clients: the session table's, read by the shared groups
+        self.shared = SharedSubscriptions(broker, links)
+        self.sessions = SessionTable(broker, config, state_dir, links, self.shared.positions)
+        self.retained = RetainedMessages(broker, state_dir)
+        self.subscriptions = Subscriptions(broker, self.access, self.sessions, self.shared, self.retained)
+        self.inbound = InboundPublishing(
+            broker, config, state_dir, self.access, self.sessions.rules, self.cache, self.counters
+        )
+        self.delivery = Delivery(broker, config, self.access, self.sessions, self.shared, self.cache, self.counters)
+        self.sys = SysPublishing(
+            config.sys_interval,
+            self.access,
+            self.sessions,
+            self.subscriptions,
+            self.retained,
+            self.cache,
+            self.counters,
+        )
+        self._timers: dict[tuple[Timer, str], asyncio.TimerHandle] = {}
+        self.connection_count = 0  # network connections open (the listeners count them)
+
+    @property
+    def traffic(self) -> MqttTraffic:
+        """What every connection received and sent (the listener gives each MqttConnection this one)."""
+        return self.counters.traffic
+
+    # --- life cycle ---
+
     async def start(self) -> None:
         if not self.broker.has_topic(SESSIONS_TOPIC):
             self.broker.create_topic(SESSIONS_TOPIC, 1)
         await self.retained.load()
-        for topic in self.retained.entries:
-            self.retained_topics.add(topic)
-        await self.stored_sessions.load()
-        await self.inbound_qos2.load()
-        for client_id, data in self.stored_sessions.entries.items():
+        await self.sessions.records.load()
+        await self.inbound.qos2.load()
+        rules = self.sessions.rules
+        for client_id, data in self.sessions.records.entries.items():
             session = Session.from_json(client_id, data)
-            restored = self.rules.restore(session, now_ms())
-            group = session_group(client_id)
-            for sub in session.subscriptions.values():
-                if sub.share_group is not None:
-                    self._use_queue(sub, client_id, session.read_offsets.pop(sub.queue, -1))
-                    continue
-                self._use_queue(sub, client_id)
-                # The later of the offset in the session record and the consumer offset (written every few s).
-                committed = max(self.broker.query_offset(group, sub.queue, 0), session.read_offsets.get(sub.queue, -1))
-                if committed < 0:
-                    committed = self.broker.max_offset(sub.queue, 0)
-                session.read_offsets[sub.queue] = max(committed, self.broker.min_offset(sub.queue, 0))
+            restored = rules.restore(session, now_ms())
+            self.subscriptions.restore(session)
             self._execute(restored)
         self.broker.add_send_hook(self._on_send)
         self.broker.add_stored_listener(self._on_stored)
-        self.broker.add_arrival_listener(self._on_arrival)
+        self.broker.add_arrival_listener(self.subscriptions.arrived)
         self.retained.start()
-        self.stored_sessions.start()
-        self.inbound_qos2.start()
-        self.start_sys()
-        log.info(
-            "MQTT gateway: %d retained messages, %d stored sessions", len(self.retained.entries), len(self.sessions)
-        )
+        self.sessions.records.start()
+        self.inbound.qos2.start()
+        self.sys.start()
+        log.info("MQTT gateway: %d retained messages, %d stored sessions", len(self.retained), len(self.sessions))
 
     async def close(self) -> None:
-        await self.stop_sys()
-        for link in list(self.links.values()):
+        await self.sys.stop()
+        for link in list(self.sessions.links.values()):
             link.close(mqtt5.DisconnectReasonCode.SERVER_SHUTTING_DOWN)
         for handle in self._timers.values():
             handle.cancel()
-        self._commit_all()
+        self.sessions.commit_all()
+        self.shared.commit_all()
         await self.retained.close()
-        await self.stored_sessions.close()
-        await self.inbound_qos2.close()
+        await self.sessions.records.close()
+        await self.inbound.qos2.close()
+
+    # --- the core's hooks ---
 
     def _on_send(self, message: Message) -> list[str] | None:
         """The light queues a message goes to as well: those of the matching filters, the retained queue, the QoS 2
@@ -131,7 +177,7 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
             if view is None:
                 return None
             topic = view[0]
-        queues = self.trie.match_keys(topic)
+        queues = self.subscriptions.queues_for(topic)
         if PROPERTY_PACKET_ID in properties:
             queues.append(INBOUND_QOS2_QUEUE)
         if properties.get(PROPERTY_RETAIN) == "1":
@@ -142,7 +188,7 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
         """A message is in the log (whatever its flush status: recovery would rebuild the same state from it): a
         retained one becomes its topic's retained message, a QoS 2 one's packet id is recorded. Never before."""
         if message.topic == SESSIONS_TOPIC:
-            self.session_stored(message)
+            self.sessions.record_stored(message)
             return
         properties = message.properties
         retain = properties.get(PROPERTY_RETAIN) == "1"
@@ -153,58 +199,83 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
         if mqtt is None:
             return
         if packet_id is not None:
-            digest = payload_digest(mqtt.topic, mqtt.payload)
-            self.inbound_qos2.changed(qos2_key(mqtt.client_id or "", packet_id), digest)
+            self.inbound.qos2_stored(mqtt, packet_id)
         if retain:
-            if mqtt.payload:
-                self.retained.changed(mqtt.topic, mqtt)
-                self.retained_topics.add(mqtt.topic)
-            else:  # an empty retained payload clears the topic's retained message
-                self.retained.changed(mqtt.topic, None)
-                self.retained_topics.discard(mqtt.topic)
+            self.retained.stored(mqtt)
 
-    def _on_arrival(self, queues: set[tuple[str, int]]) -> None:
-        readers = self.readers
-        links = self.links
-        shared = self.shared
-        for queue, _ in queues:
-            group = shared.get(queue)
-            if group is not None:
-                self._wake_members(group)
-                continue
-            for client_id in readers.get(queue, ()):
-                link = links.get(client_id)
-                if link is not None:
-                    link.wake()
+    # --- what connections hand over ---
 
-    def authenticate(self, packet: mqtt5.ConnectPacket) -> Reason:
-        if packet.username is None:
-            if not self.config.anonymous_allowed:
-                return Reason.NOT_AUTHORIZED
-            return Reason.SUCCESS
-        if self.passwords is not None and not self.passwords.check(packet.username, packet.password):
-            return Reason.BAD_USER_NAME_OR_PASSWORD
-        if self.passwords is None and not self.config.anonymous_allowed:  # no password file to check it against
-            return Reason.NOT_AUTHORIZED
-        return Reason.SUCCESS
+    async def handle(self, link: Link, events: Sequence[Event]) -> None:
+        """The events of one connection, in order; stops when the connection closes. A run of QoS 0/1 PUBLISHes is
+        stored with one store call per core topic and queue (InboundPublishing.publish_run)."""
+        index, count = 0, len(events)
+        while index < count:
+            event = events[index]
+            index += 1
+            if _in_run(event):
+                end = index
+                while end < count and _in_run(events[end]):
+                    end += 1
+                await self.inbound.publish_run(link, typing.cast(Sequence[Published], events[index - 1 : end]))
+                index = end
+            elif isinstance(event, Published):
+                await self.inbound.publish(link, event.packet, event.topic)
+            elif isinstance(event, Delivered):
+                self.delivery.acknowledged(link, event.packet_id)
+            elif isinstance(event, Received):
+                self.delivery.received(link, event.packet_id)
+            elif isinstance(event, Released):
+                self.inbound.released(link, event.packet_id)
+            elif isinstance(event, Subscribed):
+                await self.subscriptions.subscribe(link, event.packet)
+            elif isinstance(event, Unsubscribed):
+                await self.subscriptions.unsubscribe(link, event.packet)
+            elif isinstance(event, Connected):
+                self.connect(link, event.packet, event.version)
+                link.connect_answered()
+            elif isinstance(event, Disconnected):
+                packet = event.packet
+                if link.session is not None:  # may change the session expiry (ProtocolError if forbidden)
+                    self.sessions.rules.disconnect_received(link.client_id, packet.session_expiry_interval)
+                will = packet.reason_code == mqtt5.DisconnectReasonCode.DISCONNECT_WITH_WILL_MESSAGE
+                link.client_disconnected(publish_will=will)
+            if link.closed:
+                return
+
+    async def publish_from_server(
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        content_type: str | None = None,
+        user_properties: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """A message mqgate itself publishes (an EventBridge rule's MQTT target): see InboundPublishing."""
+        await self.inbound.publish_from_server(topic, payload, qos, retain, content_type, user_properties)
+
+    async def deliver(self, link: Link) -> None:
+        """The delivery loop of a connected session (the link runs it as a task, from StartDelivery)."""
+        await self.delivery.deliver(link)
 
     def connect(self, link: Link, packet: mqtt5.ConnectPacket, version: int) -> None:
         """A CONNECT: the client id and credentials are checked here, the session rules decide the rest."""
+        rules = self.sessions.rules
         client_id = packet.client_id
         assigned = False
         if not client_id:
             if version == 4 and not packet.clean_start:
-                self._execute(self.rules.refuse(link, Reason.CLIENT_ID_NOT_VALID))
+                self._execute(rules.refuse(link, Reason.CLIENT_ID_NOT_VALID))
                 return
             client_id, assigned = f"mqgate-{secrets.token_hex(8)}", True
-        reason = self.authenticate(packet)
+        reason = self.access.authenticate(packet)
         if reason is not Reason.SUCCESS:
             log.info("client %r refused: %s", client_id, reason.name)
-            self._execute(self.rules.refuse(link, reason))
+            self._execute(rules.refuse(link, reason))
             return
         link.client_id = client_id
         link.username = packet.username
-        actions = self.rules.connect(
+        actions = rules.connect(
             link,
             client_id,
             version=version,
@@ -217,15 +288,11 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
         )
         self._execute(actions)
 
-    def disconnect_received(self, link: Link, packet: mqtt5.DisconnectPacket) -> None:
-        """The client's DISCONNECT, before its connection ends (may change the session expiry; raises
-        ProtocolError for a change the specification forbids)."""
-        if link.session is not None:
-            self.rules.disconnect_received(link.client_id, packet.session_expiry_interval)
-
     def disconnected(self, link: Link, publish_will: bool) -> None:
         """The connection is gone (DISCONNECT, error, keepalive timeout; a takeover is the rules' own)."""
-        self._execute(self.rules.connection_lost(link, link.client_id, publish_will, now_ms()))
+        self._execute(self.sessions.rules.connection_lost(link, link.client_id, publish_will, now_ms()))
+
+    # --- the session rules' actions ---
 
     def _execute(self, actions: list[Action]) -> None:
         for action in actions:
@@ -247,13 +314,13 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
                 case StartDelivery(connection):
                     typing.cast(Link, connection).start_delivery()
                 case CommitPositions(session):
-                    self._commit(session)
+                    self.sessions.commit(session)
                 case StoreSession(session):
-                    self._store_session(session)
+                    self.sessions.store(session)
                 case EndSession(session):
                     self._end_session(session)
                 case PublishWill(client_id, will, username):
-                    self._spawn(self._publish_will(client_id, will, username))
+                    spawn(self.inbound.publish_will(client_id, will, username))
                 case StartTimer(timer, client_id, delay_s):
                     self._cancel_timer(timer, client_id)
                     self._timers[(timer, client_id)] = asyncio.get_running_loop().call_later(
@@ -268,36 +335,22 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
         link = typing.cast(Link, action.connection)
         session = action.session
         link.session = session
-        self.links[session.client_id] = link
-        for queue in session.queues():
-            self.readers.setdefault(queue, set()).add(session.client_id)
-        # While connected, the client reads its session's group and its shared subscriptions' groups: a live member
-        # of each (the admin API's group members), without heartbeats; it leaves them when the connection goes.
-        # The session group's queues change with every SUBSCRIBE; its progress lists them, the member does not.
-        self.broker.join_group(session_group(session.client_id), session.client_id)
-        for queue in session.queues():
-            self._join_shared(queue, session.client_id)
+        self.sessions.links[session.client_id] = link
+        self.subscriptions.attach(session)
 
     def _detach(self, action: Detach) -> None:
         link = typing.cast(Link, action.connection)
         session = action.session
-        if self.links.get(session.client_id) is link:
-            del self.links[session.client_id]
-            # Not for a connection taken over: the new one is attached already, and the member is its.
-            self.broker.leave_group(session_group(session.client_id), session.client_id)
-            for queue in session.queues():
-                self._leave_shared(queue, session.client_id)
+        links = self.sessions.links
+        if links.get(session.client_id) is link:
+            # Not for a connection taken over: the new one is attached already, and the group members are its.
+            del links[session.client_id]
+            self.subscriptions.leave_groups(session)
         link.stop_delivery()
-        for queue in session.queues():
-            readers = self.readers.get(queue)
-            if readers is not None:
-                readers.discard(session.client_id)
-                if not readers:
-                    del self.readers[queue]
-        self._return_shared(session)
+        self.subscriptions.detach(session)
 
     def _accept(self, action: Accept) -> None:
-        self.traffic.connects += 1
+        self.counters.traffic.connects += 1
         properties: dict[str, object] = {}
         if action.assigned_client_id is not None:
             properties["assigned_client_id"] = action.assigned_client_id
@@ -321,64 +374,20 @@ class MqttGateway(Subscriptions, InboundPublishing, Delivery, SysPublishing):
 
     def _timer_fired(self, timer: Timer, client_id: str) -> None:
         self._timers.pop((timer, client_id), None)
+        rules = self.sessions.rules
         if timer is Timer.EXPIRY:
-            session = self.rules.sessions.get(client_id)
+            session = rules.sessions.get(client_id)
             if session is not None:
                 log.info("session %r expired after %d s", client_id, session.expiry_interval)
-        self._execute(self.rules.timer_fired(timer, client_id, now_ms()))
+        self._execute(rules.timer_fired(timer, client_id, now_ms()))
 
     def _cancel_timer(self, timer: Timer, client_id: str) -> None:
         handle = self._timers.pop((timer, client_id), None)
         if handle is not None:
             handle.cancel()
 
-    def _return_shared(self, session: Session) -> None:
-        """The connection went: what it holds of shared subscriptions goes to the other members (MQTT 5 4.8.2).
-
-        A QoS 2 publish the client has PUBREC'd is its own (the session resends only the PUBREL); everything else
-        it took (in flight, or taken and not sent yet) is handed out again, so a member that never comes back
-        holds nothing up."""
-        for packet_id, outgoing in list(session.inflight.items()):
-            for queue, offset in outgoing.positions:
-                group = self.shared.get(queue)
-                if group is None:
-                    continue
-                if outgoing.released:
-                    group.settle(offset)
-                else:
-                    session.acknowledged(packet_id)
-        for sub in session.subscriptions.values():
-            group = self.shared.get(sub.queue) if sub.share_group is not None else None
-            if group is not None and group.give_back_member(session.client_id):
-                self._commit_group(group)
-                self._wake_members(group)
-
     def _end_session(self, session: Session) -> None:
-        """Delete a session and everything it holds: subscriptions, offsets, unused light queues, the record."""
-        client_id = session.client_id
-        for sub in list(session.subscriptions.values()):
-            self._release_queue(sub, client_id)
-        session.subscriptions.clear()
-        self.broker.delete_group_offsets(session_group(client_id))
-        prefix = qos2_key(client_id, "")
-        for key in [key for key in self.inbound_qos2.entries if key.startswith(prefix)]:
-            self.inbound_qos2.changed(key, None)
-        if client_id in self.stored_sessions.entries or client_id in self._recorded:
-            self._recorded.discard(client_id)
-            self._spawn(self._append_session_change(client_id, None))
-
-    async def _publish_will(self, client_id: str, will: mqtt5.Will, username: str | None) -> None:
-        if is_sys_topic(will.topic):
-            log.info(
-                "will of %r to %r not published: $SYS topics are published by the server only", client_id, will.topic
-            )
-            return
-        if self.acl is not None and not self.acl.check(
-            username=username, client_id=client_id, topic=will.topic, access=Access.WRITE
-        ):
-            log.info("will of %r to %r refused by the ACL", client_id, will.topic)
-            return
-        try:
-            await self.store(MqttMessage.from_will(will, client_id, now_ms()))
-        except (CoreError, MqttBridgeError, ValueError) as exc:
-            log.error("will of %r to %r not published: %s", client_id, will.topic, exc)
+        """Delete a session and everything it holds: subscriptions, offsets, unused light queues, the records."""
+        self.subscriptions.end(session)
+        self.inbound.forget_client(session.client_id)
+        self.sessions.forget(session.client_id)

@@ -1,36 +1,27 @@
 """Inbound PUBLISHes: an MQTT message becomes a core message (topic_mapping.py, message_mapping.py) and is
 acknowledged once stored, or refused as publish_refusal.py says. QoS 0/1 runs of one connection go to the core in
-batches; QoS 2 follows the session rules' duplicate suppression (session_rules.py)."""
+batches (publish_run.py); QoS 2 follows the session rules' duplicate suppression (session_rules.py), with a
+record of each stored QoS 2 publish kept in the core until its PUBREL (state_records.py)."""
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import mqtt5
 
-from core import (
-    CoreError,
-    Message,
-    MessageType,
-    SendStatus,
-)
+from core import Broker, CoreError, MessageType, SendStatus, StateTable
+from mqtt_bridge.access_control import AccessControl
 from mqtt_bridge.acl_file import Access
-from mqtt_bridge.errors import StoreNotDurableError
-from mqtt_bridge.gateway_state import (
-    PUBLISH_BATCH,
-    PUBLISH_BATCH_BYTES,
-    GatewayState,
-    log,
-    now_ms,
-)
+from mqtt_bridge.config import MqttConfig
+from mqtt_bridge.counters import GatewayCounters
+from mqtt_bridge.errors import MqttBridgeError, StoreNotDurableError
 from mqtt_bridge.link import Link
-from mqtt_bridge.message_mapping import (
-    PROPERTY_HEADER,
-    PROPERTY_PACKET_ID,
-    MqttMessage,
-)
+from mqtt_bridge.message_cache import MessageCache
+from mqtt_bridge.message_mapping import PROPERTY_PACKET_ID, MqttMessage, now_ms
+from mqtt_bridge.protocol import Published
 from mqtt_bridge.publish_refusal import (
     ACL_DENIED,
     SYS_DENIED,
@@ -42,18 +33,39 @@ from mqtt_bridge.publish_refusal import (
     not_confirmed,
     refusal_of,
 )
-from mqtt_bridge.state_records import (
-    payload_digest,
-    qos2_key,
-)
+from mqtt_bridge.publish_run import StoreRun, TopicRoute
+from mqtt_bridge.session_rules import SessionRules
+from mqtt_bridge.state_records import INBOUND_QOS2_QUEUE, payload_digest, qos2_change, qos2_key, qos2_value
 from mqtt_bridge.topic import first_level, is_sys_topic, validate_topic_name
 from mqtt_bridge.topic_mapping import core_topic_of_level
 
-if TYPE_CHECKING:
-    from mqtt_bridge.protocol import Published
+log = logging.getLogger("mqtt_bridge.gateway")
 
 
-class InboundPublishing(GatewayState):
+class InboundPublishing:
+    def __init__(
+        self,
+        broker: Broker,
+        config: MqttConfig,
+        state_dir: Path,
+        access: AccessControl,
+        rules: SessionRules,
+        cache: MessageCache,
+        counters: GatewayCounters,
+    ) -> None:
+        self.broker = broker
+        self.config = config
+        self.access = access
+        self.rules = rules
+        self.cache = cache
+        self.counters = counters
+        # Inbound QoS 2 publishes stored and not released, by `qos2_key`: a digest of topic and payload.
+        self.qos2: StateTable[str] = StateTable(
+            broker, INBOUND_QOS2_QUEUE, Path(state_dir) / "qos2.json", qos2_change, lambda v: v, qos2_value
+        )
+        # Core topics by MQTT first level, once checked (and created).
+        self._known_topics: dict[str, str] = {}
+
     def core_topic(self, mqtt_topic: str) -> str:
         """The core topic that stores `mqtt_topic` (topic_mapping.py), created on first use; raises
         TopicNotAccepted when the configuration does not let it be used."""
@@ -87,8 +99,8 @@ class InboundPublishing(GatewayState):
         if qos2_packet_id is not None:
             core.properties[PROPERTY_PACKET_ID] = str(qos2_packet_id)
         sent = await self.broker.send(core)
-        self.messages.put(sent.commit_log_offset, message, core_topic)
-        self.stats["published"] += 1
+        self.cache.put(sent.commit_log_offset, message, core_topic)
+        self.counters.published += 1
         if sent.status is not SendStatus.SEND_OK:
             # Written, but not known to be on disk (SYNC_FLUSH timed out): no acknowledgement may claim it is.
             raise StoreNotDurableError(not_confirmed(sent.status).reason)
@@ -114,11 +126,23 @@ class InboundPublishing(GatewayState):
         )
         await self.store(message)
 
+    async def publish_will(self, client_id: str, will: mqtt5.Will, username: str | None) -> None:
+        if is_sys_topic(will.topic):
+            log.info(
+                "will of %r to %r not published: $SYS topics are published by the server only", client_id, will.topic
+            )
+            return
+        if not self.access.client_allowed(username, client_id, will.topic, Access.WRITE):
+            log.info("will of %r to %r refused by the ACL", client_id, will.topic)
+            return
+        try:
+            await self.store(MqttMessage.from_will(will, client_id, now_ms()))
+        except (CoreError, MqttBridgeError, ValueError) as exc:
+            log.error("will of %r to %r not published: %s", client_id, will.topic, exc)
+
     def _refuse(self, link: Link, topic: str, qos: int, packet_id: int, refusal: Refusal) -> bool:
         """Answer a PUBLISH that was not stored (publish_refusal.py); False if the connection was closed."""
-        self.stats["refused"] += 1
-        code = refusal.reason_code
-        self.refusals[code] = self.refusals.get(code, 0) + 1
+        self.counters.refusal(refusal.reason_code)
         conn = link.conn
         action = answer(conn.version, qos, refusal)
         if refusal.by_acl:
@@ -147,14 +171,14 @@ class InboundPublishing(GatewayState):
             packet_id,
             packet.duplicate,
             lambda: payload_digest(topic, packet.payload),
-            self.inbound_qos2.entries.get(qos2_key(session.client_id, str(packet_id))),
+            self.qos2.entries.get(qos2_key(session.client_id, str(packet_id))),
         ):
             conn.acknowledge_publish(packet_id, 2)  # a resend of one we stored: PUBREC again, store nothing
             return
         if is_sys_topic(topic):
             self._refuse(link, topic, qos, packet_id, SYS_DENIED)
             return
-        if not self.allowed(link, topic, Access.WRITE):
+        if not self.access.allowed(link, topic, Access.WRITE):
             self._refuse(link, topic, qos, packet_id, ACL_DENIED)
             return
         try:
@@ -171,6 +195,19 @@ class InboundPublishing(GatewayState):
         if qos:
             conn.acknowledge_publish(packet_id, qos)
 
+    def _route(self, link: Link, topic: str) -> TopicRoute:
+        """Where a client's messages of `topic` go, or the refusal they all get."""
+        if is_sys_topic(topic):
+            return TopicRoute(topic, SYS_DENIED)
+        if self.access.acl is not None and not self.access.allowed(link, topic, Access.WRITE):
+            return TopicRoute(topic, ACL_DENIED)
+        try:
+            core_topic = self.core_topic(topic)
+            queue_id = zlib.crc32(topic.encode()) % len(self.broker.write_queues(core_topic))
+        except (CoreError, ValueError) as exc:
+            return TopicRoute(topic, refusal_of(exc))
+        return TopicRoute(topic, None, core_topic, queue_id)
+
     async def publish_run(self, link: Link, events: Sequence[Published]) -> None:
         """A run of inbound QoS 0 and 1 PUBLISHes of one connection, in the order received: each run of
         consecutive messages for the same core topic and queue goes to the core in one `Broker.send_batch` (the
@@ -180,113 +217,76 @@ class InboundPublishing(GatewayState):
         assert link.session is not None
         client_id = link.client_id
         now = now_ms()
-        broker = self.broker
-        acl = self.acl
-        run: list[Message] = []
-        mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]] = []
-        run_key: tuple[str, int] | None = None
-        run_bytes = 0
-        # What depends on the topic alone is found once per run of one topic (a device publishes to few).
-        last_topic: str | None = None
-        allowed = True
-        denied = ACL_DENIED
-        topic_error: Exception | None = None
-        core_topic = ""
-        queue_id = 0
-        # The core properties of a message with nothing but topic, QoS, retain flag and client (all of 3.1.1's):
-        # the same for the run of one topic, so they are checked and built once.
-        plain_properties: dict[str, str] = {}
-        properties_key: tuple[str, bool, int] | None = None
+        route: TopicRoute | None = None  # a device publishes to few topics: routed once per run of one
+        run = StoreRun()
         for event in events:
             topic = event.topic
-            if topic != last_topic:
-                last_topic = topic
-                denied = SYS_DENIED if is_sys_topic(topic) else ACL_DENIED
-                allowed = denied is ACL_DENIED and (acl is None or self.allowed(link, topic, Access.WRITE))
-                try:
-                    core_topic = self.core_topic(topic)
-                    queue_id = zlib.crc32(topic.encode()) % len(broker.write_queues(core_topic))
-                    topic_error = None
-                except (CoreError, ValueError) as exc:
-                    topic_error = exc
+            if route is None or route.topic != topic:
+                route = self._route(link, topic)
             qos = event.qos
-            packet_id = event.packet_id
-            refusal = denied if not allowed else refusal_of(topic_error) if topic_error is not None else None
-            if refusal is None:
-                if event.plain:  # a 3.1.1 PUBLISH read without a packet object: these fields are all it has
-                    message = MqttMessage(topic, event.payload, qos, event.retain, client_id)
-                    plain = True
-                else:
-                    message = MqttMessage.from_publish(event.packet, topic, client_id, now)
-                    plain = message.is_plain()
-                if plain and properties_key == (topic, message.retain, qos):
-                    core = Message(core_topic, message.payload, queue_id, plain_properties.copy(), born_timestamp=now)
-                else:
-                    properties, body = message.core_fields()
-                    if plain and PROPERTY_HEADER not in properties:
-                        plain_properties, properties_key = properties.copy(), (topic, message.retain, qos)
-                    core = Message(core_topic, body, queue_id, properties, born_timestamp=now)
-            else:
+            refusal = route.refusal
+            if refusal is not None:
                 if qos and run:
                     # The answer goes after those of the messages before it, which are stored first.
-                    if not await self._store_run(link, run, mqtt_run):
+                    if not await self._store_run(link, run):
                         return
-                    run, mqtt_run, run_bytes = [], [], 0
-                if not self._refuse(link, topic, qos, packet_id, refusal):
+                    run = StoreRun()
+                if not self._refuse(link, topic, qos, event.packet_id, refusal):
                     return
                 continue
-            # A retained message goes alone: its send is what makes it the topic's retained message, and one run
-            # is one store call.
-            key = (core_topic, queue_id) if not message.retain else None
-            size = len(message.payload)
-            if run and (
-                key is None or key != run_key or len(run) >= PUBLISH_BATCH or run_bytes + size > PUBLISH_BATCH_BYTES
-            ):
-                if not await self._store_run(link, run, mqtt_run):
+            message, core = route.messages(event, client_id, now)
+            key = route.key if not message.retain else None
+            if not run.takes(key, len(message.payload)):
+                if not await self._store_run(link, run):
                     return
-                run, mqtt_run, run_bytes = [], [], 0
-            run_key = key
-            run.append(core)
-            mqtt_run.append((message, event.wire, packet_id if qos else None))
-            run_bytes += size
+                run = StoreRun()
+            run.add(key, core, (message, event.wire, event.packet_id if qos else None))
         if run:
-            await self._store_run(link, run, mqtt_run)
+            await self._store_run(link, run)
 
-    async def _store_run(
-        self, link: Link, run: list[Message], mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]]
-    ) -> bool:
+    async def _store_run(self, link: Link, run: StoreRun) -> bool:
         """Store messages of one core topic and queue, then acknowledge its QoS 1 ones; if the core refused them or
         could not confirm them, answer each as publish_refusal.py says. False if the connection was closed."""
+        messages = run.messages
+        broker = self.broker
         try:
-            sent = await self.broker.send_batch(run) if len(run) > 1 else [await self.broker.send(run[0])]
+            sent = await broker.send_batch(messages) if len(messages) > 1 else [await broker.send(messages[0])]
         except (CoreError, ValueError) as exc:
-            return self._refuse_run(link, mqtt_run, refusal_of(exc))
-        self.messages.put_many([result.commit_log_offset for result in sent], mqtt_run, run[0].topic)
-        self.stats["published"] += len(run)
+            return self._refuse_run(link, run, refusal_of(exc))
+        self.cache.put_many([result.commit_log_offset for result in sent], run.entries, messages[0].topic)
+        self.counters.published += len(messages)
         unconfirmed = next((result.status for result in sent if result.status is not SendStatus.SEND_OK), None)
         if unconfirmed is not None:
             # Written, but not known to be on disk (SYNC_FLUSH timed out): no PUBACK may claim it is (a 3.1.1 client
             # sends them again after reconnecting, and the log may then hold them twice: at least once).
-            return self._refuse_run(link, mqtt_run, not_confirmed(unconfirmed))
+            return self._refuse_run(link, run, not_confirmed(unconfirmed))
         conn = link.conn
-        for _, _, packet_id in mqtt_run:
+        for _, _, packet_id in run.entries:
             if packet_id is not None:
                 conn.acknowledge_publish(packet_id, 1)
         return True
 
-    def _refuse_run(
-        self, link: Link, mqtt_run: list[tuple[MqttMessage, bytes | None, int | None]], refusal: Refusal
-    ) -> bool:
-        for message, _, packet_id in mqtt_run:
+    def _refuse_run(self, link: Link, run: StoreRun, refusal: Refusal) -> bool:
+        for message, _, packet_id in run.entries:
             if not self._refuse(link, message.topic, message.qos, packet_id or 0, refusal):
                 return False
         return True
 
+    def qos2_stored(self, message: MqttMessage, packet_id: str) -> None:
+        """A persistent session's QoS 2 publish reached the log: its packet id is recorded until the PUBREL."""
+        self.qos2.changed(qos2_key(message.client_id or "", packet_id), payload_digest(message.topic, message.payload))
+
     def released(self, link: Link, packet_id: int) -> None:
         """The client's PUBREL: the inbound QoS 2 flow ends with PUBCOMP (0x92 in MQTT 5 if it was not awaited)."""
         key = qos2_key(link.client_id, str(packet_id))
-        recorded = key in self.inbound_qos2.entries
+        recorded = key in self.qos2.entries
         if recorded:
             # In memory only: a crash brings the entry back, which a new publish with DUP clear passes.
-            self.inbound_qos2.changed(key, None)
+            self.qos2.changed(key, None)
         link.conn.complete(packet_id, self.rules.release(link.client_id, packet_id, recorded))
+
+    def forget_client(self, client_id: str) -> None:
+        """The client's session ended: its QoS 2 records go."""
+        prefix = qos2_key(client_id, "")
+        for key in [key for key in self.qos2.entries if key.startswith(prefix)]:
+            self.qos2.changed(key, None)

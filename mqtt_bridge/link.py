@@ -48,6 +48,10 @@ class Link(Protocol):
     writable: bool
 
     @property
+    def closed(self) -> bool:
+        """The connection is ending: nothing more it sent is handled."""
+
+    @property
     def conn(self) -> MqttConnection: ...
 
     @property
@@ -64,6 +68,12 @@ class Link(Protocol):
 
     def close(self, reason: mqtt5.DisconnectReasonCode) -> None:
         """Server-side close (MQTT 5: DISCONNECT with the reason first)."""
+
+    def connect_answered(self) -> None:
+        """The CONNECT was answered: a refused connection ends; an accepted one keeps to its keep alive."""
+
+    def client_disconnected(self, publish_will: bool) -> None:
+        """The client's DISCONNECT was handled: the connection ends (with the will if the client asked)."""
 
     def start_delivery(self) -> None: ...
 

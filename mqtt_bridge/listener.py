@@ -1,7 +1,8 @@
 """The network side of the MQTT gateway: TCP (and TLS) listeners on asyncio.Protocol, and MQTT over WebSocket.
 
-Thin by design: bytes go into the connection's `MqttConnection`, its events go to the gateway in order (one
-task per connection, not per packet), and whatever the connection queued is written back. A connection whose
+Transport and back-pressure only: bytes go into the connection's `MqttConnection`, its events go to the gateway
+(`MqttGateway.handle`) in order (one task per connection, not per packet), and whatever the connection queued
+is written back. A connection whose
 peer breaks the protocol is closed with a log line naming the client and the reason; nothing else is touched.
 Reading pauses while a client has many publishes waiting to be stored, and delivery pauses while the socket's
 write buffer is full: a slow client slows itself down, not the server. A connection the server ends (its
@@ -27,20 +28,7 @@ import mqtt5
 from mqtt_bridge.errors import ProtocolError
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.message_mapping import MqttMessage
-from mqtt_bridge.protocol import (
-    Connected,
-    Delivered,
-    Disconnected,
-    Event,
-    Limits,
-    MqttConnection,
-    Published,
-    Received,
-    Released,
-    State,
-    Subscribed,
-    Unsubscribed,
-)
+from mqtt_bridge.protocol import Event, Limits, MqttConnection, State
 from mqtt_bridge.session import Session
 
 log = logging.getLogger(__name__)
@@ -145,11 +133,6 @@ class DequeOnDemand(typing.Generic[T]):
         return self._items.popleft()
 
 
-def _is_run_publish(event: Event) -> bool:
-    """A QoS 0 or 1 PUBLISH: those go to the core in runs (QoS 2 has its own duplicate check)."""
-    return type(event) is Published and event.qos < 2
-
-
 class ClientLink(abc.ABC):
     """One client connection, whatever the transport: what the gateway talks to."""
 
@@ -219,8 +202,7 @@ class ClientLink(abc.ABC):
     def _protocol_failure(self, exc: ProtocolError) -> None:
         log.warning("client %r (%s) disconnected: %s", self.client_id or "?", self.peer, exc)
         if exc.reason_code in REFUSING_DISCONNECTS:  # a PUBLISH (or other packet) refused with the connection
-            refusals = self.gateway.refusals
-            refusals[exc.reason_code] = refusals.get(exc.reason_code, 0) + 1
+            self.gateway.counters.refusal(exc.reason_code)
         self.flush()
         self.shutdown(publish_will=True)
 
@@ -232,21 +214,9 @@ class ClientLink(abc.ABC):
                 self._has_events.clear()
                 while self._events:
                     batch, self._events = self._events, []
-                    index, count = 0, len(batch)
-                    while index < count:
-                        event = batch[index]
-                        index += 1
-                        if _is_run_publish(event):
-                            # A run of QoS 0/1 publishes is stored with one store call per topic and queue.
-                            end = index
-                            while end < count and _is_run_publish(batch[end]):
-                                end += 1
-                            await gateway.publish_run(self, typing.cast(list[Published], batch[index - 1 : end]))
-                            index = end
-                        else:
-                            await self._handle(gateway, event)
-                        if self._closed:
-                            return
+                    await gateway.handle(self, batch)
+                    if self._closed:
+                        return
                     batch.clear()  # an idle connection would otherwise hold its last packets (its CONNECT) for good
                 error = self.conn.pending_error
                 if error is not None:  # a broken packet followed those events: the connection ends now
@@ -264,33 +234,21 @@ class ClientLink(abc.ABC):
             log.exception("client %r (%s): dropped after an internal error", self.client_id, self.peer)
             self.close(mqtt5.DisconnectReasonCode.UNSPECIFIED_ERROR)
 
-    async def _handle(self, gateway: MqttGateway, event: Event) -> None:
-        if isinstance(event, Published):
-            await gateway.publish(self, event.packet, event.topic)
-        elif isinstance(event, Delivered):
-            gateway.acknowledged(self, event.packet_id)
-        elif isinstance(event, Received):
-            gateway.received(self, event.packet_id)
-        elif isinstance(event, Released):
-            gateway.released(self, event.packet_id)
-        elif isinstance(event, Subscribed):
-            await gateway.subscribe(self, event.packet)
-        elif isinstance(event, Unsubscribed):
-            await gateway.unsubscribe(self, event.packet)
-        elif isinstance(event, Connected):
-            gateway.connect(self, event.packet, event.version)
-            if self.conn.state is State.CLOSED:  # refused
-                self.flush()
-                self.shutdown(publish_will=False)
-                return
-            self._keepalive_s = self.conn.keep_alive * KEEPALIVE_FACTOR  # the client's, or max_keepalive
-            self._arm_keepalive(self._keepalive_s)
-        elif isinstance(event, Disconnected):
-            packet = event.packet
-            gateway.disconnect_received(self, packet)
-            will = packet.reason_code == mqtt5.DisconnectReasonCode.DISCONNECT_WITH_WILL_MESSAGE
-            self._graceful = True
-            self.shutdown(publish_will=will)
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def connect_answered(self) -> None:
+        if self.conn.state is State.CLOSED:  # refused
+            self.flush()
+            self.shutdown(publish_will=False)
+            return
+        self._keepalive_s = self.conn.keep_alive * KEEPALIVE_FACTOR  # the client's, or max_keepalive
+        self._arm_keepalive(self._keepalive_s)
+
+    def client_disconnected(self, publish_will: bool) -> None:
+        self._graceful = True
+        self.shutdown(publish_will=publish_will)
 
     # --- output ---
 

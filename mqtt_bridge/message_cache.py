@@ -9,12 +9,9 @@ entries from it (`Broker.queue_entries` reads the consume queue only), falling b
 first entry it does not hold. A commit-log offset names one record for the life of the log, so an entry can
 never be stale: the cache only decides how often the log is read, never what is delivered.
 
-It also keeps each message's QoS 0 PUBLISH bytes, per protocol level and retain flag: every receiver of a
-message at QoS 0 gets the same bytes, encoded once, but for MQTT 5 receivers of a message with subscription
-identifiers or a Message Expiry (its remaining interval is written at sending time). MQTT 3.1.1 PUBLISHes,
-which carry no properties, are encoded from the message's fields without a packet object. The bytes kept carry
-the full topic name and no Topic Alias: an MQTT 5 connection that takes topic aliases from the server queues a
-copy with its own (`MqttConnection.publish_encoded`), and the others send the shared bytes as they are.
+Each entry is a `CachedMessage` (cached_message.py): the message with its QoS 0 PUBLISH encodings, made once for
+all its receivers by their connections' protocol objects (`MqttConnection.publish_cached`). Shared subscriptions
+read the offsets their group hands out through the same cache (`read`).
 """
 
 from __future__ import annotations
@@ -24,10 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core import Broker, PullStatus
-from mqtt_bridge.codec import MQTT_3_1_1
-from mqtt_bridge.codec_v311 import encode_publish
+from mqtt_bridge.cached_message import CachedMessage
 from mqtt_bridge.message_mapping import MqttMessage
-from mqtt_bridge.protocol import MqttConnection
 
 # Messages kept. The cache only helps a reader that reaches a message before it is evicted, and a reader behind
 # by more than the cache holds misses every time (it reads the oldest entries, which go first): a subscriber of
@@ -43,35 +38,10 @@ _ENTRY_OVERHEAD = 700
 
 
 @dataclass(slots=True, init=False)
-class CachedMessage:
-    """A decoded message and its QoS 0 PUBLISH encodings. Its __init__ is written out: mypyc compiles a class's own
-    methods, while those the dataclass decorator generates run interpreted (core.store.put_result.PutResult)."""
-
-    message: MqttMessage
-    size: int
-    topic: str  # the core topic that stores it: deliveries are counted under it (core.TopicTraffic)
-    # The QoS 0 MQTT 3.1.1 PUBLISH without retain flag, what most receivers get (for a message a 3.1.1 client
-    # published so, the bytes it sent: put_many), in a field of its own: as a dict entry it cost 0.4 us of the
-    # 1.3 us a put_many entry took (allocating, tracking by the GC and freeing a dict per message; 64-byte
-    # messages, a full cache).
-    v311: bytes | None
-    # The other QoS 0 encodings, by (protocol level, retain flag); made on the first: the empty dict for every
-    # stored message cost more than the lookups it saves.
-    qos0: dict[tuple[int, bool], bytes] | None
-
-    def __init__(self, message: MqttMessage, size: int, topic: str, v311: bytes | None = None) -> None:
-        self.message = message
-        self.size = size
-        self.topic = topic
-        self.v311 = v311
-        self.qos0 = None
-
-
-@dataclass(slots=True, init=False)
 class Pulled:
     """What `MessageCache.pull` read: (commit-log offset, queue offset, message or None when the core message
     carries no MQTT topic) per entry, in queue order, and where to read next. __init__ written out, as
-    CachedMessage's."""
+    CachedMessage's (cached_message.py)."""
 
     status: PullStatus
     messages: list[tuple[int, int, CachedMessage | None]]
@@ -166,40 +136,23 @@ class MessageCache:
         self.misses += len(found)
         return Pulled(got.status, found, got.next_begin_offset)
 
-    def publish(
-        self,
-        conn: MqttConnection,
-        cached: CachedMessage,
-        qos: int,
-        retain: bool,
-        packet_id: int | None,
-        now_ms: int,
-        subscription_ids: list[int],
-    ) -> bool:
-        """Queue the message on `conn` as `MqttConnection.publish` does, with QoS 0 bytes encoded once."""
-        message = cached.message
-        if conn.version == MQTT_3_1_1:
-            # 3.1.1 carries no properties (expiry, subscription ids): topic, payload and flags are the packet.
-            if qos:
-                return conn.publish_encoded(
-                    encode_publish(message.topic, message.payload, qos, retain, packet_id), packet_id
-                )
-            if not retain:
-                data = cached.v311
-                if data is None:
-                    data = cached.v311 = encode_publish(message.topic, message.payload, 0, False, None)
-                return conn.publish_encoded(data)
-        elif qos or subscription_ids or message.expires_at_ms is not None:
-            return conn.publish(message.to_publish(qos, retain, packet_id, now_ms, subscription_ids))
-        key = (conn.version, retain)
-        encoded = cached.qos0
-        data = encoded.get(key) if encoded is not None else None
-        if data is None:
-            if conn.version == MQTT_3_1_1:
-                data = encode_publish(message.topic, message.payload, 0, retain, None)
-            else:
-                data = conn.encode(message.to_publish(0, retain, None, now_ms))
-            if encoded is None:
-                encoded = cached.qos0 = {}
-            encoded[key] = data
-        return conn.publish_encoded(data)
+    async def read(self, group: str, queue: str, offsets: list[int]) -> dict[int, CachedMessage | None]:
+        """The messages at `offsets` of light queue `queue` (ascending), by queue offset, as `pull` reads them (None:
+        a core message without an MQTT topic); missing offsets are gone (holes, retention)."""
+        found: dict[int, CachedMessage | None] = {}
+        index = 0
+        while index < len(offsets):
+            start = end = offsets[index]
+            while index < len(offsets) and offsets[index] == end:  # one contiguous run
+                index += 1
+                end += 1
+            offset = start
+            while offset < end:
+                got = await self.pull(group, queue, offset, end - offset)
+                for _, queue_offset, cached in got.messages:
+                    if offset <= queue_offset < end:
+                        found[queue_offset] = cached
+                if got.next_begin_offset <= offset:
+                    break
+                offset = got.next_begin_offset
+        return found

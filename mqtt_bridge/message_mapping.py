@@ -59,6 +59,11 @@ PROPERTY_HEADER = "MQTT_HEADER"
 MAX_PROPERTY_TEXT = 16 * 1024
 
 
+def now_ms() -> int:
+    """The wall clock in ms, as messages' birth and expiry times are kept."""
+    return time.time_ns() // 1_000_000
+
+
 @dataclass(slots=True)
 class MqttMessage:
     """What a subscriber is sent, read back from a core message (or a retained or will message)."""

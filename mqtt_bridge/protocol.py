@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import mqtt5
 
+from mqtt_bridge.cached_message import CachedMessage
 from mqtt_bridge.codec import DUP_FLAG, MQTT_3_1_1, check_first_byte, protocol_level
 from mqtt_bridge.codec_v5 import V5Codec, publish_topic_bounds, with_topic_alias
-from mqtt_bridge.codec_v311 import V311Codec, read_short_publish
+from mqtt_bridge.codec_v311 import V311Codec, encode_publish, read_short_publish
 from mqtt_bridge.errors import ProtocolError, UnsupportedProtocol
 from mqtt_bridge.framing import FrameBuffer
 from mqtt_bridge.protocol_events import (
@@ -431,6 +432,44 @@ class MqttConnection:
         self._out.append(data)
         self.traffic.publishes_sent += 1
         return True
+
+    def publish_cached(
+        self,
+        cached: CachedMessage,
+        qos: int,
+        retain: bool,
+        packet_id: int | None,
+        now_ms: int,
+        subscription_ids: list[int],
+    ) -> bool:
+        """Queue the message as `publish` would, with its QoS 0 bytes encoded once for every connection that sends
+        them alike (kept in `cached`, cached_message.py). False as `publish`."""
+        message = cached.message
+        if self.version == MQTT_3_1_1:
+            # 3.1.1 carries no properties (expiry, subscription ids): topic, payload and flags are the packet.
+            if qos:
+                return self.publish_encoded(
+                    encode_publish(message.topic, message.payload, qos, retain, packet_id), packet_id
+                )
+            if not retain:
+                data = cached.v311
+                if data is None:
+                    data = cached.v311 = encode_publish(message.topic, message.payload, 0, False, None)
+                return self.publish_encoded(data)
+        elif qos or subscription_ids or message.expires_at_ms is not None:
+            return self.publish(message.to_publish(qos, retain, packet_id, now_ms, subscription_ids))
+        key = (self.version, retain)
+        encoded = cached.qos0
+        found = encoded.get(key) if encoded is not None else None
+        if found is None:
+            if self.version == MQTT_3_1_1:
+                found = encode_publish(message.topic, message.payload, 0, retain, None)
+            else:
+                found = self._encode(message.to_publish(0, retain, None, now_ms))
+            if encoded is None:
+                encoded = cached.qos0 = {}
+            encoded[key] = found
+        return self.publish_encoded(found)
 
     def encode(self, packet: mqtt5.Packet) -> bytes:
         """The bytes of `packet` at this connection's protocol level, queued nowhere (and without topic alias)."""

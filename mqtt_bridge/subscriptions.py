@@ -1,56 +1,121 @@
-"""SUBSCRIBE and UNSUBSCRIBE: every filter has a light queue in the core, shared by the sessions subscribed to it;
-the send hook names the queues of the filters a message matches. Retained messages are queued for new
+"""SUBSCRIBE and UNSUBSCRIBE, and the light queue of every filter: each filter has one in the core, shared by the
+sessions subscribed to it; the send hook names the queues of the filters a message matches (`queues_for`), and
+a message's arrival wakes the connected sessions that read its queues. Retained messages are queued for new
 subscriptions (retain handling), never for shared ones."""
 
 from __future__ import annotations
 
+import logging
+
 import mqtt5
 
+from core import Broker
+from mqtt_bridge.access_control import AccessControl
 from mqtt_bridge.acl_file import Access
-from mqtt_bridge.gateway_state import (
-    GatewayState,
-    log,
-    now_ms,
-)
 from mqtt_bridge.link import Link
+from mqtt_bridge.retained import RetainedMessages
 from mqtt_bridge.session import Session, Subscription, session_group
-from mqtt_bridge.shared_group import SharedGroup
+from mqtt_bridge.session_table import SessionTable
+from mqtt_bridge.shared_subscriptions import SharedSubscriptions
+from mqtt_bridge.topic_trie import SubscriptionTrie
+
+log = logging.getLogger("mqtt_bridge.gateway")
 
 
-class Subscriptions(GatewayState):
+class Subscriptions:
+    def __init__(
+        self,
+        broker: Broker,
+        access: AccessControl,
+        sessions: SessionTable,
+        shared: SharedSubscriptions,
+        retained: RetainedMessages,
+    ) -> None:
+        self.broker = broker
+        self.access = access
+        self.sessions = sessions
+        self.shared = shared
+        self.retained = retained
+        # Filters by light queue: the hook names the queues whose filters match a topic.
+        self.trie: SubscriptionTrie[str, None] = SubscriptionTrie()
+        # Who uses each light queue (connected or persistent sessions): the queue goes when the last one does.
+        self.queue_users: dict[str, set[str]] = {}
+        self.readers: dict[str, set[str]] = {}  # light queue -> connected client ids reading it
+
+    def queues_for(self, topic: str) -> list[str]:
+        """The light queues of the filters that match `topic` (a new list, the caller's to extend)."""
+        return self.trie.match_keys(topic)
+
+    def restore(self, session: Session) -> None:
+        """A persistent session read back at start: its filters' light queues, and where it reads them."""
+        broker = self.broker
+        client_id = session.client_id
+        group = session_group(client_id)
+        for sub in session.subscriptions.values():
+            if sub.share_group is not None:
+                self._use_queue(sub, client_id, session.read_offsets.pop(sub.queue, -1))
+                continue
+            self._use_queue(sub, client_id)
+            # The later of the offset in the session record and the consumer offset (written every few s).
+            committed = max(broker.query_offset(group, sub.queue, 0), session.read_offsets.get(sub.queue, -1))
+            if committed < 0:
+                committed = broker.max_offset(sub.queue, 0)
+            session.read_offsets[sub.queue] = max(committed, broker.min_offset(sub.queue, 0))
+
+    def attach(self, session: Session) -> None:
+        """The session's client is connected: it reads its queues, and is a live member of their groups."""
+        client_id = session.client_id
+        for queue in session.queues():
+            self.readers.setdefault(queue, set()).add(client_id)
+        # While connected, the client reads its session's group and its shared subscriptions' groups: a live member
+        # of each (the admin API's group members), without heartbeats; it leaves them when the connection goes.
+        # The session group's queues change with every SUBSCRIBE; its progress lists them, the member does not.
+        self.broker.join_group(session_group(client_id), client_id)
+        for queue in session.queues():
+            self.shared.join(queue, client_id)
+
+    def leave_groups(self, session: Session) -> None:
+        """The client's connection is gone (not taken over): it is no longer a live member of its groups."""
+        self.broker.leave_group(session_group(session.client_id), session.client_id)
+        for queue in session.queues():
+            self.shared.leave(queue, session.client_id)
+
+    def detach(self, session: Session) -> None:
+        """The session's connection is gone: nobody reads its queues for it; what it took of shared subscriptions
+        goes to the other members."""
+        for queue in session.queues():
+            readers = self.readers.get(queue)
+            if readers is not None:
+                readers.discard(session.client_id)
+                if not readers:
+                    del self.readers[queue]
+        self.shared.give_back(session)
+
+    def arrived(self, queues: set[tuple[str, int]]) -> None:
+        """Messages arrived in these (queue, queue id)s: wake the connected sessions that read them."""
+        readers = self.readers
+        links = self.sessions.links
+        shared = self.shared.groups
+        for queue, _ in queues:
+            group = shared.get(queue)
+            if group is not None:
+                self.shared.wake_members(group)
+                continue
+            for client_id in readers.get(queue, ()):
+                link = links.get(client_id)
+                if link is not None:
+                    link.wake()
+
     def _use_queue(self, sub: Subscription, client_id: str, recorded: int = -1) -> None:
         """`client_id` uses the subscription's light queue. `recorded`: a shared group's position as a session
-        record holds it (at start; never ahead of the truth), in case the group's consumer offset was not
-        written before a crash."""
+        record holds it (SharedSubscriptions.use)."""
         users = self.queue_users.get(sub.queue)
         if users is None:
             users = self.queue_users[sub.queue] = set()
             self.trie.add(sub.topic_filter, sub.queue, None)
         users.add(client_id)
         if sub.share_group is not None:
-            group = self.shared.get(sub.queue)
-            if group is None:
-                group = SharedGroup(sub.queue, sub.share_group, sub.topic_filter, 0)
-                # Resume where the group left off (a restart), or start with the messages published from now.
-                committed = max(self.broker.query_offset(group.consumer_group, sub.queue, 0), recorded)
-                if committed < 0:
-                    committed = self.broker.max_offset(sub.queue, 0)
-                group.next_offset = max(committed, self.broker.min_offset(sub.queue, 0))
-                self.shared[sub.queue] = group
-            group.members.add(client_id)
-            if client_id in self.links:  # connected: it reads the group from now on (at start, nobody is)
-                self._join_shared(sub.queue, client_id)
-
-    def _join_shared(self, queue: str, client_id: str) -> None:
-        """A connected member of a shared subscription is a live member of its consumer group."""
-        group = self.shared.get(queue)
-        if group is not None:
-            self.broker.join_group(group.consumer_group, client_id, (queue,))
-
-    def _leave_shared(self, queue: str, client_id: str) -> None:
-        group = self.shared.get(queue)
-        if group is not None:
-            self.broker.leave_group(group.consumer_group, client_id)
+            self.shared.use(sub, client_id, recorded)
 
     def _release_queue(self, sub: Subscription, client_id: str) -> None:
         users = self.queue_users.get(sub.queue)
@@ -62,19 +127,19 @@ class Subscriptions(GatewayState):
             readers.discard(client_id)
             if not readers:
                 del self.readers[sub.queue]
-        group = self.shared.get(sub.queue)
-        if group is not None:
-            group.members.discard(client_id)
-            self._leave_shared(sub.queue, client_id)
-            if group.give_back_member(client_id):
-                self._wake_members(group)
+        self.shared.release(sub.queue, client_id, last_user=not users)
         if not users:
             del self.queue_users[sub.queue]
             self.trie.remove(sub.topic_filter, sub.queue)
             self.broker.delete_light_queue(sub.queue)
-            if group is not None:
-                del self.shared[sub.queue]
-                self.broker.delete_group_offsets(group.consumer_group)
+
+    def end(self, session: Session) -> None:
+        """The session ends: its subscriptions go, with the light queues nobody else uses, and its consumer group's
+        offsets."""
+        for sub in list(session.subscriptions.values()):
+            self._release_queue(sub, session.client_id)
+        session.subscriptions.clear()
+        self.broker.delete_group_offsets(session_group(session.client_id))
 
     async def subscribe(self, link: Link, packet: mqtt5.SubscribePacket) -> None:
         """SUBSCRIBE: the session rules plan it; a persistent session's record is stored with the new subscriptions
@@ -83,8 +148,9 @@ class Subscriptions(GatewayState):
         session = link.session
         assert session is not None
         client_id = session.client_id
-        plan = self.rules.plan_subscribe(
-            client_id, packet, link.conn.version, lambda pattern: self.allowed(link, pattern, Access.SUBSCRIBE)
+        rules = self.sessions.rules
+        plan = rules.plan_subscribe(
+            client_id, packet, link.conn.version, lambda pattern: self.access.allowed(link, pattern, Access.SUBSCRIBE)
         )
         for pattern, why in plan.refusals:
             log.info("client %r: SUBSCRIBE to %r: %s", client_id, pattern, why)
@@ -96,9 +162,9 @@ class Subscriptions(GatewayState):
         }
         if session.persistent and plan.made:
             subscriptions = {**session.subscriptions, **{sub.key: sub for sub, _, _ in plan.made}}
-            if not await self.store_session_now(session, self._session_data(session, subscriptions, starts)):
+            if not await self.sessions.store_now(session, self.sessions.record_of(session, subscriptions, starts)):
                 plan.refused()  # not recorded, so not made ([MQTT-3.9.3]: the SUBACK says failure)
-        retained = self.rules.subscribed(client_id, plan)
+        retained = rules.subscribed(client_id, plan)
         for sub, old, _ in plan.made:
             if old is None:
                 self._use_queue(sub, client_id)
@@ -107,23 +173,8 @@ class Subscriptions(GatewayState):
                 self.readers.setdefault(sub.queue, set()).add(client_id)
         link.conn.acknowledge_subscribe(packet.packet_id, plan.codes)
         for sub in retained:
-            self._queue_retained(link, sub)
+            self.retained.queue_for(link, sub, lambda topic: self.access.allowed(link, topic, Access.READ))
         link.wake()
-
-    def _queue_retained(self, link: Link, sub: Subscription) -> None:
-        now = now_ms()
-        for topic in list(self.retained_topics.matching(sub.topic_filter)):
-            message = self.retained.entries.get(topic)
-            if message is None or (message.expires_at_ms is not None and message.expires_at_ms <= now):
-                continue
-            if not self.allowed(link, topic, Access.READ):
-                continue
-            link.retained.append((message, min(sub.qos, message.qos), sub.subscription_id))
-        # The $SYS tree's current values (sys_publishing.py), kept in memory only.
-        for topic in self.sys_topics.matching(sub.topic_filter):
-            sys_message = self.sys_messages.get(topic)
-            if sys_message is not None and self.allowed(link, topic, Access.READ):
-                link.retained.append((sys_message, 0, sub.subscription_id))
 
     async def unsubscribe(self, link: Link, packet: mqtt5.UnsubscribePacket) -> None:
         session = link.session
@@ -136,7 +187,7 @@ class Subscriptions(GatewayState):
                 continue
             self._forget_subscription(session, sub)
             codes.append(mqtt5.UnsubAckReasonCode.SUCCESS)
-        if session.persistent and not await self.store_session_now(session):
+        if session.persistent and not await self.sessions.store_now(session):
             # Not recorded: after a restart the subscriptions would be back. MQTT 5 says so in the UNSUBACK; 3.1.1
             # cannot, so the connection is closed (the client unsubscribes again when it reconnects).
             if link.conn.version != 5:

@@ -15,75 +15,115 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
+import logging
 import time
 
+from mqtt_bridge.access_control import AccessControl
 from mqtt_bridge.acl_file import Access
-from mqtt_bridge.gateway_state import GatewayState, log, now_ms
-from mqtt_bridge.message_mapping import MqttMessage
-from mqtt_bridge.sys_tree import BrokerFigures
+from mqtt_bridge.counters import GatewayCounters
+from mqtt_bridge.message_cache import MessageCache
+from mqtt_bridge.message_mapping import MqttMessage, now_ms
+from mqtt_bridge.retained import RetainedMessages
+from mqtt_bridge.session_table import SessionTable
+from mqtt_bridge.subscriptions import Subscriptions
+from mqtt_bridge.sys_tree import BrokerFigures, SysTree
+
+log = logging.getLogger("mqtt_bridge.gateway")
 
 
-class SysPublishing(GatewayState):
-    def start_sys(self) -> None:
-        """Publish the tree now, then every sys_interval seconds until `stop_sys` (not at all when it is 0)."""
-        if self.config.sys_interval:
-            self._sys_task = asyncio.get_running_loop().create_task(self._publish_sys_every(self.config.sys_interval))
+def _version() -> str:
+    try:
+        return importlib.metadata.version("mqgate")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was not installed
+        return "unknown"
 
-    async def stop_sys(self) -> None:
-        if self._sys_task is not None:
-            self._sys_task.cancel()
+
+class SysPublishing:
+    def __init__(
+        self,
+        interval_s: int,
+        access: AccessControl,
+        sessions: SessionTable,
+        subscriptions: Subscriptions,
+        retained: RetainedMessages,
+        cache: MessageCache,
+        counters: GatewayCounters,
+    ) -> None:
+        self.interval_s = interval_s
+        self.access = access
+        self.sessions = sessions
+        self.subscriptions = subscriptions
+        self.retained = retained
+        self.cache = cache
+        self.counters = counters
+        self.tree = SysTree(_version(), time.monotonic())
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Publish the tree now, then every interval_s seconds until `stop` (not at all when it is 0)."""
+        if self.interval_s:
+            self._task = asyncio.get_running_loop().create_task(self._publish_every(self.interval_s))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._sys_task
+                await self._task
 
-    async def _publish_sys_every(self, interval_s: int) -> None:
+    async def _publish_every(self, interval_s: int) -> None:
         while True:
             try:
-                self.publish_sys(time.monotonic())
+                self.publish(time.monotonic())
             except Exception:  # a bug here must not end the updates for good
                 log.exception("$SYS update failed")
             await asyncio.sleep(interval_s)
 
-    def sys_figures(self) -> BrokerFigures:
+    def figures(self) -> BrokerFigures:
         subscriptions = shared = 0
-        for session in self.sessions.values():
+        sessions = self.sessions.sessions
+        for session in sessions.values():
             subscriptions += len(session.subscriptions)
             shared += sum(1 for sub in session.subscriptions.values() if sub.share_group is not None)
-        traffic = self.traffic
+        counters = self.counters
+        traffic = counters.traffic
         return BrokerFigures(
-            clients_connected=len(self.links),
-            sessions=len(self.sessions),
+            clients_connected=len(self.sessions.links),
+            sessions=len(sessions),
             subscriptions=subscriptions,
             shared_subscriptions=shared,
-            retained=len(self.retained.entries),
-            cached_messages=len(self.messages),
-            cached_bytes=self.messages.bytes,
+            retained=len(self.retained),
+            cached_messages=len(self.cache),
+            cached_bytes=self.cache.bytes,
             packets_received=traffic.packets_received,
             packets_sent=traffic.packets_sent,
             publishes_received=traffic.publishes_received,
             publishes_sent=traffic.publishes_sent,
-            publishes_dropped=self.stats["dropped"],
+            publishes_dropped=counters.dropped,
             bytes_received=traffic.bytes_received,
             bytes_sent=traffic.bytes_sent,
             sockets=traffic.sockets,
             connects=traffic.connects,
         )
 
-    def publish_sys(self, now_s: float) -> None:
+    def publish(self, now_s: float) -> None:
         """One update: what changed becomes the topics' retained value and goes to the subscriptions that match."""
-        changed = self.sys_tree.update(now_s, self.sys_figures())
+        changed = self.tree.update(now_s, self.figures())
         now = now_ms()
+        links = self.sessions.links
+        readers = self.subscriptions.readers
+        shared = self.subscriptions.shared
         flush: set[str] = set()
         for topic, payload in changed.items():
             message = MqttMessage(topic, payload.encode(), 0, True)
-            self.sys_messages[topic] = message
-            self.sys_topics.add(topic)
+            self.retained.set_sys(message)
             # Each connected session once, whatever the number of its filters that match (subscription ids: all).
             receivers: dict[str, tuple[list[int], bool]] = {}
-            for topic_filter, queue, _ in self.trie.match(topic):
-                if queue in self.shared:
+            for topic_filter, queue, _ in self.subscriptions.trie.match(topic):
+                if queue in shared:
                     continue
-                for client_id in self.readers.get(queue, ()):
-                    link = self.links.get(client_id)
+                for client_id in readers.get(queue, ()):
+                    link = links.get(client_id)
                     sub = link.session.subscriptions.get(topic_filter) if link and link.session else None
                     if sub is not None:
                         ids, retain = receivers.get(client_id, ([], False))
@@ -91,11 +131,11 @@ class SysPublishing(GatewayState):
                             ids.append(sub.subscription_id)
                         receivers[client_id] = (ids, retain or sub.retain_as_published)
             for client_id, (ids, retain) in receivers.items():
-                link = self.links[client_id]
-                if link.writable and self.allowed(link, topic, Access.READ):
+                link = links[client_id]
+                if link.writable and self.access.allowed(link, topic, Access.READ):
                     # A live update: retain flag 0 unless retain-as-published ([MQTT-3.3.1-9]); QoS 0, dropped for a
                     # connection that takes no more for now.
                     link.conn.publish(message.to_publish(0, retain, None, now, ids))
                     flush.add(client_id)
         for client_id in flush:
-            self.links[client_id].flush()
+            links[client_id].flush()

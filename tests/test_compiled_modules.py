@@ -95,7 +95,7 @@ PER_MESSAGE_CLASSES = (
     ("core.store.put_result", "PutResult"),
     ("core.store.stored_message", "StoredMessage"),
     ("core.results", "SendResult"),
-    ("mqtt_bridge.message_cache", "CachedMessage"),
+    ("mqtt_bridge.cached_message", "CachedMessage"),
     ("mqtt_bridge.message_cache", "Pulled"),
     ("mqtt_bridge.protocol_events", "Delivered"),
     ("mqtt_bridge.session", "Outgoing"),

@@ -246,9 +246,9 @@ class MqgateCollector(Collector):
         )
         gateway = parts.gateway
         if gateway is not None:
-            for code, count in sorted(gateway.refusals.items()):
+            for code, count in sorted(gateway.counters.refusals.items()):
                 refused.add_metric(["mqtt", reason_name(code)], count)
-            dropped.add_metric(["mqtt", "max_queued_messages"], gateway.stats["dropped"])
+            dropped.add_metric(["mqtt", "max_queued_messages"], gateway.counters.dropped)
         if parts.eventbridge is not None:
             for error_code, events in sorted(parts.eventbridge.put_errors.items()):
                 refused.add_metric(["eventbridge", error_code], events)

@@ -28,14 +28,14 @@ def mqtt_families(gateway: MqttGateway) -> Iterator[Metric]:
         inflight += len(session.inflight)
     gauges = (
         ("mqgate_mqtt_connections", "Network connections open to the MQTT listeners", gateway.connection_count),
-        ("mqgate_mqtt_clients_connected", "MQTT clients connected (CONNECT accepted)", len(gateway.links)),
+        ("mqgate_mqtt_clients_connected", "MQTT clients connected (CONNECT accepted)", len(gateway.sessions.links)),
         (
             "mqgate_mqtt_sessions",
             "MQTT sessions: the connected clients and the persistent sessions of disconnected ones",
             len(sessions),
         ),
         ("mqgate_mqtt_subscriptions", "Subscriptions of all sessions (shared ones included)", subscriptions),
-        ("mqgate_mqtt_retained_messages", "Retained messages", len(gateway.retained.entries)),
+        ("mqgate_mqtt_retained_messages", "Retained messages", len(gateway.retained)),
         (
             "mqgate_mqtt_inflight_messages",
             "QoS 1 and 2 messages sent to clients and not yet acknowledged (PUBACK, PUBCOMP)",

@@ -113,7 +113,7 @@ def run_round(twin: tuple[ModuleType, ...], broker: Broker, case: tuple[Any, ...
         round_module.merge_pulled(batch, queue, pulled[queue])
     horizon = offsets[horizon_index % len(offsets)] if horizon_index is not None and offsets else None
     readable = (lambda topic: not topic.startswith("deny/")) if acl else None
-    done = round_module.send_batch(batch, horizon, session, conn, Link(writable), cache, NOW, readable)
+    done = round_module.send_batch(batch, horizon, session, conn, Link(writable), NOW, readable)
     inflight_now = {
         packet_id: (repr(out.message), out.qos, out.retain, out.subscription_ids, out.positions)
         for packet_id, out in session.inflight.items()

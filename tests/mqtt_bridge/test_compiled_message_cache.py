@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqtt_bridge.message_cache as compiled_cache
+import mqtt_bridge.protocol as compiled_protocol
 from core.broker import Broker
 from core.store.message import PROPERTY_MULTI_DISPATCH
 from mqtt_bridge.codec_v311 import V311Codec, encode_publish
@@ -24,6 +25,8 @@ from tests.compiled_modules import pure_twin
 from tests.core.conftest import open_broker_store
 
 pure_cache = pure_twin("mqtt_bridge.message_cache")
+pure_protocol = pure_twin("mqtt_bridge.protocol")
+PROTOCOL_OF = {compiled_cache: compiled_protocol, pure_cache: pure_protocol}
 
 QUEUE = "%LMQ%twin-cache"
 GROUP = "MQTT_SESSION_twin"
@@ -33,7 +36,8 @@ STORED = 12
 
 def test_the_twins_are_apart():
     assert pure_cache.MessageCache is not compiled_cache.MessageCache
-    assert pure_cache.MqttConnection is not compiled_cache.MqttConnection  # protocol.py is compiled too
+    assert pure_protocol.MqttConnection is not compiled_protocol.MqttConnection  # protocol.py is compiled too
+    assert pure_cache.CachedMessage is pure_protocol.CachedMessage is not compiled_cache.CachedMessage
 
 
 message_fields = st.fixed_dictionaries(
@@ -71,7 +75,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[asyncio.A
 
 
 def connection(module: ModuleType, version: int, aliases: bool) -> Any:
-    conn = module.MqttConnection()
+    conn = PROTOCOL_OF[module].MqttConnection()
     if version == 5:
         connect = mqtt5.ConnectPacket("receiver", topic_alias_max=2 if aliases else 0).write()
     else:
@@ -142,7 +146,7 @@ def test_a_run_of_operations_gives_the_same_entries_reads_and_bytes(stored, ops,
                 if cached is not None:
                     target = conn[version]
                     packet_id = target.next_packet_id() if qos else None
-                    sent = cache.publish(target, cached, qos, retain, packet_id, 10_000, ids)
+                    sent = target.publish_cached(cached, qos, retain, packet_id, 10_000, ids)
                     got = (
                         sent,
                         target.data_to_send(),

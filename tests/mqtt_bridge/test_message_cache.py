@@ -135,10 +135,10 @@ async def test_the_received_bytes_of_a_plain_qos0_publish_are_sent_to_3_1_1_rece
     cached = cache.get(42)
     assert cached is not None
     conn = connection(4)
-    assert cache.publish(conn, cached, 0, False, None, 0, [])
+    assert conn.publish_cached(cached, 0, False, None, 0, [])
     assert conn.data_to_send() is wire
     v5 = connection(5)
-    assert cache.publish(v5, cached, 0, False, None, 0, [])
+    assert v5.publish_cached(cached, 0, False, None, 0, [])
     assert mqtt5.read(v5.data_to_send())[0].payload == message.payload
 
 
@@ -170,8 +170,8 @@ async def test_qos0_bytes_are_encoded_once_and_equal_a_fresh_encoding(make_broke
     cache = MessageCache(await make_broker())
     cached = cache.put(0, mqtt(0, user_properties=[("k", "v")], content_type="text/plain"), "t")
     first, second, fresh = connection(version), connection(version), connection(version)
-    assert cache.publish(first, cached, 0, False, None, 0, [])
-    assert cache.publish(second, cached, 0, False, None, 0, [])
+    assert first.publish_cached(cached, 0, False, None, 0, [])
+    assert second.publish_cached(cached, 0, False, None, 0, [])
     fresh.publish(cached.message.to_publish(0, False, None, 0))
     sent = first.data_to_send()
     assert sent == second.data_to_send() == fresh.data_to_send()
@@ -187,8 +187,8 @@ async def test_each_protocol_level_and_retain_flag_gets_its_own_bytes(make_broke
     cache = MessageCache(await make_broker())
     cached = cache.put(0, mqtt(0, user_properties=[("k", "v")]), "t")
     v4, v5 = connection(4), connection(5)
-    cache.publish(v4, cached, 0, False, None, 0, [])
-    cache.publish(v5, cached, 0, True, None, 0, [])
+    v4.publish_cached(cached, 0, False, None, 0, [])
+    v5.publish_cached(cached, 0, True, None, 0, [])
     assert cached.v311 is not None and set(cached.qos0) == {(5, True)}
     packet, _ = mqtt5.read(v5.data_to_send())
     assert packet.retain and packet.user_properties == [("k", "v")]
@@ -199,15 +199,15 @@ async def test_qos1_expiry_and_subscription_ids_are_encoded_per_receiver(make_br
     cache = MessageCache(await make_broker())
     expiring = cache.put(0, mqtt(0, expires_at_ms=10_000), "t")
     conn = connection(5)
-    cache.publish(conn, expiring, 0, False, None, 4_000, [])
-    cache.publish(conn, expiring, 0, False, None, 7_500, [])
+    conn.publish_cached(expiring, 0, False, None, 4_000, [])
+    conn.publish_cached(expiring, 0, False, None, 7_500, [])
     data = conn.data_to_send()
     first, size = mqtt5.read(data)
     second, _ = mqtt5.read(data[size:])
     assert (first.message_expiry_interval, second.message_expiry_interval) == (6, 3)
     plain = cache.put(1, mqtt(1), "t")
-    cache.publish(conn, plain, 0, False, None, 0, [7])
-    cache.publish(conn, plain, 1, False, conn.next_packet_id(), 0, [])
+    conn.publish_cached(plain, 0, False, None, 0, [7])
+    conn.publish_cached(plain, 1, False, conn.next_packet_id(), 0, [])
     assert not expiring.qos0 and not plain.qos0
     data = conn.data_to_send()
     with_id, size = mqtt5.read(data)
@@ -220,8 +220,8 @@ async def test_an_oversize_qos0_publish_is_dropped_for_a_client_with_a_small_max
     cache = MessageCache(await make_broker())
     cached = cache.put(0, MqttMessage("t/big", bytes(500), 0, False), "t")
     small, large = connection(5, max_packet_size=100), connection(5)
-    assert not cache.publish(small, cached, 0, False, None, 0, [])
-    assert cache.publish(large, cached, 0, False, None, 0, [])
+    assert not small.publish_cached(cached, 0, False, None, 0, [])
+    assert large.publish_cached(cached, 0, False, None, 0, [])
     assert small.data_to_send() == b""
     assert len(large.data_to_send()) > 500
 
@@ -231,8 +231,8 @@ async def test_mqtt_3_1_1_receivers_share_qos0_bytes_whatever_the_properties(mak
     cache = MessageCache(await make_broker())
     cached = cache.put(0, mqtt(0, expires_at_ms=10_000, user_properties=[("k", "v")]), "t")
     first, second = connection(4), connection(4)
-    cache.publish(first, cached, 0, False, None, 4_000, [3])
-    cache.publish(second, cached, 0, False, None, 9_000, [])
+    first.publish_cached(cached, 0, False, None, 4_000, [3])
+    second.publish_cached(cached, 0, False, None, 9_000, [])
     sent = first.data_to_send()
     assert sent == second.data_to_send() == V311Codec().encode(cached.message.to_publish(0, False, None, 0))
     assert cached.v311 == sent and cached.qos0 is None
@@ -244,7 +244,7 @@ async def test_mqtt_3_1_1_qos1_and_2_are_encoded_per_receiver_and_tracked(make_b
     cached = cache.put(0, mqtt(0), "t")
     conn = connection(4)
     packet_id = conn.next_packet_id()
-    assert cache.publish(conn, cached, qos, True, packet_id, 0, [])
+    assert conn.publish_cached(cached, qos, True, packet_id, 0, [])
     expected = V311Codec().encode(cached.message.to_publish(qos, True, packet_id, 0))
     assert conn.data_to_send() == expected
     assert conn.outbound == {packet_id: False}
