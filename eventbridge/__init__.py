@@ -3,6 +3,8 @@ pattern language, and targets that receive what they match (HTTP endpoints as Cl
 topics, other buses), with retries, dead letters, archives and replays.
 
     ingress.py, ingress_event.py   PutEvents over HTTP (POST /buses/{bus}/events): CloudEvents read and checked
+    event_form.py                  the one form an event takes past ingress (CloudEvents structured JSON, a dict);
+                                   canonical_json, by which rules compare JSON values
     event_schema.py                the event center's JSON Schemas an event must satisfy to enter a bus
     bus.py                         a bus is a core topic: how an event is written as a message and read back
     router.py                      at put time, each event matched once against every rule of its bus

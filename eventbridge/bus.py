@@ -1,7 +1,7 @@
 """Event buses stored in core topics: how an event is written as a core message and read back.
 
 A bus `B` is the core topic `%EVENTBUS%B` with BUS_QUEUES queues. An event is stored once, in its structured
-CloudEvents JSON form (the dict `transform.event_as_json` gives), as the message body:
+CloudEvents JSON form (the dict `event_form.event_as_json` gives), as the message body:
 
     body        UTF-8 JSON of the event (attributes and extensions at the top, `data` or `data_base64`)
     keys        the event id, so `mqgate` can find an event by id through the core's index

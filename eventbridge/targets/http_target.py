@@ -1,7 +1,7 @@
 """Deliver one matched event to one HTTP target as a CloudEvent (CloudEvents HTTP binding, JSON format).
 
 Two layers. `outgoing_event` and `outgoing_request` are pure: they turn the matched event (its structured JSON form,
-as `transform.event_as_json` gives it) into the CloudEvent and then the HTTP request the target receives.
+as `event_form.event_as_json` gives it) into the CloudEvent and then the HTTP request the target receives.
 `HttpTargetClient.deliver` sends that request with aiohttp and turns what happens into a `DeliveryOutcome`; it
 never raises for an HTTP or network problem. Limiting concurrency is the caller's job (target_task runs
 `concurrency` workers per target).
