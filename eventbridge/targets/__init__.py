@@ -5,6 +5,7 @@ transform.py      what a target receives as the CloudEvent's data (input path, i
 http_target.py    an HTTP target: a CloudEvent over HTTP (binary or structured), one shared aiohttp client
 headers.py        the extra headers an HTTP target sends (static, from the event, auth)
 local_targets.py  targets inside mqgate: a core topic, an MQTT topic (topic_template.py), another bus
+delivery_outcome.py  DeliveryOutcome: what every deliverer (HTTP or local) answers for one attempt
 retry_policy.py, deadlines.py, clock.py   when to try again and when to give up; timeouts without a timer
                   per request; the clock retries run on
 dead_letters.py   the events a target gave up on: listed, and redriven once the target is fixed
