@@ -13,7 +13,9 @@ text, which tells apart what Python equality does not.
 
 from __future__ import annotations
 
+import base64
 import json
+from datetime import datetime
 from typing import Any
 
 from cloudevents.core.base import BaseCloudEvent
@@ -21,10 +23,36 @@ from cloudevents.core.formats.json import JSONFormat
 
 
 def event_as_json(event: BaseCloudEvent) -> dict[str, Any]:
-    """The structured JSON form of a CloudEvent (the CloudEvents JSON format), which every transform and JSONPath
-    sees: attributes and extensions at the top level, `data` as JSON, or `data_base64` for bytes."""
-    parsed: dict[str, Any] = json.loads(JSONFormat().write(event))
-    return parsed
+    """The structured JSON form of a CloudEvent 1.0 (the CloudEvents JSON format), which every transform and JSONPath
+    sees: attributes and extensions at the top level, `data` as JSON, or `data_base64` for bytes.
+
+    What the SDK's JSON format writes, read back (`json.loads(JSONFormat().write(event))`), built without writing
+    it: an event's attributes and data are already JSON values but for `time`, a datetime, and bytes data. The
+    data's objects are the event's own, not copies.
+    """
+    form = {
+        name: _rfc3339(value) if isinstance(value, datetime) else value
+        for name, value in event.get_attributes().items()
+    }
+    data = event.get_data()
+    if data is None:
+        return form
+    if isinstance(data, bytes | bytearray):
+        form["data_base64"] = base64.b64encode(data).decode("ascii")
+    elif _JSON_DATA.match(form.get("datacontenttype", JSONFormat.DEFAULT_CONTENT_TYPE)):
+        form["data"] = data
+    else:
+        form["data"] = str(data)
+    return form
+
+
+_JSON_DATA = JSONFormat.JSON_CONTENT_TYPE_PATTERN
+
+
+def _rfc3339(moment: datetime) -> str:
+    # The SDK's JSON writer: isoformat, with UTC as 'Z'.
+    text = moment.isoformat()
+    return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
 
 
 def canonical_json(value: Any) -> str:
