@@ -19,8 +19,9 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import orjson
 
@@ -105,6 +106,34 @@ def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
+# The events EventBuses.put is sending, by message (id, and the message itself to check it is the same), while it
+# sends them. The core calls a send hook with the message alone: the router's hook (router.py) finds the event here
+# rather than decode the body it was just encoded into. A context variable, set around one put: only the hooks
+# that put's sends run see it (a put in another task has its own).
+_BEING_PUT: ContextVar[Mapping[int, tuple[Message, dict[str, Any]]] | None] = ContextVar(
+    "eventbridge_bus_events_being_put", default=None
+)
+
+
+def event_being_put(message: Message) -> dict[str, Any] | None:
+    """The event of `message` when EventBuses.put is sending it, equal to what decode_event reads from its body;
+    None when the body must be decoded (a message sent otherwise, or an event that would not read back alike)."""
+    being_put = _BEING_PUT.get()
+    if being_put is None:
+        return None
+    found = being_put.get(id(message))
+    return found[1] if found is not None and found[0] is message else None
+
+
+def reads_back_alike(event: Mapping[str, Any], body: bytes) -> TypeGuard[dict[str, Any]]:
+    """Whether decode_event(body) gives `event` again, for `body` = encode_event(event) and an event of JSON values
+    (as a JSON reader gives them: PutEvents, sources, events read from a bus). Not when decode_event would refuse
+    it (not an object with a string id), nor when orjson wrote a number past the float range (1e400, which Python's
+    json reads as infinity) as null: telling that null from a real one would cost a walk over the event, so an
+    event with any null in its body is decoded, as before."""
+    return isinstance(event, dict) and isinstance(event.get("id"), str) and b"null" not in body
+
+
 class StoredEvent(Protocol):
     """What selecting events for a replay or an archive needs of a message of a bus (core.StoredMessage has it)."""
 
@@ -169,7 +198,10 @@ class EventBuses:
         self, bus: str, events: Sequence[Mapping[str, Any]], only_for: OnlyFor | None = None
     ) -> list[SendResult]:
         """Append events (structured JSON form) in order, one batch; an event without `time` is stamped now.
-        Returns once they are durable under the flush mode; raises BusError for a bus that does not exist."""
+        Returns once they are durable under the flush mode; raises BusError for a bus that does not exist.
+
+        Each event is encoded once, for the store. The router's send hook gets the event itself with its message
+        (event_being_put), not the body to decode again; a copy restricted by `only_for` is routed unread."""
         if not events:
             return []
         if not self.exists(bus):
@@ -178,24 +210,31 @@ class EventBuses:
         properties = only_for.properties() if only_for is not None else None
         stamp = now_rfc3339()
         messages = []
+        being_put: dict[int, tuple[Message, dict[str, Any]]] = {}
         for event in events:
             if "time" not in event:
                 event = {**event, "time": stamp}
-            messages.append(
-                self.producer.message(
-                    topic,
-                    encode_event(event),
-                    keys=[str(event["id"])],
-                    tags=str(event.get("type") or "") or None,
-                    properties=properties,
-                )
+            body = encode_event(event)
+            message = self.producer.message(
+                topic,
+                body,
+                keys=[str(event["id"])],
+                tags=str(event.get("type") or "") or None,
+                properties=properties,
             )
+            messages.append(message)
+            if only_for is None and reads_back_alike(event, body):
+                being_put[id(message)] = (message, event)
         results: list[SendResult] = []
-        for chunk in _chunks(messages):
-            queue_id = chunk[0].queue_id
-            for message in chunk:
-                message.queue_id = queue_id
-            results += await self.broker.send_batch(chunk)
+        token = _BEING_PUT.set(being_put)
+        try:
+            for chunk in _chunks(messages):
+                queue_id = chunk[0].queue_id
+                for message in chunk:
+                    message.queue_id = queue_id
+                results += await self.broker.send_batch(chunk)
+        finally:
+            _BEING_PUT.reset(token)
         failed = [result for result in results if result.status is not SendStatus.SEND_OK]
         if failed:
             raise BusError(f"bus {bus!r}: {len(failed)} event(s) not durable: {failed[0].status.name}")
