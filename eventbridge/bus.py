@@ -11,7 +11,9 @@ CloudEvents JSON form (the dict `event_form.event_as_json` gives), as the messag
 
 Appending is durable before `put` returns under the store's flush mode, as for any core message: an event is
 acknowledged to its producer only after that. The router (router.py) gives each event, as it is appended, an entry in
-the delivery queue of every target whose rule matches it; targets read those queues, not the bus topic.
+the delivery queue of every target whose rule matches it; targets read those queues, not the bus topic. The router's
+send hook runs inside `put`'s send and gets each event as it was put, with its message (`event_being_put`): the
+event is encoded once, for the store, and not decoded again on its way there.
 """
 
 from __future__ import annotations
@@ -77,9 +79,11 @@ def encode_event(event: Mapping[str, Any]) -> bytes:
 
 def decode_event(body: bytes) -> dict[str, Any]:
     """The event of a bus message. Raises BusError for a body that is not a JSON object with an id (a message
-    someone sent to the bus topic by hand). Every event is decoded on each hop (routing, each target, replays):
-    orjson reads it in a third of the stdlib's time. NaN and
-    Infinity, which the stdlib would take, are refused, as PutEvents and sources refuse them."""
+    someone sent to the bus topic by hand). An event is decoded once where it comes back out of the store (a target's
+    task reading its queue, an archive, a replay, a redrive, a dead letter listed), and by the router only when it
+    was sent otherwise than by EventBuses.put (event_being_put); ingress decodes the request, never a body. orjson
+    reads it in a third of the stdlib's time. NaN and Infinity, which the stdlib would take, are refused, as
+    PutEvents and sources refuse them."""
     try:
         # orjson reads an integer past 64 bits as a float, silently: a body with such a run of digits (or a long
         # number or digit string, which cost nothing to read the slow way) goes to the stdlib.
