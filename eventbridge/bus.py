@@ -1,7 +1,7 @@
 """Event buses stored in core topics: how an event is written as a core message and read back.
 
 A bus `B` is the core topic `%EVENTBUS%B` with BUS_QUEUES queues. An event is stored once, in its structured
-CloudEvents JSON form (the dict `transform.event_as_json` gives), as the message body:
+CloudEvents JSON form (the dict `event_form.event_as_json` gives), as the message body:
 
     body        UTF-8 JSON of the event (attributes and extensions at the top, `data` or `data_base64`)
     keys        the event id, so `mqgate` can find an event by id through the core's index
@@ -11,7 +11,9 @@ CloudEvents JSON form (the dict `transform.event_as_json` gives), as the message
 
 Appending is durable before `put` returns under the store's flush mode, as for any core message: an event is
 acknowledged to its producer only after that. The router (router.py) gives each event, as it is appended, an entry in
-the delivery queue of every target whose rule matches it; targets read those queues, not the bus topic.
+the delivery queue of every target whose rule matches it; targets read those queues, not the bus topic. The router's
+send hook runs inside `put`'s send and gets each event as it was put, with its message (`event_being_put`): the
+event is encoded once, for the store, and not decoded again on its way there.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import orjson
 
@@ -76,9 +79,11 @@ def encode_event(event: Mapping[str, Any]) -> bytes:
 
 def decode_event(body: bytes) -> dict[str, Any]:
     """The event of a bus message. Raises BusError for a body that is not a JSON object with an id (a message
-    someone sent to the bus topic by hand). Every event is decoded on each hop (routing, each target, replays):
-    orjson reads it in a third of the stdlib's time. NaN and
-    Infinity, which the stdlib would take, are refused, as PutEvents and sources refuse them."""
+    someone sent to the bus topic by hand). An event is decoded once where it comes back out of the store (a target's
+    task reading its queue, an archive, a replay, a redrive, a dead letter listed), and by the router only when it
+    was sent otherwise than by EventBuses.put (event_being_put); ingress decodes the request, never a body. orjson
+    reads it in a third of the stdlib's time. NaN and Infinity, which the stdlib would take, are refused, as
+    PutEvents and sources refuse them."""
     try:
         # orjson reads an integer past 64 bits as a float, silently: a body with such a run of digits (or a long
         # number or digit string, which cost nothing to read the slow way) goes to the stdlib.
@@ -103,6 +108,34 @@ def _stdlib_decode(body: bytes) -> Any:
 
 def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
+
+
+# The events EventBuses.put is sending, by message (id, and the message itself to check it is the same), while it
+# sends them. The core calls a send hook with the message alone: the router's hook (router.py) finds the event here
+# rather than decode the body it was just encoded into. A context variable, set around one put: only the hooks
+# that put's sends run see it (a put in another task has its own).
+_BEING_PUT: ContextVar[Mapping[int, tuple[Message, dict[str, Any]]] | None] = ContextVar(
+    "eventbridge_bus_events_being_put", default=None
+)
+
+
+def event_being_put(message: Message) -> dict[str, Any] | None:
+    """The event of `message` when EventBuses.put is sending it, equal to what decode_event reads from its body;
+    None when the body must be decoded (a message sent otherwise, or an event that would not read back alike)."""
+    being_put = _BEING_PUT.get()
+    if being_put is None:
+        return None
+    found = being_put.get(id(message))
+    return found[1] if found is not None and found[0] is message else None
+
+
+def reads_back_alike(event: Mapping[str, Any], body: bytes) -> TypeGuard[dict[str, Any]]:
+    """Whether decode_event(body) gives `event` again, for `body` = encode_event(event) and an event of JSON values
+    (as a JSON reader gives them: PutEvents, sources, events read from a bus). Not when decode_event would refuse
+    it (not an object with a string id), nor when orjson wrote a number past the float range (1e400, which Python's
+    json reads as infinity) as null: telling that null from a real one would cost a walk over the event, so an
+    event with any null in its body is decoded, as before."""
+    return isinstance(event, dict) and isinstance(event.get("id"), str) and b"null" not in body
 
 
 class StoredEvent(Protocol):
@@ -169,7 +202,10 @@ class EventBuses:
         self, bus: str, events: Sequence[Mapping[str, Any]], only_for: OnlyFor | None = None
     ) -> list[SendResult]:
         """Append events (structured JSON form) in order, one batch; an event without `time` is stamped now.
-        Returns once they are durable under the flush mode; raises BusError for a bus that does not exist."""
+        Returns once they are durable under the flush mode; raises BusError for a bus that does not exist.
+
+        Each event is encoded once, for the store. The router's send hook gets the event itself with its message
+        (event_being_put), not the body to decode again; a copy restricted by `only_for` is routed unread."""
         if not events:
             return []
         if not self.exists(bus):
@@ -178,24 +214,31 @@ class EventBuses:
         properties = only_for.properties() if only_for is not None else None
         stamp = now_rfc3339()
         messages = []
+        being_put: dict[int, tuple[Message, dict[str, Any]]] = {}
         for event in events:
             if "time" not in event:
                 event = {**event, "time": stamp}
-            messages.append(
-                self.producer.message(
-                    topic,
-                    encode_event(event),
-                    keys=[str(event["id"])],
-                    tags=str(event.get("type") or "") or None,
-                    properties=properties,
-                )
+            body = encode_event(event)
+            message = self.producer.message(
+                topic,
+                body,
+                keys=[str(event["id"])],
+                tags=str(event.get("type") or "") or None,
+                properties=properties,
             )
+            messages.append(message)
+            if only_for is None and reads_back_alike(event, body):
+                being_put[id(message)] = (message, event)
         results: list[SendResult] = []
-        for chunk in _chunks(messages):
-            queue_id = chunk[0].queue_id
-            for message in chunk:
-                message.queue_id = queue_id
-            results += await self.broker.send_batch(chunk)
+        token = _BEING_PUT.set(being_put)
+        try:
+            for chunk in _chunks(messages):
+                queue_id = chunk[0].queue_id
+                for message in chunk:
+                    message.queue_id = queue_id
+                results += await self.broker.send_batch(chunk)
+        finally:
+            _BEING_PUT.reset(token)
         failed = [result for result in results if result.status is not SendStatus.SEND_OK]
         if failed:
             raise BusError(f"bus {bus!r}: {len(failed)} event(s) not durable: {failed[0].status.name}")

@@ -181,7 +181,7 @@ def _parse_structured(body: bytes) -> Entry:
             f"entry 0: body is not JSON ({json_error_text(exc)}); send one event as a JSON object",
         )
     try:
-        return event_from_structured(element, body)
+        return event_from_structured(element)
     except EventRefused as refusal:
         return _refused(0, refusal)
 
@@ -209,7 +209,7 @@ def _parse_batch(body: bytes) -> list[Entry]:
 
 
 def _parse_batch_element(index: int, element: Any) -> Entry:
-    # The SDK reads an event from JSON text, so each element is written back once; that also gives its size.
+    # An element's size is that of its compact JSON (MAX_EVENT_BYTES): it is written once, to be measured.
     try:
         encoded = json.dumps(element, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except (ValueError, RecursionError) as exc:
@@ -217,6 +217,6 @@ def _parse_batch_element(index: int, element: Any) -> Entry:
     if len(encoded) > MAX_EVENT_BYTES:
         return _too_large(index, len(encoded))
     try:
-        return event_from_structured(element, encoded)
+        return event_from_structured(element)
     except EventRefused as refusal:
         return _refused(index, refusal)

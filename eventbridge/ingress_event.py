@@ -14,7 +14,9 @@ from untrusted clients needs and the SDK does otherwise:
   text, anything else stays bytes (the SDK turns any UTF-8 body into text, losing what the structured form writes
   as `data_base64`).
 - Structured mode: `data` and `data_base64` are exclusive, `data_base64` must be strict base64, and with a non-JSON
-  `datacontenttype` the `data` must be a string (the SDK would write a Python repr of an object).
+  `datacontenttype` the `data` must be a string (the SDK would write a Python repr of an object). The object is
+  parsed once, by the request layer, and read from there as the SDK's JSON format reads its text
+  (`structured_attributes_and_data`): the SDK would parse the text a second time.
 
 Every refusal is an `EventRefused` with an AWS PutEvents-style code and a message naming the attribute and what to
 do; the request layer (`ingress.py`) prefixes it with the entry's position.
@@ -165,9 +167,8 @@ def event_from_binary(headers: Mapping[str, str], body: bytes) -> CloudEvent:
 # --- structured mode ---------------------------------------------------------------------------------------------
 
 
-def event_from_structured(element: Any, encoded: bytes) -> CloudEvent:
-    """The event of one structured-mode JSON object: `element` is the parsed object (checked here), `encoded` its
-    JSON text (read by the SDK)."""
+def event_from_structured(element: Any) -> CloudEvent:
+    """The event of one structured-mode JSON object, parsed (the caller's one decode of it) and checked here."""
     if not isinstance(element, dict):
         raise EventRefused(
             EntryErrorCode.MALFORMED_EVENT,
@@ -176,17 +177,29 @@ def event_from_structured(element: Any, encoded: bytes) -> CloudEvent:
     # The JSON format treats a null attribute as absent; the SDK would refuse it as a wrong type.
     if any(value is None for name, value in element.items() if name != "data"):
         element = {name: value for name, value in element.items() if value is not None or name == "data"}
-        encoded = json.dumps(element, ensure_ascii=False).encode("utf-8")
     _check_specversion_early(element)
     if "time" in element:
         _check_time(element["time"])
     _check_structured_data(element)
     try:
-        event = JSONFormat().read(_new_event, encoded)
+        return _new_event(*structured_attributes_and_data(element))
     except (ValueError, TypeError, OverflowError) as exc:  # a safety net: the checks above should leave none
         raise EventRefused(EntryErrorCode.MALFORMED_EVENT, f"cannot be read: {exc}") from None
-    assert isinstance(event, CloudEvent)
-    return event
+
+
+def structured_attributes_and_data(element: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+    """What the SDK's JSON format (`JSONFormat.read`, cloudevents 2.2) gives its event factory for a 1.0 event,
+    taken from the object already parsed: the SDK would parse its text again. `time` as a datetime; `data`, or the
+    bytes of `data_base64` when `data` is absent or null."""
+    attributes = dict(element)
+    if "time" in attributes:
+        attributes["time"] = isoparse(attributes["time"])
+    data = attributes.pop("data", None)
+    if data is None:
+        encoded = attributes.pop("data_base64", None)
+        if encoded is not None:
+            data = base64.b64decode(encoded)
+    return attributes, data
 
 
 def _check_specversion_early(element: Mapping[str, Any]) -> None:

@@ -55,6 +55,7 @@ from aiohttp import web
 from eventbridge.archives.filler import ArchiveState
 from eventbridge.bus import BusError, bus_topic
 from eventbridge.errors import RuleFileError
+from eventbridge.event_form import event_as_json
 from eventbridge.ingress import EntryError, IngressError, parse_events, put_events_response
 from eventbridge.patterns.compiler import compile_pattern
 from eventbridge.patterns.errors import PatternError
@@ -72,7 +73,6 @@ from eventbridge.rules.model import DEFAULT_BUS, HttpTarget, MqttTarget, Rule, R
 from eventbridge.rules.rule_file import BUS_NAME
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
 from eventbridge.schedules.scheduler import rfc3339
-from eventbridge.targets.transform import event_as_json
 from eventbridge.time_range import format_ms
 
 log = logging.getLogger(__name__)

@@ -8,10 +8,12 @@ construction (no reader to crash between reading the bus and writing the queues)
 entries in the store, not memory. Each target reads its own queue with its own committed offset.
 
 The router is a send hook (core.Broker.add_send_hook): it sees every message sent to a bus topic, whoever sends it
-(PutEvents, event sources, replays, redrives, a core producer). A copy restricted to one rule or one target of it
-(EB_ONLY_RULE / EB_ONLY_TARGET: replays, redrives and scheduled rules' events) goes to those targets' queues only,
-unmatched. A rule with only a schedule has no pattern: it is in no machine and gets only such copies. A message
-that is not an event (not a JSON object with an id) goes nowhere; it stays in the bus topic.
+(PutEvents, event sources, replays, redrives, a core producer). An event put through EventBuses.put comes with its
+message, as it was put (bus.event_being_put), and is not decoded again; another message's body is decoded here,
+once. A copy restricted to one rule or one target of it (EB_ONLY_RULE / EB_ONLY_TARGET: replays, redrives and
+scheduled rules' events) goes to those targets' queues only, unmatched and unread. A rule with only a schedule has
+no pattern: it is in no machine and gets only such copies. A message that is not an event (not a JSON object with
+an id) goes nowhere; it stays in the bus topic.
 
 Rules change by `update`, which builds the new machines and then swaps them in whole: a message is routed by the
 rules before or after a change, never by half of each; the targets' queues and positions are untouched.
@@ -26,7 +28,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from core import LIGHT_QUEUE_PREFIX, MAX_TOPIC_LENGTH, Broker, Message
-from eventbridge.bus import PROPERTY_ONLY_RULE, PROPERTY_ONLY_TARGET, BusError, bus_topic, decode_event
+from eventbridge.bus import (
+    PROPERTY_ONLY_RULE,
+    PROPERTY_ONLY_TARGET,
+    BusError,
+    bus_topic,
+    decode_event,
+    event_being_put,
+)
 from eventbridge.patterns.matcher import Matcher
 from eventbridge.rules.model import Rule
 
@@ -112,15 +121,17 @@ class EventRouter:
         only_rule = properties.get(PROPERTY_ONLY_RULE)
         if only_rule is not None:
             return self._only(routes, message.topic, only_rule, properties.get(PROPERTY_ONLY_TARGET))
-        body = message.body
-        if message.sys_flag & _COMPRESSED:
-            body = zlib.decompress(body)
-        try:
-            event = decode_event(body)
-        except BusError as exc:
-            self.unroutable += 1
-            log.warning("bus topic %r: a message that is not an event goes to no target: %s", message.topic, exc)
-            return None
+        event = event_being_put(message)
+        if event is None:  # sent otherwise than by EventBuses.put (a core producer): decoded here, once
+            body = message.body
+            if message.sys_flag & _COMPRESSED:
+                body = zlib.decompress(body)
+            try:
+                event = decode_event(body)
+            except BusError as exc:
+                self.unroutable += 1
+                log.warning("bus topic %r: a message that is not an event goes to no target: %s", message.topic, exc)
+                return None
         matched = routes.matcher.matches(event)
         if not matched:
             return None

@@ -12,10 +12,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from eventbridge.event_form import canonical_json
 from eventbridge.json_path import JsonPath
 from eventbridge.schedules.expression import Schedule
 from eventbridge.targets.retry_policy import BackoffRetry, RetryPolicy
-from eventbridge.targets.transform import Transform, TransformSpec, canonical_json, compile_transform
+from eventbridge.targets.transform import Transform, TransformSpec, compile_transform
 
 # The MQTT gateway's topic mapping: pure, shared with the gateway so that a source reads where messages are stored.
 from mqtt_bridge.topic_mapping import core_topic_of

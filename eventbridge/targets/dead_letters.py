@@ -29,6 +29,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from core import PullStatus, StoredMessage
 from eventbridge.bus import DEFAULT_DEAD_LETTER_PREFIX, BusError, OnlyFor, decode_event
@@ -84,17 +85,23 @@ class DeadLetter:
 
 def dead_letter_of(message: StoredMessage) -> DeadLetter:
     """Read a dead-letter record; pure, never raises (a body that is no event leaves id and type None)."""
+    return read_dead_letter(message)[0]
+
+
+def read_dead_letter(message: StoredMessage) -> tuple[DeadLetter, dict[str, Any] | None]:
+    """The record and its event, decoded once (None for a body that is no event); pure, never raises."""
     properties = message.properties
     try:
-        event = decode_event(message.body)
+        event: dict[str, Any] | None = decode_event(message.body)
     except BusError:
-        event = {}
-    kind = event.get("type")
-    return DeadLetter(
+        event = None
+    found = event if event is not None else {}
+    kind = found.get("type")
+    letter = DeadLetter(
         queue_id=message.queue_id,
         offset=message.queue_offset,
         store_timestamp_ms=message.store_timestamp,
-        id=event.get("id"),
+        id=found.get("id"),
         type=kind if isinstance(kind, str) else None,
         bus=properties.get(PROPERTY_DLQ_BUS),
         rule=properties.get(PROPERTY_DLQ_RULE),
@@ -104,6 +111,7 @@ def dead_letter_of(message: StoredMessage) -> DeadLetter:
         attempts=_int_or_none(properties.get(PROPERTY_DLQ_ATTEMPTS)),
         origin=properties.get(PROPERTY_DLQ_ORIGIN),
     )
+    return letter, event
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -311,9 +319,9 @@ class DeadLetterQueues:
                 continue
             if got.status is not PullStatus.FOUND:
                 break
-            copies: dict[TargetKey, list[dict[str, object]]] = {}
+            copies: dict[TargetKey, list[dict[str, Any]]] = {}
             for message in got.messages:
-                letter = dead_letter_of(message)
+                letter, event = read_dead_letter(message)
                 key = letter.key
                 if key is None:
                     progress.not_dead_letters += 1
@@ -327,10 +335,10 @@ class DeadLetterQueues:
                 if not self._target_exists(key):
                     progress.gone += 1
                     continue
-                try:
-                    copies.setdefault(key, []).append(decode_event(message.body))
-                except BusError:
+                if event is None:
                     progress.not_dead_letters += 1
+                    continue
+                copies.setdefault(key, []).append(event)
             for key, events in copies.items():
                 await self.runtime.buses.put(key.bus, events, OnlyFor(f"{key.bus}/{key.rule}", key.target))
                 progress.redriven[key] = progress.redriven.get(key, 0) + len(events)

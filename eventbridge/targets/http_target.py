@@ -1,7 +1,7 @@
 """Deliver one matched event to one HTTP target as a CloudEvent (CloudEvents HTTP binding, JSON format).
 
 Two layers. `outgoing_event` and `outgoing_request` are pure: they turn the matched event (its structured JSON form,
-as `transform.event_as_json` gives it) into the CloudEvent and then the HTTP request the target receives.
+as `event_form.event_as_json` gives it) into the CloudEvent and then the HTTP request the target receives.
 `HttpTargetClient.deliver` sends that request with aiohttp and turns what happens into a `DeliveryOutcome`; it
 never raises for an HTTP or network problem. Limiting concurrency is the caller's job (target_task runs
 `concurrency` workers per target).
@@ -63,6 +63,7 @@ from yarl import URL
 from eventbridge.errors import TransformRenderError
 from eventbridge.rules.model import HttpTarget, TargetMode
 from eventbridge.targets.deadlines import Deadlines
+from eventbridge.targets.delivery_outcome import DeliveryOutcome
 from eventbridge.targets.headers import target_headers
 from eventbridge.targets.retry_policy import retryable
 from eventbridge.targets.transform import Transform
@@ -105,16 +106,6 @@ MAX_PARSED_URLS = 100_000
 # We read at most MAX_DRAINED_BODY_BYTES and show only a prefix; a compressed body would be unreadable as text
 # and, decompressed, could be far larger than what arrived.
 _IDENTITY_ENCODING = ("Accept-Encoding", "identity")
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryOutcome:
-    """The result of one delivery attempt: what the retry policy and the dead-letter queue need to know."""
-
-    ok: bool
-    status: int | None  # the HTTP status; None when there was no response (refused, timeout, render error)
-    error: str  # "" when ok; else a one-line reason naming what happened
-    retryable: bool  # False for a render error and for 4xx other than 408/429
 
 
 @dataclass(frozen=True, slots=True)

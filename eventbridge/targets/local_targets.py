@@ -34,7 +34,8 @@ from core import Broker, NoPermissionError, Producer, SendStatus
 from eventbridge.bus import EventBuses
 from eventbridge.errors import TransformRenderError
 from eventbridge.rules.model import BusTarget, HttpTarget, MqttTarget, Target, TargetMode, TopicTarget
-from eventbridge.targets.http_target import DATA_FORMAT, DeliveryOutcome, cloud_event_of
+from eventbridge.targets.delivery_outcome import DeliveryOutcome
+from eventbridge.targets.http_target import DATA_FORMAT, cloud_event_of
 from eventbridge.targets.topic_template import render_topic
 
 _CONTENT_TYPE = kafka.CONTENT_TYPE_HEADER

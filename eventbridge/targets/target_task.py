@@ -38,7 +38,7 @@ from core import Broker, Producer
 from eventbridge.bus import BusError, OnlyFor, decode_event
 from eventbridge.rules.model import Rule, Target
 from eventbridge.targets.clock import Clock, SystemClock
-from eventbridge.targets.http_target import DeliveryOutcome
+from eventbridge.targets.delivery_outcome import DeliveryOutcome
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Target transforms: what a target receives as the CloudEvent's data, computed from the matched event.
 
-The event is given in its structured JSON form (a mapping with the CloudEvents attributes and `data`).
+The event is given in its structured JSON form (event_form.py: a mapping with the CloudEvents attributes and `data`).
 
 - ORIGINAL: the whole CloudEvent, as JSON.
 - PART: the value a JSONPath matches (several matches give a list); matching nothing is a render error, since
@@ -27,13 +27,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cloudevents.core.base import BaseCloudEvent
-from cloudevents.core.formats.json import JSONFormat
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError, meta, nodes
 from jinja2.exceptions import SecurityError, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 from eventbridge.errors import TransformConfigError, TransformRenderError
+from eventbridge.event_form import canonical_json
 from eventbridge.json_path import JsonPath, JsonPathSyntaxError
 
 # AWS EventBridge and rocketmq-eventbridge both cap an event at 256 KiB; a transform may not produce more.
@@ -78,11 +77,6 @@ class TransformedData:
     content_type: str
 
 
-def canonical_json(value: Any) -> str:
-    """JSON text that tells apart what Python equality does not (`true` and `1`, `1` and `1.0`)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 @dataclass(frozen=True, slots=True)
 class TransformSpec:
     """A transform as written in the rule file. Equal specs compile to transforms that behave the same."""
@@ -112,13 +106,6 @@ class Transform:
 
     def apply(self, event: Mapping[str, Any]) -> TransformedData:
         return self._apply(event)
-
-
-def event_as_json(event: BaseCloudEvent) -> dict[str, Any]:
-    """The structured JSON form of a CloudEvent (the CloudEvents JSON format), which every transform and JSONPath
-    sees: attributes and extensions at the top level, `data` as JSON, or `data_base64` for bytes."""
-    parsed: dict[str, Any] = json.loads(JSONFormat().write(event))
-    return parsed
 
 
 def compile_transform(spec: TransformSpec) -> Transform:

@@ -14,6 +14,7 @@ from cloudevents.core.v1.event import CloudEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eventbridge.event_form import event_as_json
 from eventbridge.ingress import (
     BATCH_CONTENT_TYPE,
     MAX_BATCH_ENTRIES,
@@ -26,7 +27,6 @@ from eventbridge.ingress import (
     parse_events,
     put_events_response,
 )
-from eventbridge.targets.transform import event_as_json
 
 REQUIRED = {"id": "e-1", "source": "mqgate/gw1", "type": "sensor.reading", "specversion": "1.0"}
 BINARY_HEADERS = {"ce-id": "e-1", "ce-source": "mqgate/gw1", "ce-type": "sensor.reading", "ce-specversion": "1.0"}

@@ -7,11 +7,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import eventbridge.targets.dead_letters
 from core import Broker
-from eventbridge.bus import default_dead_letter_topic
+from eventbridge.bus import decode_event, default_dead_letter_topic
 from eventbridge.errors import NotFoundError, ReprocessError
 from eventbridge.rules.model import RuleKey
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
@@ -128,6 +130,22 @@ async def test_a_redrive_reaches_the_fixed_target_once_and_nobody_else(setup: Se
     assert len(setup.broken.received) == 3
     page = await DeadLetterQueues(setup.runtime).listing(DLQ)
     assert {(listed.letter.rule, listed.redriven) for listed in page.entries} == {("fan", True), ("also-bad", False)}
+
+
+async def test_a_redrive_reads_each_dead_letter_once(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[bytes] = []
+
+    def counted(body: bytes) -> dict[str, Any]:  # an observation wrapped around our own decode_event
+        decoded.append(body)
+        return decode_event(body)
+
+    monkeypatch.setattr(eventbridge.targets.dead_letters, "decode_event", counted)
+    setup.broken.status = 200
+    summary = await DeadLetterQueues(setup.runtime).redrive(DLQ, RedriveFilter(RuleKey("default", "fan"), "broken"))
+    assert dict(summary.redriven) == {BROKEN: 3}
+    # The six dead letters are each read once (also-bad's three to be passed over): not once to list, again to copy.
+    assert len(decoded) == 6
+    await setup.broken.wait_for(3)
 
 
 async def test_a_redrive_to_one_rule_sends_its_own_dead_letters_whatever_its_pattern_says_now(

@@ -19,7 +19,7 @@ from eventbridge.bus import encode_event
 from eventbridge.rules.model import HttpTarget, Rule
 from eventbridge.rules.rule_file import parse_rule_file
 from eventbridge.targets.clock import ManualClock
-from eventbridge.targets.http_target import DeliveryOutcome
+from eventbridge.targets.delivery_outcome import DeliveryOutcome
 from eventbridge.targets.target_task import PROPERTY_DLQ_ATTEMPTS, TargetTask
 
 OK = DeliveryOutcome(ok=True, status=204, error="", retryable=False)

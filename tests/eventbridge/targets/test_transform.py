@@ -9,6 +9,7 @@ import pytest
 from cloudevents.core.v1.event import CloudEvent
 
 from eventbridge.errors import TransformConfigError, TransformRenderError
+from eventbridge.event_form import event_as_json
 from eventbridge.targets.transform import (
     JSON_CONTENT_TYPE,
     TEXT_CONTENT_TYPE,
@@ -16,7 +17,6 @@ from eventbridge.targets.transform import (
     TransformKind,
     TransformSpec,
     compile_transform,
-    event_as_json,
 )
 
 
