@@ -45,7 +45,7 @@ from eventbridge.targets.target_task import (
 
 # The MQTT gateway's message properties and topic-filter matching: pure definitions shared with the gateway.
 from mqtt_bridge.message_mapping import PROPERTY_QOS, mqtt_client_of, mqtt_view
-from mqtt_bridge.topic import matches
+from mqtt_bridge.topics.topic import matches
 
 log = logging.getLogger(__name__)
 

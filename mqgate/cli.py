@@ -39,8 +39,8 @@ from mqgate.config.settings import (
     render_toml,
 )
 from mqgate.server import run, serve
+from mqtt_bridge.access.password_file import DEFAULT_ITERATIONS, delete_user, hash_plain_passwords, set_password
 from mqtt_bridge.errors import ConfigError as MqttConfigError
-from mqtt_bridge.password_file import DEFAULT_ITERATIONS, delete_user, hash_plain_passwords, set_password
 
 log = logging.getLogger(__name__)
 

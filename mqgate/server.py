@@ -40,10 +40,10 @@ from mqgate.http.app import HttpServer, build_app
 from mqgate.http.dashboard import add_routes as add_dashboard_routes
 from mqgate.http.metrics import Metrics, Parts
 from mqgate.http.metrics import add_routes as add_metrics_routes
+from mqtt_bridge.access.password_file import PasswordFile
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
-from mqtt_bridge.password_file import PasswordFile
 from proxy.access_errors import AclFileError
 from proxy.acl_file import load_acl_file
 from proxy.server import EndpointError, GrpcEndpoint, PortUnavailableError

@@ -4,7 +4,7 @@ and what every connection received and sent (`MqttTraffic`, which each `MqttConn
 
 from __future__ import annotations
 
-from mqtt_bridge.protocol import MqttTraffic
+from mqtt_bridge.wire.protocol import MqttTraffic
 
 
 class GatewayCounters:

@@ -10,16 +10,16 @@ import logging
 from functools import partial
 
 from core import Broker, PullStatus
-from mqtt_bridge.access_control import AccessControl
-from mqtt_bridge.acl_file import Access
+from mqtt_bridge.access.access_control import AccessControl
+from mqtt_bridge.access.acl_file import Access
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.counters import GatewayCounters
 from mqtt_bridge.delivery_round import Batch, merge_pulled, send_batch
 from mqtt_bridge.link import Link
 from mqtt_bridge.message_cache import MessageCache
 from mqtt_bridge.message_mapping import now_ms
-from mqtt_bridge.session import Outgoing, session_group
-from mqtt_bridge.session_table import SessionTable
+from mqtt_bridge.sessions.session import Outgoing, session_group
+from mqtt_bridge.sessions.session_table import SessionTable
 from mqtt_bridge.shared_group import TAKE_BATCH
 from mqtt_bridge.shared_subscriptions import SharedSubscriptions
 
@@ -117,8 +117,9 @@ class Delivery:
         conn = link.conn
         shared = self.shared
         took = False
+        groups = shared.groups
         for sub in list(session.subscriptions.values()):
-            group = shared.of(sub)
+            group = groups.get(sub.queue) if sub.share_group is not None else None
             if group is None:
                 continue
             queue = sub.queue

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from mqtt_bridge.cached_message import CachedMessage
-from mqtt_bridge.protocol import MqttConnection
-from mqtt_bridge.session import Outgoing, Session
+from mqtt_bridge.sessions.session import Outgoing, Session
+from mqtt_bridge.wire.protocol import MqttConnection
+from mqtt_bridge.wire.protocol_events import CachedMessage
 
 Batch = dict[int, tuple[CachedMessage | None, list[tuple[str, int]]]]
 

@@ -3,17 +3,18 @@ hand it protocol events (`handle`); it answers through their `MqttConnection`, c
 actions, and keeps the core in step.
 
 The parts, each owning its state (the coordinator builds them and passes each what it uses):
-- access_control.py (`AccessControl`): the password file and the ACL;
-- session_table.py (`SessionTable`): the sessions, their rules (session_rules.py), the connected clients, and
-  the session records and positions kept in the core;
+- access/access_control.py (`AccessControl`): the password file and the ACL;
+- sessions/session_table.py (`SessionTable`): the sessions, their rules (sessions/session_rules.py), the connected
+  clients, and the session records and positions kept in the core;
 - subscriptions.py (`Subscriptions`): SUBSCRIBE/UNSUBSCRIBE, the topic trie, the light queue of every filter and
   who reads it; shared_subscriptions.py (`SharedSubscriptions`): the shared subscriptions' groups;
 - retained.py (`RetainedMessages`): retained messages and the $SYS tree's current values;
-- inbound.py (`InboundPublishing`): PUBLISH to core message, batched (publish_run.py), acknowledged once stored or
-  refused (publish_refusal.py), and the QoS 2 records;
+- inbound.py (`InboundPublishing`): PUBLISH to core message, batched per run of one topic, acknowledged once stored
+  or refused (publish_refusal.py), and the QoS 2 records;
 - delivery.py (`Delivery`): each connected session's delivery loop, through the message cache (message_cache.py),
   and the acknowledgements that move its positions;
-- sys_publishing.py (`SysPublishing`): the $SYS tree; counters.py (`GatewayCounters`): what the metrics read.
+- sys_topics/publishing.py (`SysPublishing`): the $SYS tree; counters.py (`GatewayCounters`): what the metrics
+  read.
 
 Here: start and close (durable state read back), the core's hooks (light queues named before a message is stored,
 retained messages, QoS 2 and session records changed after, sessions woken on arrival), connecting, and the
@@ -32,7 +33,7 @@ from pathlib import Path
 import mqtt5
 
 from core import Broker, Message, SendResult
-from mqtt_bridge.access_control import AccessControl, Reason
+from mqtt_bridge.access.access_control import AccessControl, Reason
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.counters import GatewayCounters
 from mqtt_bridge.delivery import Delivery
@@ -48,21 +49,9 @@ from mqtt_bridge.message_mapping import (
     mqtt_view,
     now_ms,
 )
-from mqtt_bridge.protocol import (
-    Connected,
-    Delivered,
-    Disconnected,
-    Event,
-    MqttTraffic,
-    Published,
-    Received,
-    Released,
-    Subscribed,
-    Unsubscribed,
-)
 from mqtt_bridge.retained import RetainedMessages
-from mqtt_bridge.session import Session
-from mqtt_bridge.session_rules import (
+from mqtt_bridge.sessions.session import Session
+from mqtt_bridge.sessions.session_rules import (
     Accept,
     Action,
     Attach,
@@ -79,11 +68,23 @@ from mqtt_bridge.session_rules import (
     StoreSession,
     Timer,
 )
-from mqtt_bridge.session_table import SessionTable, spawn
+from mqtt_bridge.sessions.session_table import SessionTable, spawn
+from mqtt_bridge.sessions.state_records import INBOUND_QOS2_QUEUE, RETAINED_QUEUE, SESSIONS_TOPIC
 from mqtt_bridge.shared_subscriptions import SharedSubscriptions
-from mqtt_bridge.state_records import INBOUND_QOS2_QUEUE, RETAINED_QUEUE, SESSIONS_TOPIC
 from mqtt_bridge.subscriptions import Subscriptions
-from mqtt_bridge.sys_publishing import SysPublishing
+from mqtt_bridge.sys_topics.publishing import SysPublishing
+from mqtt_bridge.wire.protocol import (
+    Connected,
+    Delivered,
+    Disconnected,
+    Event,
+    MqttTraffic,
+    Published,
+    Received,
+    Released,
+    Subscribed,
+    Unsubscribed,
+)
 
 log = logging.getLogger("mqtt_bridge.gateway")
 

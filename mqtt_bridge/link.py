@@ -11,8 +11,8 @@ from typing import Protocol
 import mqtt5
 
 from mqtt_bridge.message_mapping import MqttMessage
-from mqtt_bridge.protocol import MqttConnection
-from mqtt_bridge.session import Session
+from mqtt_bridge.sessions.session import Session
+from mqtt_bridge.wire.protocol import MqttConnection
 
 
 class RetainedQueue(Protocol):

@@ -28,8 +28,8 @@ import mqtt5
 from mqtt_bridge.errors import ProtocolError
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.message_mapping import MqttMessage
-from mqtt_bridge.protocol import Event, Limits, MqttConnection, State
-from mqtt_bridge.session import Session
+from mqtt_bridge.sessions.session import Session
+from mqtt_bridge.wire.protocol import Event, Limits, MqttConnection, State
 
 log = logging.getLogger(__name__)
 

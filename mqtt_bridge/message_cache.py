@@ -9,8 +9,8 @@ entries from it (`Broker.queue_entries` reads the consume queue only), falling b
 first entry it does not hold. A commit-log offset names one record for the life of the log, so an entry can
 never be stale: the cache only decides how often the log is read, never what is delivered.
 
-Each entry is a `CachedMessage` (cached_message.py): the message with its QoS 0 PUBLISH encodings, made once for
-all its receivers by their connections' protocol objects (`MqttConnection.publish_cached`). Shared subscriptions
+Each entry is a `CachedMessage` (wire/protocol_events.py): the message with its QoS 0 PUBLISH encodings, made once
+for all its receivers by their connections' protocol objects (`MqttConnection.publish_cached`). Shared subscriptions
 read the offsets their group hands out through the same cache (`read`).
 """
 
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core import Broker, PullStatus
-from mqtt_bridge.cached_message import CachedMessage
 from mqtt_bridge.message_mapping import MqttMessage
+from mqtt_bridge.wire.protocol_events import CachedMessage
 
 # Messages kept. The cache only helps a reader that reaches a message before it is evicted, and a reader behind
 # by more than the cache holds misses every time (it reads the oldest entries, which go first): a subscriber of
@@ -41,7 +41,7 @@ _ENTRY_OVERHEAD = 700
 class Pulled:
     """What `MessageCache.pull` read: (commit-log offset, queue offset, message or None when the core message
     carries no MQTT topic) per entry, in queue order, and where to read next. __init__ written out, as
-    CachedMessage's (cached_message.py)."""
+    CachedMessage's (wire/protocol_events.py)."""
 
     status: PullStatus
     messages: list[tuple[int, int, CachedMessage | None]]

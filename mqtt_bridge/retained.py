@@ -10,9 +10,9 @@ from pathlib import Path
 from core import Broker, StateTable
 from mqtt_bridge.link import Link
 from mqtt_bridge.message_mapping import MqttMessage, now_ms
-from mqtt_bridge.session import Subscription
-from mqtt_bridge.state_records import RETAINED_QUEUE, retained_change, retained_json, retained_value
-from mqtt_bridge.topic_trie import TopicTree
+from mqtt_bridge.sessions.session import Subscription
+from mqtt_bridge.sessions.state_records import RETAINED_QUEUE, retained_change, retained_json, retained_value
+from mqtt_bridge.topics.topic_trie import TopicTree
 
 
 class RetainedMessages:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from mqtt_bridge.session import core_group_name
+from mqtt_bridge.sessions.session import core_group_name
 
 # Offsets one member takes in one go at most: small enough that a burst is spread over the members that are
 # ready, big enough that a member's delivery round reads a useful batch.

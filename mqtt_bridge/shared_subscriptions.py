@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 from core import Broker
 from mqtt_bridge.link import Link
-from mqtt_bridge.session import Session, Subscription
+from mqtt_bridge.sessions.session import Session, Subscription
 from mqtt_bridge.shared_group import SharedGroup
 
 

@@ -10,14 +10,14 @@ import logging
 import mqtt5
 
 from core import Broker
-from mqtt_bridge.access_control import AccessControl
-from mqtt_bridge.acl_file import Access
+from mqtt_bridge.access.access_control import AccessControl
+from mqtt_bridge.access.acl_file import Access
 from mqtt_bridge.link import Link
 from mqtt_bridge.retained import RetainedMessages
-from mqtt_bridge.session import Session, Subscription, session_group
-from mqtt_bridge.session_table import SessionTable
+from mqtt_bridge.sessions.session import Session, Subscription, session_group
+from mqtt_bridge.sessions.session_table import SessionTable
 from mqtt_bridge.shared_subscriptions import SharedSubscriptions
-from mqtt_bridge.topic_trie import SubscriptionTrie
+from mqtt_bridge.topics.topic_trie import SubscriptionTrie
 
 log = logging.getLogger("mqtt_bridge.gateway")
 
@@ -41,10 +41,9 @@ class Subscriptions:
         # Who uses each light queue (connected or persistent sessions): the queue goes when the last one does.
         self.queue_users: dict[str, set[str]] = {}
         self.readers: dict[str, set[str]] = {}  # light queue -> connected client ids reading it
-
-    def queues_for(self, topic: str) -> list[str]:
-        """The light queues of the filters that match `topic` (a new list, the caller's to extend)."""
-        return self.trie.match_keys(topic)
+        # The light queues of the filters that match a topic (a new list, the caller's to extend): the send hook's
+        # question, for every message stored, answered by the trie itself.
+        self.queues_for = self.trie.match_keys
 
     def restore(self, session: Session) -> None:
         """A persistent session read back at start: its filters' light queues, and where it reads them."""

@@ -95,10 +95,10 @@ PER_MESSAGE_CLASSES = (
     ("core.store.put_result", "PutResult"),
     ("core.store.stored_message", "StoredMessage"),
     ("core.results", "SendResult"),
-    ("mqtt_bridge.cached_message", "CachedMessage"),
+    ("mqtt_bridge.wire.protocol_events", "CachedMessage"),
     ("mqtt_bridge.message_cache", "Pulled"),
-    ("mqtt_bridge.protocol_events", "Delivered"),
-    ("mqtt_bridge.session", "Outgoing"),
+    ("mqtt_bridge.wire.protocol_events", "Delivered"),
+    ("mqtt_bridge.sessions.session", "Outgoing"),
     ("core.client.push_consumer", "ConsumeContext"),
 )
 

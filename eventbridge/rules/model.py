@@ -19,7 +19,7 @@ from eventbridge.targets.retry_policy import BackoffRetry, RetryPolicy
 from eventbridge.targets.transform import Transform, TransformSpec, compile_transform
 
 # The MQTT gateway's topic mapping: pure, shared with the gateway so that a source reads where messages are stored.
-from mqtt_bridge.topic_mapping import core_topic_of
+from mqtt_bridge.topics.topic_mapping import core_topic_of
 
 DEFAULT_BUS = "default"
 DEFAULT_TIMEOUT_MS = 5_000  # AWS API destinations: 5 s
@@ -185,7 +185,8 @@ DEFAULT_TOPIC_EVENT_TYPE = "mqgate.message"
 class EventSource:
     """Messages of the core that become events on a bus: those of an MQTT topic filter (`mqtt`), or all those of a
     core topic (`topic`); exactly one of the two is set. An MQTT filter's first level names the core topic read,
-    through the gateway's mapping (mqtt_bridge/topic_mapping.py: `sensors/+` reads `sensors`, `/x/#` reads `%MQTT%`)."""
+    through the gateway's mapping (mqtt_bridge/topics/topic_mapping.py: `sensors/+` reads `sensors`, `/x/#` reads
+    `%MQTT%`)."""
 
     name: str
     bus: str

@@ -19,7 +19,7 @@ from eventbridge.rules.model import (
 from eventbridge.rules.node_reader import NodeReader
 
 # The MQTT topic-filter grammar, pure (no I/O, no gateway): one definition for the gateway and event sources.
-from mqtt_bridge.topic import TopicError, validate_topic_filter
+from mqtt_bridge.topics.topic import TopicError, validate_topic_filter
 
 # 1 to 64 of [.-_A-Za-z0-9], as rule names.
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")

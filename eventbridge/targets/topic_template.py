@@ -19,7 +19,7 @@ from eventbridge.json_path import JsonPath, JsonPathSyntaxError
 from eventbridge.rules.model import MqttTopicTemplate
 
 # The MQTT topic-name grammar, pure (no I/O, no gateway).
-from mqtt_bridge.topic import TopicError, validate_topic_name
+from mqtt_bridge.topics.topic import TopicError, validate_topic_name
 
 _PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
 _FORBIDDEN_IN_VALUE = ("/", "+", "#", "\x00")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from mqtt_bridge.password_file import PasswordFile
+from mqtt_bridge.access.password_file import PasswordFile
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("mqgate.audit")

@@ -26,7 +26,7 @@ from core import (
 )
 from eventbridge.errors import ReprocessError
 from eventbridge.time_range import format_ms, parse_time_ms
-from mqtt_bridge.topic_mapping import core_topic_of
+from mqtt_bridge.topics.topic_mapping import core_topic_of
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Bytes of a body shown in a list of messages; a message's own page shows it whole.

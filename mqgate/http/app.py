@@ -20,7 +20,7 @@ from aiohttp.typedefs import Middleware
 from aiohttp.web_log import AccessLogger
 
 from mqgate.http.access import Access, access_middleware
-from mqtt_bridge.password_file import PasswordFile
+from mqtt_bridge.access.password_file import PasswordFile
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The MQTT gateway's metric families (for mqgate/http/metrics.py): connections, sessions, subscriptions, retained and
 in-flight messages, and what the connections received and sent, read from the gateway at scrape time (Mosquitto's
-$SYS tree holds the same figures; mqtt_bridge/sys_tree.py publishes them over MQTT)."""
+$SYS tree holds the same figures; mqtt_bridge/sys_topics/tree.py publishes them over MQTT)."""
 
 from __future__ import annotations
 

@@ -17,15 +17,15 @@ from pathlib import Path
 import paho.mqtt.client as paho
 import pytest
 
-from mqtt_bridge.password_file import PasswordFile
-from tests.mqtt_bridge.conftest import Client, start_server
-from tests.mqtt_bridge.test_password_file import (
+from mqtt_bridge.access.password_file import PasswordFile
+from tests.mqtt_bridge.access.test_password_file import (
     mosquitto_passwd,
     mosquitto_pub,
     needs_mosquitto,
     needs_mosquitto_passwd,
     running_mosquitto,
 )
+from tests.mqtt_bridge.conftest import Client, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 # mosquitto_passwd's layout: $7$, 101 rounds, 12-byte salt and 64-byte hash in padded base64.

@@ -13,7 +13,7 @@ from pathlib import Path
 import paho.mqtt.client as paho
 import pytest
 
-from mqtt_bridge.password_file import set_password
+from mqtt_bridge.access.password_file import set_password
 from tests.serve_process import ServeProcess, serve_command
 
 from .conftest import ROOT, Client, Server

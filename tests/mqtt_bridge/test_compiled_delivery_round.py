@@ -18,17 +18,17 @@ from hypothesis import strategies as st
 
 import mqtt_bridge.delivery_round as compiled_round
 import mqtt_bridge.message_cache as compiled_cache
-import mqtt_bridge.protocol as compiled_protocol
-import mqtt_bridge.session as compiled_session
+import mqtt_bridge.sessions.session as compiled_session
+import mqtt_bridge.wire.protocol as compiled_protocol
 from core.broker import Broker
-from mqtt_bridge.codec_v311 import V311Codec
+from mqtt_bridge.wire.codec_v311 import V311Codec
 from tests.compiled_modules import pure_twin
 from tests.core.conftest import open_broker_store
 
 pure_round = pure_twin("mqtt_bridge.delivery_round")
 pure_cache = pure_twin("mqtt_bridge.message_cache")
-pure_protocol = pure_twin("mqtt_bridge.protocol")
-pure_session = pure_twin("mqtt_bridge.session")
+pure_protocol = pure_twin("mqtt_bridge.wire.protocol")
+pure_session = pure_twin("mqtt_bridge.sessions.session")
 TWINS = (
     (compiled_round, compiled_cache, compiled_protocol, compiled_session),
     (pure_round, pure_cache, pure_protocol, pure_session),

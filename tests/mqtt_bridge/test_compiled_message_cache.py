@@ -17,15 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mqtt_bridge.message_cache as compiled_cache
-import mqtt_bridge.protocol as compiled_protocol
+import mqtt_bridge.wire.protocol as compiled_protocol
 from core.broker import Broker
 from core.store.message import PROPERTY_MULTI_DISPATCH
-from mqtt_bridge.codec_v311 import V311Codec, encode_publish
+from mqtt_bridge.wire.codec_v311 import V311Codec, encode_publish
 from tests.compiled_modules import pure_twin
 from tests.core.conftest import open_broker_store
 
 pure_cache = pure_twin("mqtt_bridge.message_cache")
-pure_protocol = pure_twin("mqtt_bridge.protocol")
+pure_protocol = pure_twin("mqtt_bridge.wire.protocol")
 PROTOCOL_OF = {compiled_cache: compiled_protocol, pure_cache: pure_protocol}
 
 QUEUE = "%LMQ%twin-cache"

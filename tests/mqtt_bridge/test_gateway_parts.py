@@ -16,8 +16,8 @@ from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import DequeOnDemand, Wakeup
 from mqtt_bridge.message_mapping import MqttMessage
-from mqtt_bridge.protocol import Limits, MqttConnection, State
-from mqtt_bridge.session import Session
+from mqtt_bridge.sessions.session import Session
+from mqtt_bridge.wire.protocol import Limits, MqttConnection, State
 
 
 class BufferLink:

@@ -7,10 +7,10 @@ import pytest
 
 from core.broker import Broker, PullStatus
 from core.store.message import PROPERTY_MULTI_DISPATCH, Message
-from mqtt_bridge.codec_v311 import V311Codec, encode_publish
 from mqtt_bridge.message_cache import MessageCache
 from mqtt_bridge.message_mapping import MqttMessage
-from mqtt_bridge.protocol import MqttConnection
+from mqtt_bridge.wire.codec_v311 import V311Codec, encode_publish
+from mqtt_bridge.wire.protocol import MqttConnection
 
 QUEUE = "%LMQ%cache-test"
 GROUP = "MQTT_SESSION_test"

@@ -14,7 +14,7 @@ clients, one MQTT 5 and one MQTT 3.1.1, connect at the start. After every exampl
 
 The valid packets that get mutated are written independently of our codecs: MQTT 5 with `mqtt5`'s encoder,
 3.1.1 by hand from the specification. Replies are cut into packets by the small splitter below, not by
-mqtt_bridge.framing.
+mqtt_bridge.wire.framing.
 """
 
 from __future__ import annotations

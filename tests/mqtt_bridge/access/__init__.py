@@ -1,0 +1,1 @@
+"""Tests of mqtt_bridge/access/."""
