@@ -2,15 +2,15 @@
 
 Directory layout under `store_dir`:
 
-    commitlog/<20-digit offset>           segments of the commit log (core.store.commit_log)
-    consumequeue/<topic>/<queue id>/...   consume queues (core.store.consume_queue)
-    index/<yyyyMMddHHmmssSSS>             index files (core.store.index_file)
+    commitlog/<20-digit offset>           segments of the commit log (core.store.log.commit_log)
+    consumequeue/<topic>/<queue id>/...   consume queues (core.store.queues.consume_queue)
+    index/<yyyyMMddHHmmssSSS>             index files (core.store.index.file)
     checkpoint                            positions known to be on disk (core.store.checkpoint)
     abort                                 present while the store is open; left behind by a crash
     lock                                  flock'ed by the process that has the store open
 
 Threads: the caller appends (under one lock, no syscall); `mqgate-dispatcher` builds consume queues and index
-(the index in a process of its own with config.index_process: core.store.index_process);
+(the index in a process of its own with config.index_process: core.store.index.process);
 `mqgate-flush` makes the log durable; `mqgate-checkpoint` flushes consume queues and index and writes the
 checkpoint; `mqgate-retention` deletes old files and watches the disk.
 
@@ -33,32 +33,32 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from core.store.appender import Appender
 from core.store.checkpoint import Checkpoint, CheckpointFile
-from core.store.commit_log import CommitLog
 from core.store.config import FlushMode, StoreConfig
-from core.store.consume_queue_table import ConsumeQueueTable
-from core.store.dispatcher import Dispatcher, DispatchListener
 from core.store.errors import (
     CorruptRecordError,
     StoreError,
     StoreLockedError,
 )
-from core.store.flush_service import FlushService, FlushTimes, FlushWaiters, SegmentWarmer
-from core.store.index_process import IndexProcess, IndexProcessError, wait_for_orphan
-from core.store.index_service import IndexService
-from core.store.mapped_file import fsync_dir
+from core.store.index.process import IndexProcess, IndexProcessError, wait_for_orphan
+from core.store.index.service import IndexService
+from core.store.log.appender import Appender
+from core.store.log.commit_log import CommitLog
+from core.store.log.flush_service import FlushService, FlushTimes, FlushWaiters, SegmentWarmer
+from core.store.log.mapped_file import fsync_dir
+from core.store.log.write_ring import WRITE_RING_FILE
 from core.store.message import (
     Message,
     StoredMessage,
 )
 from core.store.message_id import decode_offset_msg_id
 from core.store.put_result import PutResult, PutStatus
-from core.store.queue_reader import GetResult, GetStatus, QueueReader
+from core.store.queues.consume_queue_table import ConsumeQueueTable
+from core.store.queues.dispatcher import Dispatcher, DispatchListener
+from core.store.queues.reader import GetResult, GetStatus, QueueReader
 from core.store.recovery import RecoveryReport, StoreRecovery
 from core.store.retention import RetentionService, disk_usage_ratio
 from core.store.service_thread import PeriodicService
-from core.store.write_ring import WRITE_RING_FILE
 
 log = logging.getLogger(__name__)
 
@@ -352,7 +352,7 @@ class MessageStore:
         max_bytes: int = 4 * 1024 * 1024,
     ) -> GetResult:
         """Read up to `max_count` messages of a queue from `offset`, about `max_bytes` at most (RocketMQ's
-        getMessage; core.store.queue_reader).
+        getMessage; core.store.queues.reader).
 
         `tag_filter` sees each entry's tag code before the log is read; `message_filter` sees the message.
         Messages read from a light queue carry their offset in that queue as `queue_offset`.

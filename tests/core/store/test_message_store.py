@@ -6,7 +6,7 @@ import pytest
 
 from core.store.config import FlushMode, StoreConfig
 from core.store.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError, StoreLockedError
-from core.store.flush_service import FlushWaiters
+from core.store.log.flush_service import FlushWaiters
 from core.store.message import Message, tags_code
 from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import GetStatus, MessageStore, PutStatus
