@@ -51,7 +51,6 @@ from core.store.message import (
     Message,
     StoredMessage,
 )
-from core.store.message_id import decode_offset_msg_id
 from core.store.put_result import PutResult, PutStatus
 from core.store.queues.consume_queue_table import ConsumeQueueTable
 from core.store.queues.dispatcher import Dispatcher, DispatchListener
@@ -101,6 +100,14 @@ class MessageStore:
             (config.store_host, config.store_port),
             str(config.store_dir),
         )
+        # Append without waiting for the disk (the record is in the page cache and will be dispatched). Raises
+        # InvalidTopicError / InvalidMessageError / MessageTooLargeError for bad input and StoreNotWritableError when
+        # writes are refused; nothing is written then. `append_batch` checks and encodes all before it writes any, so
+        # a bad message refuses the whole batch; one commit-log call then lays them down in order.
+        # Both are the appender's bound methods themselves, not methods of the facade that pass the call on: every
+        # message sent makes one call less (the broker takes `store.append` once).
+        self.append: Callable[[Message], PutResult] = self.appender.append
+        self.append_batch: Callable[[Iterable[Message]], list[PutResult]] = self.appender.append_batch
         self._disk_refusal: str | None = None
         self._flush_error: str | None = None
         self._open = False
@@ -285,30 +292,18 @@ class MessageStore:
             self.appender.refusal = self._flush_error or self._disk_refusal
 
     # --- writing -----------------------------------------------------------------------------------------
-
-    def append_batch(self, messages: Iterable[Message]) -> list[PutResult]:
-        """`append` for several messages in one go: all are checked and encoded before any is written, so a bad
-        one refuses the whole batch and nothing is written; then one commit-log call lays them down in order."""
-        return self.appender.append_batch(messages)
-
-    def append(self, message: Message) -> PutResult:
-        """Append without waiting for the disk (the record is in the page cache and will be dispatched).
-
-        Raises InvalidTopicError / InvalidMessageError / MessageTooLargeError for bad input and
-        StoreNotWritableError when writes are refused; nothing is written then.
-        """
-        return self.appender.append(message)
+    # (`append` and `append_batch` are the appender's own, bound in __init__.)
 
     async def put(self, message: Message) -> PutResult:
         """Append and, under SYNC_FLUSH, wait until the record is on disk (FLUSH_DISK_TIMEOUT after the timeout)."""
-        result = self.appender.append(message)
+        result = self.append(message)
         if self._sync and not await self.flush_service.durable(result.end_offset):
             return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
         return result
 
     async def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """Append several messages and wait once, for the last, under SYNC_FLUSH."""
-        results = self.appender.append_batch(messages)
+        results = self.append_batch(messages)
         if self._sync and results and not await self.flush_service.durable(results[-1].end_offset):
             return [result.with_status(PutStatus.FLUSH_DISK_TIMEOUT) for result in results]
         return results
@@ -328,7 +323,7 @@ class MessageStore:
 
     def put_blocking(self, message: Message) -> PutResult:
         """`put` for callers on plain threads."""
-        result = self.appender.append(message)
+        result = self.append(message)
         if self._sync:
             self.flush_service.wake()
             if not self.waiters.wait_blocking(result.end_offset):
@@ -384,11 +379,6 @@ class MessageStore:
     def read_message(self, commit_log_offset: int) -> StoredMessage:
         """The record at a commit-log offset. Raises LookupError or CorruptRecordError."""
         return self.commit_log.read_message(commit_log_offset)
-
-    def view_message(self, offset_msg_id: str) -> StoredMessage:
-        """The record an offset message id names (RocketMQ's viewMessageById)."""
-        _, offset = decode_offset_msg_id(offset_msg_id)
-        return self.commit_log.read_message(offset)
 
     def query_messages(
         self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int = END_OF_TIME_MS
@@ -454,10 +444,6 @@ class MessageStore:
     @property
     def writable(self) -> bool:
         return self.appender.refusal is None
-
-    @property
-    def refusal(self) -> str | None:
-        return self.appender.refusal
 
     @property
     def flush_times(self) -> FlushTimes:
