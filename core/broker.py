@@ -118,9 +118,9 @@ class Broker:
         self._append = store.append
         self._sync = store.sync_flush
         self._arrival_listeners: list[Callable[[set[tuple[str, int]]], None]] = []
-        self.schedule = ScheduleService(self)
-        self.timers = TimerService(self)
-        self.transactions = TransactionService(self)
+        self.schedule = ScheduleService(self, self.config.message_delay_level)
+        self.timers = TimerService(self, self.config)
+        self.transactions = TransactionService(self, self.config)
         # Admin look-ups and dead letters (core.message_queries, core.retries.dead_letters): no state of their own to
         # start.
         self.queries = MessageQueries(self)
