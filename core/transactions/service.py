@@ -49,7 +49,7 @@ from core.errors import (
 )
 from core.moves import already_moved, moved_copy, read_parked
 from core.parking import ParkingBroker
-from core.store.errors import CorruptRecordError, StoreError
+from core.store.errors import CorruptRecordError, InvalidMessageIdError, StoreError
 from core.store.message import (
     PROPERTY_TAG_CODE,
     SYSFLAG_TRANSACTION_COMMIT,
@@ -58,7 +58,7 @@ from core.store.message import (
     Message,
     StoredMessage,
 )
-from core.store.message_id import InvalidMessageIdError, decode_offset_msg_id
+from core.store.message_id import decode_offset_msg_id
 from core.store.message_store import PutResult
 from core.system_topics import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,

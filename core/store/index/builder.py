@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from core.store.errors import StoreError
+from core.store.errors import RecordFormatError, StoreError
 from core.store.index.service import IndexService
 from core.store.log.mapped_file import file_name
-from core.store.log.record_codec import BLANK_MAGIC, MIN_RECORD_SIZE, SIZE_MAGIC, RecordFormatError, decode_keyed_fields
+from core.store.log.record_codec import BLANK_MAGIC, MIN_RECORD_SIZE, SIZE_MAGIC, decode_keyed_fields
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from core.store.errors import CorruptRecordError, StoreNotWritableError
+from core.store.errors import CorruptRecordError, RecordFormatError, StoreNotWritableError
 from core.store.log.checksum import crc32
 from core.store.log.mapped_file import MappedFile, MappedFileQueue, file_name
 from core.store.log.record_codec import (
@@ -30,7 +30,6 @@ from core.store.log.record_codec import (
     HEADER_SIZE,
     STORE_TIMESTAMP,
     STORE_TIMESTAMP_POS,
-    RecordFormatError,
     append_record,
     decode_record,
     encode_blank,

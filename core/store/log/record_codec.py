@@ -43,6 +43,7 @@ import mmap
 import struct
 from typing import Any, Final
 
+from core.store.errors import RecordFormatError
 from core.store.log.checksum import crc32
 from core.store.log.property_codec import PROPERTY_KEYS, PROPERTY_UNIQ_KEY, decode_properties_text
 from core.store.message import decode_host
@@ -71,10 +72,6 @@ PHYSICAL_OFFSET_POS: Final = 32
 STORE_TIMESTAMP_POS: Final = 72
 BODY_LENGTH_POS: Final = 112
 MIN_RECORD_SIZE: Final = HEADER_SIZE + 2 + 1 + 2
-
-
-class RecordFormatError(ValueError):
-    """The bytes at a position are not a whole, valid record."""
 
 
 def encode_topic(topic: bytes) -> bytes:

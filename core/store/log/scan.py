@@ -9,6 +9,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from core.store.errors import RecordFormatError
 from core.store.log.mapped_file import MappedFile, MappedFileQueue
 from core.store.log.record_codec import (
     BLANK_MAGIC,
@@ -18,7 +19,6 @@ from core.store.log.record_codec import (
     PHYSICAL_OFFSET_POS,
     RECORD_MAGIC,
     SIZE_MAGIC,
-    RecordFormatError,
     check_record,
     decode_record,
 )

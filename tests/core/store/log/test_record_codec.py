@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.store.errors import RecordFormatError
 from core.store.log.record_codec import (
     BLANK_MAGIC,
     HEADER_SIZE,
-    RecordFormatError,
     check_record,
     decode_keyed_fields,
     decode_record,
