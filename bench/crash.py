@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.store.config import FlushMode, StoreConfig
-from core.store.log_scan import ScanResult
+from core.store.log.scan import ScanResult
 from core.store.message import Message
 from core.store.message_store import MessageStore, PutStatus
 

@@ -113,14 +113,14 @@ class Broker:
         self._stored = StoredListeners(store)
         # The list of `_stored`, which the send path tests for emptiness, itself: no call per send.
         self._stored_listeners = self._stored.listeners
-        # The store's append itself, not MessageStore.append (an interpreted call that only passes it on): a send
-        # makes one call less.
-        self._append = store.appender.append
+        # Taken once: MessageStore.append is the store's compiled appender's bound method, and a send makes no
+        # attribute look-up for it.
+        self._append = store.append
         self._sync = store.sync_flush
         self._arrival_listeners: list[Callable[[set[tuple[str, int]]], None]] = []
-        self.schedule = ScheduleService(self)
-        self.timers = TimerService(self)
-        self.transactions = TransactionService(self)
+        self.schedule = ScheduleService(self, self.config.message_delay_level)
+        self.timers = TimerService(self, self.config)
+        self.transactions = TransactionService(self, self.config)
         # Admin look-ups and dead letters (core.message_queries, core.retries.dead_letters): no state of their own to
         # start.
         self.queries = MessageQueries(self)

@@ -10,8 +10,9 @@ rocketmq_group_diff) and the store time of the last message the group consumed (
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from core.consume_state import GroupProgress
 from core.errors import (
     ConsumersOnlineError,
     GroupNotFoundError,
@@ -19,13 +20,11 @@ from core.errors import (
     TopicConfigError,
 )
 from core.store.message import LIGHT_QUEUE_PREFIX
-from core.store.message_store import GetStatus
+from core.store.message_store import GetStatus, MessageStore
 from core.system_topics import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS, retry_topic
-from core.tables.subscription_group import SubscriptionGroupConfig, validate_group
-from core.tables.topic_config import Perm, TopicConfig, validate_topic
-
-if TYPE_CHECKING:
-    from core.broker import Broker
+from core.tables.consumer_offsets import ConsumerOffsetManager
+from core.tables.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager, validate_group
+from core.tables.topic_config import Perm, TopicConfig, TopicConfigManager, validate_topic
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,8 +76,36 @@ def topic_kind(topic: str) -> str:
     return "normal"
 
 
+class AdminBroker(GroupProgress, Protocol):
+    """The broker as its operator's commands see it (core.broker.Broker is one): its tables, store and queues."""
+
+    @property
+    def store(self) -> MessageStore: ...
+
+    @property
+    def topics(self) -> TopicConfigManager: ...
+
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+
+    def topic_config(self, topic: str) -> TopicConfig: ...
+
+    def has_topic(self, topic: str) -> bool: ...
+
+    def delete_topic(self, topic: str) -> bool: ...
+
+    def min_offset(self, topic: str, queue_id: int) -> int: ...
+
+    def max_offset(self, topic: str, queue_id: int) -> int: ...
+
+    def reset_offsets_to_time(self, group: str, topic: str, timestamp_ms: int) -> dict[int, int]: ...
+
+
 class BrokerAdmin:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: AdminBroker) -> None:
         self._broker = broker
 
     # --- topics ------------------------------------------------------------------------------------------

@@ -27,15 +27,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from core.compression import decode_for_consumer
+from core.consumer_registry import ConsumerRegistry
 from core.store.message import StoredMessage
 from core.system_topics import dlq_topic, retry_topic
 from core.tables.consumer_offsets import NO_OFFSET
-
-if TYPE_CHECKING:
-    from core.broker import Broker
 
 # As core.client.message_codec.MessageModel.BROADCASTING.value, the model members register with (kept as text: the
 # client package builds on the broker, not the other way round).
@@ -62,7 +60,19 @@ class MessageTrack:
     committed_offset: int
 
 
-def track_records(broker: Broker, group: str, topic: str, records: list[StoredMessage]) -> MessageTrack:
+class GroupProgress(Protocol):
+    """What the broker knows of a group's progress (core.broker.Broker is one): its live members and its committed
+    offsets."""
+
+    @property
+    def consumers(self) -> ConsumerRegistry: ...
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The group's committed offset in the queue, or -1 if it has none."""
+        ...
+
+
+def track_records(broker: GroupProgress, group: str, topic: str, records: list[StoredMessage]) -> MessageTrack:
     """The state for `group` of the message whose records (the original in `topic`, its retry and dead-letter copies
     of `group`, its resends) are `records`, in store order; at least one."""
     newest = records[-1]

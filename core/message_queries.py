@@ -20,10 +20,10 @@ A message's consumption state for a group is core.consume_state's; `track` here 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from core.compression import decode_for_consumer
-from core.consume_state import MessageTrack, track_records
+from core.consume_state import GroupProgress, MessageTrack, track_records
 from core.errors import IllegalArgumentError, MessageNotFoundError, TopicNotFoundError, from_store_error
 from core.moves import CLOCK_SLACK_MS
 from core.store.errors import CorruptRecordError, StoreError
@@ -39,9 +39,7 @@ from core.system_topics import (
     retry_topic,
 )
 from core.tables.subscription_group import validate_group
-
-if TYPE_CHECKING:
-    from core.broker import Broker
+from core.tables.topic_config import TopicConfig
 
 # RocketMQ's maxMsgsNumBatch: the broker answers a query by key with at most 64 messages; its tools ask for 64 and
 # its client defaults to 32 (defaultQueryMaxNum).
@@ -124,10 +122,22 @@ def check_id(what: str, value: str) -> None:
         )
 
 
+class QueriedBroker(GroupProgress, Protocol):
+    """The broker as its message queries see it (core.broker.Broker is one): its store and topics, and what it knows
+    of groups' progress."""
+
+    @property
+    def store(self) -> MessageStore: ...
+
+    def topic_config(self, topic: str) -> TopicConfig: ...
+
+    def has_topic(self, topic: str) -> bool: ...
+
+
 class MessageQueries:
     """The queries of one broker's store, on the event loop (the index and log are read from memory maps)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: QueriedBroker) -> None:
         self._broker = broker
 
     def by_offset_id(self, offset_msg_id: str) -> StoredMessage:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from core.errors import CoreError, ServiceNotAvailableError
 from core.results import SendResult
@@ -21,15 +21,24 @@ from core.store.message import INTERNAL_PROPERTIES, Message, StoredMessage
 from core.store.message_store import MessageStore
 from core.system_topics import PROPERTY_MOVED_FROM, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
 
-if TYPE_CHECKING:
-    from core.broker import Broker
-
 log = logging.getLogger(__name__)
 
 # The copy is stored after its source; a store clock that stepped back a little must not hide it.
 CLOCK_SLACK_MS = 60_000
 # Copies of one unique id looked at, at most (a producer that reuses ids could have many).
 MAX_COPIES_LOOKED_AT = 64
+
+
+class MovingBroker(Protocol):
+    """The broker as a service that moves messages sees it (core.broker.Broker is one): it stores the copies."""
+
+    async def store_moved(self, message: Message) -> SendResult:
+        """Store a moved message as a send would, without parking it again."""
+        ...
+
+    async def store_moved_batch(self, messages: Sequence[Message]) -> list[SendResult]:
+        """`store_moved` for several messages of one topic and queue."""
+        ...
 
 
 def moved_copy(parked: StoredMessage, drop: Iterable[str] = ()) -> Message:
@@ -79,7 +88,7 @@ def read_parked(store: MessageStore, commit_log_offsets: Iterable[int], service:
     return parked
 
 
-async def store_copies(broker: Broker, copies: Sequence[Message]) -> list[SendResult | CoreError]:
+async def store_copies(broker: MovingBroker, copies: Sequence[Message]) -> list[SendResult | CoreError]:
     """Store `copies` in order through `broker.store_moved_batch`, consecutive copies of one topic and queue in one
     batch. A batch refused as a whole is tried one copy at a time, so one copy that cannot be stored (its topic
     deleted, too large) does not hold back the others. Returns, per copy, its send result or the error that

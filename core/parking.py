@@ -1,16 +1,22 @@
 """What the broker asks of a service that parks messages in its own topic (core.scheduling.delay_levels,
-core.scheduling.timers,
-core.transactions.service) and moves them on later: rewrite a message before it is stored, hear where it was stored, and
-start and stop with the broker. And which of the three parks a message sent (`parking_for`), by its properties."""
+core.scheduling.timers, core.transactions.service) and moves them on later: rewrite a message before it is stored,
+hear where it was stored, and start and stop with the broker (`Parking`); what such a service asks of the broker
+(`ParkingBroker`: its store, clock and topics, and storing the copies it moves); and which of the three parks a
+message sent (`parking_for`), by its properties. Both sides are Protocols: the broker imports the services, and
+they know it only as a ParkingBroker."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
 
+from core.clock import Clock
 from core.errors import IllegalMessageError
+from core.moves import MovingBroker
 from core.store.message import Message
-from core.store.message_store import PutResult
+from core.store.message_store import MessageStore, PutResult
 from core.system_topics import PARKING_PROPERTIES, PROPERTY_DELAY_LEVEL, PROPERTY_TRANSACTION_PREPARED, TIMER_PROPERTIES
+from core.tables.topic_config import TopicCreator
 
 
 class Parking(Protocol):
@@ -30,6 +36,24 @@ class Parking(Protocol):
 
     async def close(self) -> None:
         """Stop and persist progress."""
+        ...
+
+
+class ParkingBroker(MovingBroker, TopicCreator, Protocol):
+    """The broker as a parking service sees it (core.broker.Broker is one): its store and clock, where the service
+    keeps its progress, its topics, and storing the copies it moves."""
+
+    @property
+    def store(self) -> MessageStore: ...
+
+    @property
+    def clock(self) -> Clock:
+        """The clock of scheduled work (due times, check-backs)."""
+        ...
+
+    @property
+    def config_dir(self) -> Path:
+        """Where the service keeps its progress file."""
         ...
 
 

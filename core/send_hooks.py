@@ -18,7 +18,7 @@ def name_light_queues(message: Message, hooks: Sequence[SendHook]) -> None:
     dispatches by. Runs for every message sent while a hook is installed (core.batch_send calls it for each message
     of a batch), so this module is compiled: one hook naming the queues costs one join, as when hooks wrote the
     property themselves. Lists are merged, dropping repeats, only when two sources name queues; a repeat within one
-    list is left to the store, which checks each distinct list once (core.store.appender.Appender.light_queues),
+    list is left to the store, which checks each distinct list once (core.store.log.appender.Appender.light_queues),
     keeps it and dispatches a repeated name once. The message's fields are read untyped, so a field of the wrong
     type gets the same answer compiled or not."""
     fields: Any = message

@@ -25,8 +25,8 @@ def test_each_listed_module_is_compiled(source):
 
 
 def test_a_pure_twin_is_interpreted_from_the_same_source():
-    twin = pure_twin("core.store.record_codec")
-    assert twin.__file__.endswith("record_codec.py") and twin.__name__ == "core.store.record_codec__pure"
+    twin = pure_twin("core.store.log.record_codec")
+    assert twin.__file__.endswith("record_codec.py") and twin.__name__ == "core.store.log.record_codec__pure"
     assert twin.HEADER_SIZE == 116
 
 
@@ -51,9 +51,9 @@ properties = st.dictionaries(
     extra=st.tuples(st.integers(0, 1000), int64),
 )
 def test_record_codec_encodes_and_decodes_as_its_pure_twin(body, topic, props, numbers, born_host, store_host, extra):
-    import core.store.record_codec as compiled
+    import core.store.log.record_codec as compiled
 
-    pure = pure_twin("core.store.record_codec")
+    pure = pure_twin("core.store.log.record_codec")
     queue_id, flag, queue_offset, physical, sys_flag, born, born_port, stored, store_port = numbers
     sys_flag &= 0x7FFFFFFF
     records = []

@@ -87,3 +87,37 @@ def test_front_doors_reach_no_broker_internals():
                 ):
                     wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: broker.{node.attr}")
     assert not wrong, "\n".join(wrong)
+
+
+def _core_module_imports() -> dict[str, set[str]]:
+    """For each module of core, the modules of core it imports (TYPE_CHECKING imports included)."""
+    modules = {}
+    for path in sorted((ROOT / "core").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        edges[name] = {module for module in found if module in modules and module != name}
+    return edges
+
+
+def test_the_broker_s_services_do_not_import_the_broker():
+    # broker.py imports its services (delay levels, timers, transactions, dead letters, queries, admin); they know
+    # the broker only as a Protocol of what they use (ParkingBroker, DeadLetterBroker, ...), so no module the broker
+    # reaches imports it back, not even for a type.
+    edges = _core_module_imports()
+    reached, todo = set(), list(edges["core.broker"])
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(edges[module])
+    wrong = sorted(module for module in reached if "core.broker" in edges[module])
+    assert not wrong, f"imported by core.broker (directly or not) and importing it back: {wrong}"

@@ -32,7 +32,7 @@ import logging
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from core.compression import decode_for_consumer
 from core.errors import (
@@ -42,11 +42,12 @@ from core.errors import (
     ServiceNotAvailableError,
 )
 from core.message_queries import MAX_COPIES, check_id, check_time_range, read_offset_msg_id
-from core.moves import already_moved, moved_copy, store_copies
+from core.message_queue import MessageQueue
+from core.moves import MovingBroker, already_moved, moved_copy, store_copies
 from core.results import SendResult, SendStatus
-from core.retries.send_back import ensure_retry_topic
+from core.retries.send_back import RetryTopicBroker, ensure_retry_topic
 from core.store.message import PROPERTY_MESSAGE_GROUP, Message, StoredMessage
-from core.store.message_store import END_OF_TIME_MS
+from core.store.message_store import END_OF_TIME_MS, MessageStore
 from core.system_topics import (
     PROPERTY_DELAY_LEVEL,
     PROPERTY_DLQ_REASON,
@@ -58,9 +59,6 @@ from core.system_topics import (
     retry_topic,
 )
 from core.tables.subscription_group import validate_group
-
-if TYPE_CHECKING:
-    from core.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +145,22 @@ class ResendSummary:
         return self._with(ResendStatus.FAILED)
 
 
+class DeadLetterBroker(MovingBroker, RetryTopicBroker, Protocol):
+    """The broker as the dead-letter tools see it (core.broker.Broker is one): its store, the dead-letter and retry
+    topics and their queues, and storing the copies they resend."""
+
+    @property
+    def store(self) -> MessageStore: ...
+
+    def max_offset(self, topic: str, queue_id: int) -> int: ...
+
+    def write_queues(self, topic: str) -> list[MessageQueue]: ...
+
+    async def wait_visible(self, timeout_s: float = 10.0) -> bool: ...
+
+
 class DeadLetters:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: DeadLetterBroker) -> None:
         self._broker = broker
         self._locks: dict[str, asyncio.Lock] = {}
         self._round_robin: dict[str, itertools.count[int]] = {}

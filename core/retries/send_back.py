@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from core.compression import COMPRESS_OVER, compress_body
 from core.errors import IllegalArgumentError
+from core.message_queue import MessageQueue
 from core.results import SendResult
+from core.scheduling.delay_levels import ScheduleService
 from core.store.message import INTERNAL_PROPERTIES, SYSFLAG_COMPRESSED, Message, StoredMessage
 from core.system_topics import (
     PARKING_PROPERTIES,
@@ -36,10 +38,8 @@ from core.system_topics import (
     is_retry_topic,
     retry_topic,
 )
-from core.tables.topic_config import Perm
-
-if TYPE_CHECKING:
-    from core.broker import Broker
+from core.tables.subscription_group import SubscriptionGroupManager
+from core.tables.topic_config import Perm, TopicCreator
 
 # RocketMQ: a message sent back with delay level 0 waits level 3 + reconsume_times.
 FIRST_RETRY_LEVEL = 3
@@ -50,7 +50,27 @@ _NOT_COPIED = (
 )
 
 
-def ensure_retry_topic(broker: Broker, group: str) -> str:
+class RetryTopicBroker(TopicCreator, Protocol):
+    """The broker as what makes a group's retry and dead-letter topics sees it (core.broker.Broker is one): its
+    topics, and the groups' settings (retry_queue_nums)."""
+
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+
+
+class SendingBackBroker(RetryTopicBroker, Protocol):
+    """The broker as `send_back` sees it (core.broker.Broker is one): its retry topics, their queues, the delay
+    levels a retry waits, and sending the copy."""
+
+    @property
+    def schedule(self) -> ScheduleService: ...
+
+    def write_queues(self, topic: str) -> list[MessageQueue]: ...
+
+    async def send(self, message: Message) -> SendResult: ...
+
+
+def ensure_retry_topic(broker: RetryTopicBroker, group: str) -> str:
     """The group's retry topic, created with the group's retry_queue_nums queues if missing."""
     topic = retry_topic(group)
     if not broker.has_topic(topic):
@@ -59,7 +79,7 @@ def ensure_retry_topic(broker: Broker, group: str) -> str:
     return topic
 
 
-def ensure_dlq_topic(broker: Broker, group: str) -> str:
+def ensure_dlq_topic(broker: TopicCreator, group: str) -> str:
     topic = dlq_topic(group)
     if not broker.has_topic(topic):
         broker.create_topic(topic, queue_nums=DLQ_QUEUE_NUMS, perm=Perm.READ | Perm.WRITE)
@@ -81,7 +101,7 @@ def as_consumed(message: StoredMessage) -> StoredMessage:
 
 
 async def send_back(
-    broker: Broker,
+    broker: SendingBackBroker,
     message: StoredMessage,
     group: str,
     *,

@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from core.errors import ConfigFileError, CoreError, IllegalMessageError, ServiceNotAvailableError
 from core.moves import already_moved, moved_copy, read_parked, store_copies
+from core.parking import ParkingBroker
 from core.store.message import PROPERTY_TAG_CODE, Message, StoredMessage
 from core.store.message_store import PutResult
 from core.system_topics import (
@@ -33,10 +34,7 @@ from core.system_topics import (
     SCHEDULE_TOPIC,
 )
 from core.tables.json_file import read_json, write_json
-from core.tables.topic_config import Perm
-
-if TYPE_CHECKING:
-    from core.broker import Broker
+from core.tables.topic_config import Perm, TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +67,23 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     return tuple(levels)
 
 
+class ScheduleBroker(ParkingBroker, Protocol):
+    """The broker as the delay levels see it (core.broker.Broker is one): a parking service's needs, and the level
+    queues read by position."""
+
+    def topic_config(self, topic: str) -> TopicConfig: ...
+
+    def queue_entries(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[tuple[int, int, int]]: ...
+
+    async def wait_for_message(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool: ...
+
+
 class ScheduleService:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ScheduleBroker, message_delay_level: str) -> None:
+        """`message_delay_level`: the levels, as BrokerConfig.message_delay_level has them."""
         self._broker = broker
-        self.levels_ms = parse_delay_levels(broker.config.message_delay_level)
+        self._levels_text = message_delay_level
+        self.levels_ms = parse_delay_levels(message_delay_level)
         self._path = broker.config_dir / DELAY_OFFSET_FILE
         self._offsets: dict[int, int] = {}  # level -> offset of the next message of its queue to move
         self._persisted: dict[int, int] = {}
@@ -98,7 +109,7 @@ class ScheduleService:
         if not 0 < level <= self.max_level:
             raise IllegalMessageError(
                 f"topic {message.topic!r}: delay level {value!r} does not exist; levels go from 1 to"
-                f" {self.max_level} ({self._broker.config.message_delay_level}), 0 for none"
+                f" {self.max_level} ({self._levels_text}), 0 for none"
             )
         due = self._broker.clock.now_ms() + self.levels_ms[level - 1]
         properties[PROPERTY_REAL_TOPIC] = message.topic

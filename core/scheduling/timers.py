@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
+from core.broker_config import BrokerConfig
 from core.errors import ConfigFileError, CoreError, IllegalMessageError, ServiceNotAvailableError, from_store_error
 from core.moves import already_moved, moved_copy, read_parked, store_copies
+from core.parking import ParkingBroker
 from core.scheduling.timer_wheel import TimerWheel
 from core.store.errors import StoreError
 from core.store.message import PROPERTY_TAG_CODE, Message, StoredMessage
@@ -47,9 +48,6 @@ from core.system_topics import (
 from core.tables.json_file import read_json, write_json
 from core.tables.topic_config import Perm
 
-if TYPE_CHECKING:
-    from core.broker import Broker
-
 log = logging.getLogger(__name__)
 
 TIMER_CHECKPOINT_FILE = "timerCheckpoint.json"
@@ -61,9 +59,8 @@ STORE_REFUSED_PAUSE_S = 1.0
 
 
 class TimerService:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ParkingBroker, config: BrokerConfig) -> None:
         self._broker = broker
-        config = broker.config
         self.max_delay_ms = config.timer_max_delay_s * 1000
         # At most half the store's retention, so a parked record is always still there when it is looked at.
         retention_s = int(broker.store.config.file_reserved_hours * 3600)

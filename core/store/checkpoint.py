@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.store.checksum import crc32
+from core.store.log.checksum import crc32
 
 _SLOT = struct.Struct(">IIqqqqq16x")
 SLOT_SIZE = _SLOT.size

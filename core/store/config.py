@@ -32,7 +32,7 @@ DEFAULT_CQ_ENTRIES_PER_FILE = 300_000
 # Light queues (one per MQTT subscription filter, say) are many and mostly short: 10,000 entries (200 KB) per
 # file rather than 6 MB, so that thousands of them cost megabytes, not gigabytes.
 DEFAULT_LIGHT_CQ_ENTRIES_PER_FILE = 10_000
-# The write ring appends land in before the commit log's segments (core.store.write_ring): 32 MiB covers tens of
+# The write ring appends land in before the commit log's segments (core.store.log.write_ring): 32 MiB covers tens of
 # milliseconds of appends at the rates measured here while the dispatcher commits every millisecond; its pages
 # stay in memory. It must hold the largest record with room to spare (WRITE_RING_SLACK).
 DEFAULT_WRITE_RING_SIZE = 32 * MiB
@@ -72,7 +72,7 @@ class StoreConfig:
     light_cq_entries_per_file: int = DEFAULT_LIGHT_CQ_ENTRIES_PER_FILE
     index_slots: int = DEFAULT_INDEX_SLOTS
     index_entries: int = DEFAULT_INDEX_ENTRIES
-    # Build the index in a process of its own (core.store.index_process) once the store is open: a quarter of an
+    # Build the index in a process of its own (core.store.index.process) once the store is open: a quarter of an
     # append's cost moves to another core. Off for a store embedded in a program; `mqgate serve` turns it on.
     index_process: bool = False
     # Retention, as RocketMQ's fileReservedTime (hours) and deleteWhen ("04", or "04;05" for several hours).

@@ -1,4 +1,24 @@
-"""Exceptions of the message store. Messages say what, where, and what to do."""
+"""Exceptions of the message store: one hierarchy, rooted at `StoreError`, for every error the store raises (the
+broker turns them into core errors at its boundary: core.errors.from_store_error). Those that are also ValueError
+say the input is wrong, as callers that catch ValueError expect. Messages say what, where, and what to do.
+
+    StoreError
+    ├── InvalidTopicError       ValueError  a topic or group name the store cannot keep
+    ├── InvalidMessageError     ValueError  a message that cannot be stored as it is
+    │   └── MessageTooLargeError            over max_message_size
+    ├── InvalidMessageIdError   ValueError  text that is no offset message id (core.store.message_id)
+    ├── RecordFormatError       ValueError  bytes that are not a whole, valid record (core.store.log.record_codec);
+    │                                       the log reports it as a CorruptRecordError, with file and offset
+    ├── CorruptRecordError                  a record of the log failed its CRC or layout check
+    ├── StoreNotWritableError               writes refused (disk too full, failed flush, store closed)
+    ├── StoreLockedError                    another process has the store directory open
+    └── IndexFileCorruptError, IndexFileClosedError (core.store.index.file), IndexProcessError
+                                            (core.store.index.process): the index's own, beside the code that
+                                            raises them
+
+The compiled modules (pyproject.toml [tool.mqgate] compiled) raise the classes of this module, which stays
+interpreted: one class for compiled code and its pure twin alike (tests/compiled_modules.py).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +37,14 @@ class InvalidMessageError(StoreError, ValueError):
 
 class MessageTooLargeError(InvalidMessageError):
     pass
+
+
+class InvalidMessageIdError(StoreError, ValueError):
+    """Text that is not an offset message id."""
+
+
+class RecordFormatError(StoreError, ValueError):
+    """The bytes at a position are not a whole, valid record."""
 
 
 class CorruptRecordError(StoreError):

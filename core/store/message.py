@@ -14,21 +14,21 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from core.store.errors import InvalidMessageError
-from core.store.property_codec import INTERNAL_PROPERTIES as INTERNAL_PROPERTIES
-from core.store.property_codec import KEY_SEPARATOR as KEY_SEPARATOR
-from core.store.property_codec import MAX_PROPERTIES_LENGTH as MAX_PROPERTIES_LENGTH
-from core.store.property_codec import MULTI_DISPATCH_SEPARATOR as MULTI_DISPATCH_SEPARATOR
-from core.store.property_codec import PROPERTY_KEYS as PROPERTY_KEYS
-from core.store.property_codec import PROPERTY_MULTI_DISPATCH as PROPERTY_MULTI_DISPATCH
-from core.store.property_codec import PROPERTY_TAG_CODE as PROPERTY_TAG_CODE
-from core.store.property_codec import PROPERTY_TAGS as PROPERTY_TAGS
-from core.store.property_codec import PROPERTY_UNIQ_KEY as PROPERTY_UNIQ_KEY
-from core.store.property_codec import decode_properties as decode_properties
-from core.store.property_codec import encode_properties as encode_properties
-from core.store.property_codec import entry_code as entry_code
-from core.store.property_codec import public_properties
-from core.store.property_codec import split_keys as split_keys
-from core.store.property_codec import tags_code as tags_code
+from core.store.log.property_codec import INTERNAL_PROPERTIES as INTERNAL_PROPERTIES
+from core.store.log.property_codec import KEY_SEPARATOR as KEY_SEPARATOR
+from core.store.log.property_codec import MAX_PROPERTIES_LENGTH as MAX_PROPERTIES_LENGTH
+from core.store.log.property_codec import MULTI_DISPATCH_SEPARATOR as MULTI_DISPATCH_SEPARATOR
+from core.store.log.property_codec import PROPERTY_KEYS as PROPERTY_KEYS
+from core.store.log.property_codec import PROPERTY_MULTI_DISPATCH as PROPERTY_MULTI_DISPATCH
+from core.store.log.property_codec import PROPERTY_TAG_CODE as PROPERTY_TAG_CODE
+from core.store.log.property_codec import PROPERTY_TAGS as PROPERTY_TAGS
+from core.store.log.property_codec import PROPERTY_UNIQ_KEY as PROPERTY_UNIQ_KEY
+from core.store.log.property_codec import decode_properties as decode_properties
+from core.store.log.property_codec import encode_properties as encode_properties
+from core.store.log.property_codec import entry_code as entry_code
+from core.store.log.property_codec import public_properties
+from core.store.log.property_codec import split_keys as split_keys
+from core.store.log.property_codec import tags_code as tags_code
 from core.store.stored_message import StoredMessage as StoredMessage
 
 # RocketMQ 5 clients carry a FIFO message's group (the sharding key) here.
@@ -65,7 +65,7 @@ class WellKnownProperties:
 
     @property
     def public_properties(self) -> dict[str, str]:
-        """core.store.property_codec.public_properties of the message's properties."""
+        """core.store.log.property_codec.public_properties of the message's properties."""
         return public_properties(self.properties)
 
 

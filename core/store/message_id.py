@@ -15,14 +15,11 @@ import itertools
 import os
 import struct
 
+from core.store.errors import InvalidMessageIdError
 from core.store.message import encode_host
 
 _OFFSET_V4 = struct.Struct(">4sIq")
 _OFFSET_V6 = struct.Struct(">16sIq")
-
-
-class InvalidMessageIdError(ValueError):
-    pass
 
 
 def encode_offset_msg_id(store_host: tuple[str, int], commit_log_offset: int) -> str:

@@ -2,15 +2,15 @@
 
 Directory layout under `store_dir`:
 
-    commitlog/<20-digit offset>           segments of the commit log (core.store.commit_log)
-    consumequeue/<topic>/<queue id>/...   consume queues (core.store.consume_queue)
-    index/<yyyyMMddHHmmssSSS>             index files (core.store.index_file)
+    commitlog/<20-digit offset>           segments of the commit log (core.store.log.commit_log)
+    consumequeue/<topic>/<queue id>/...   consume queues (core.store.queues.consume_queue)
+    index/<yyyyMMddHHmmssSSS>             index files (core.store.index.file)
     checkpoint                            positions known to be on disk (core.store.checkpoint)
     abort                                 present while the store is open; left behind by a crash
     lock                                  flock'ed by the process that has the store open
 
 Threads: the caller appends (under one lock, no syscall); `mqgate-dispatcher` builds consume queues and index
-(the index in a process of its own with config.index_process: core.store.index_process);
+(the index in a process of its own with config.index_process: core.store.index.process);
 `mqgate-flush` makes the log durable; `mqgate-checkpoint` flushes consume queues and index and writes the
 checkpoint; `mqgate-retention` deletes old files and watches the disk.
 
@@ -33,32 +33,31 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from core.store.appender import Appender
 from core.store.checkpoint import Checkpoint, CheckpointFile
-from core.store.commit_log import CommitLog
 from core.store.config import FlushMode, StoreConfig
-from core.store.consume_queue_table import ConsumeQueueTable
-from core.store.dispatcher import Dispatcher, DispatchListener
 from core.store.errors import (
     CorruptRecordError,
     StoreError,
     StoreLockedError,
 )
-from core.store.flush_service import FlushService, FlushTimes, FlushWaiters, SegmentWarmer
-from core.store.index_process import IndexProcess, IndexProcessError, wait_for_orphan
-from core.store.index_service import IndexService
-from core.store.mapped_file import fsync_dir
+from core.store.index.process import IndexProcess, IndexProcessError, wait_for_orphan
+from core.store.index.service import IndexService
+from core.store.log.appender import Appender
+from core.store.log.commit_log import CommitLog
+from core.store.log.flush_service import FlushService, FlushTimes, FlushWaiters, SegmentWarmer
+from core.store.log.mapped_file import fsync_dir
+from core.store.log.write_ring import WRITE_RING_FILE
 from core.store.message import (
     Message,
     StoredMessage,
 )
-from core.store.message_id import decode_offset_msg_id
 from core.store.put_result import PutResult, PutStatus
-from core.store.queue_reader import GetResult, GetStatus, QueueReader
+from core.store.queues.consume_queue_table import ConsumeQueueTable
+from core.store.queues.dispatcher import Dispatcher, DispatchListener
+from core.store.queues.reader import GetResult, GetStatus, QueueReader
 from core.store.recovery import RecoveryReport, StoreRecovery
 from core.store.retention import RetentionService, disk_usage_ratio
 from core.store.service_thread import PeriodicService
-from core.store.write_ring import WRITE_RING_FILE
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +100,14 @@ class MessageStore:
             (config.store_host, config.store_port),
             str(config.store_dir),
         )
+        # Append without waiting for the disk (the record is in the page cache and will be dispatched). Raises
+        # InvalidTopicError / InvalidMessageError / MessageTooLargeError for bad input and StoreNotWritableError when
+        # writes are refused; nothing is written then. `append_batch` checks and encodes all before it writes any, so
+        # a bad message refuses the whole batch; one commit-log call then lays them down in order.
+        # Both are the appender's bound methods themselves, not methods of the facade that pass the call on: every
+        # message sent makes one call less (the broker takes `store.append` once).
+        self.append: Callable[[Message], PutResult] = self.appender.append
+        self.append_batch: Callable[[Iterable[Message]], list[PutResult]] = self.appender.append_batch
         self._disk_refusal: str | None = None
         self._flush_error: str | None = None
         self._open = False
@@ -285,30 +292,18 @@ class MessageStore:
             self.appender.refusal = self._flush_error or self._disk_refusal
 
     # --- writing -----------------------------------------------------------------------------------------
-
-    def append_batch(self, messages: Iterable[Message]) -> list[PutResult]:
-        """`append` for several messages in one go: all are checked and encoded before any is written, so a bad
-        one refuses the whole batch and nothing is written; then one commit-log call lays them down in order."""
-        return self.appender.append_batch(messages)
-
-    def append(self, message: Message) -> PutResult:
-        """Append without waiting for the disk (the record is in the page cache and will be dispatched).
-
-        Raises InvalidTopicError / InvalidMessageError / MessageTooLargeError for bad input and
-        StoreNotWritableError when writes are refused; nothing is written then.
-        """
-        return self.appender.append(message)
+    # (`append` and `append_batch` are the appender's own, bound in __init__.)
 
     async def put(self, message: Message) -> PutResult:
         """Append and, under SYNC_FLUSH, wait until the record is on disk (FLUSH_DISK_TIMEOUT after the timeout)."""
-        result = self.appender.append(message)
+        result = self.append(message)
         if self._sync and not await self.flush_service.durable(result.end_offset):
             return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
         return result
 
     async def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """Append several messages and wait once, for the last, under SYNC_FLUSH."""
-        results = self.appender.append_batch(messages)
+        results = self.append_batch(messages)
         if self._sync and results and not await self.flush_service.durable(results[-1].end_offset):
             return [result.with_status(PutStatus.FLUSH_DISK_TIMEOUT) for result in results]
         return results
@@ -328,7 +323,7 @@ class MessageStore:
 
     def put_blocking(self, message: Message) -> PutResult:
         """`put` for callers on plain threads."""
-        result = self.appender.append(message)
+        result = self.append(message)
         if self._sync:
             self.flush_service.wake()
             if not self.waiters.wait_blocking(result.end_offset):
@@ -352,7 +347,7 @@ class MessageStore:
         max_bytes: int = 4 * 1024 * 1024,
     ) -> GetResult:
         """Read up to `max_count` messages of a queue from `offset`, about `max_bytes` at most (RocketMQ's
-        getMessage; core.store.queue_reader).
+        getMessage; core.store.queues.reader).
 
         `tag_filter` sees each entry's tag code before the log is read; `message_filter` sees the message.
         Messages read from a light queue carry their offset in that queue as `queue_offset`.
@@ -384,11 +379,6 @@ class MessageStore:
     def read_message(self, commit_log_offset: int) -> StoredMessage:
         """The record at a commit-log offset. Raises LookupError or CorruptRecordError."""
         return self.commit_log.read_message(commit_log_offset)
-
-    def view_message(self, offset_msg_id: str) -> StoredMessage:
-        """The record an offset message id names (RocketMQ's viewMessageById)."""
-        _, offset = decode_offset_msg_id(offset_msg_id)
-        return self.commit_log.read_message(offset)
 
     def query_messages(
         self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int = END_OF_TIME_MS
@@ -454,10 +444,6 @@ class MessageStore:
     @property
     def writable(self) -> bool:
         return self.appender.refusal is None
-
-    @property
-    def refusal(self) -> str | None:
-        return self.appender.refusal
 
     @property
     def flush_times(self) -> FlushTimes:

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.store.checkpoint import Checkpoint
-from core.store.commit_log import CommitLog, DispatchRequest
-from core.store.consume_queue_table import ConsumeQueueTable
-from core.store.dispatcher import Dispatcher
-from core.store.index_service import IndexService
-from core.store.log_scan import ScanResult
+from core.store.index.service import IndexService
+from core.store.log.commit_log import CommitLog, DispatchRequest
+from core.store.log.record_codec import HEADER_SIZE
+from core.store.log.scan import ScanResult
 from core.store.message import (
     MULTI_DISPATCH_SEPARATOR,
     PROPERTY_KEYS,
@@ -32,7 +31,8 @@ from core.store.message import (
     entry_code,
     is_light_queue,
 )
-from core.store.record_codec import HEADER_SIZE
+from core.store.queues.consume_queue_table import ConsumeQueueTable
+from core.store.queues.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 

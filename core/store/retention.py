@@ -19,16 +19,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from core.store.commit_log import CommitLog
 from core.store.config import StoreConfig
-from core.store.consume_queue_table import ConsumeQueueTable
+from core.store.log.commit_log import CommitLog
+from core.store.queues.consume_queue_table import ConsumeQueueTable
 from core.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
 
 class IndexFiles(Protocol):
-    """What retention asks of the index: core.store.index_service.IndexService, or core.store.index_process's
+    """What retention asks of the index: core.store.index.service.IndexService, or core.store.index.process's
     IndexProcess when a child builds it."""
 
     def delete_below(self, min_commit_log_offset: int) -> int: ...

@@ -1,7 +1,7 @@
 """A message read back from the commit log (`StoredMessage`, RocketMQ's MessageExt); core.store.message exports it.
 
 Compiled (pyproject.toml [tool.mqgate] compiled), so that it is a native class: every message read builds one and
-every consumer reads its fields, and the decoder (core.store.record_codec) and the consumers are compiled too.
+every consumer reads its fields, and the decoder (core.store.log.record_codec) and the consumers are compiled too.
 Its fields are typed, which is safe because the store alone builds it, from a checked record. (`Message`, which
 senders build, stays interpreted: a field of the wrong type must reach the store's own refusal.)
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.store.property_codec import (
+from core.store.log.property_codec import (
     MULTI_DISPATCH_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_MULTI_DISPATCH,
@@ -95,7 +95,7 @@ class StoredMessage:
 
     @property
     def public_properties(self) -> dict[str, str]:
-        """core.store.property_codec.public_properties of the message's properties."""
+        """core.store.log.property_codec.public_properties of the message's properties."""
         return public_properties(self.properties)
 
     @property

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from core.errors import TopicConfigError, TopicNotFoundError
 from core.store.topic_name import MAX_TOPIC_LENGTH, validate_name
@@ -191,6 +191,21 @@ def _normalize_attributes(where: str, attributes: object) -> tuple[tuple[str, st
             raise TopicConfigError(f"{where}: attribute {key!r} is given twice")
         seen[key] = value
     return tuple(sorted(seen.items()))
+
+
+class TopicCreator(Protocol):
+    """Who creates topics with the broker's defaults (core.broker.Broker is one): the broker's services create the
+    topics of their own (parking, retry and dead-letter topics) through it."""
+
+    def has_topic(self, topic: str) -> bool: ...
+
+    def create_topic(
+        self,
+        topic: str,
+        queue_nums: int | None = None,
+        message_type: MessageType = MessageType.NORMAL,
+        perm: Perm = Perm.READ | Perm.WRITE,
+    ) -> TopicConfig: ...
 
 
 class TopicConfigManager:

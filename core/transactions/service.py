@@ -36,8 +36,9 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from core.broker_config import BrokerConfig
 from core.errors import (
     ConfigFileError,
     CoreError,
@@ -47,7 +48,8 @@ from core.errors import (
     from_store_error,
 )
 from core.moves import already_moved, moved_copy, read_parked
-from core.store.errors import CorruptRecordError, StoreError
+from core.parking import ParkingBroker
+from core.store.errors import CorruptRecordError, InvalidMessageIdError, StoreError
 from core.store.message import (
     PROPERTY_TAG_CODE,
     SYSFLAG_TRANSACTION_COMMIT,
@@ -56,7 +58,7 @@ from core.store.message import (
     Message,
     StoredMessage,
 )
-from core.store.message_id import InvalidMessageIdError, decode_offset_msg_id
+from core.store.message_id import decode_offset_msg_id
 from core.store.message_store import PutResult
 from core.system_topics import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -88,9 +90,6 @@ from core.transactions.progress import (
     rebuild_ledger,
 )
 
-if TYPE_CHECKING:
-    from core.broker import Broker
-
 log = logging.getLogger(__name__)
 
 # Rounds of checks are at least this far apart (or one check interval, if shorter): each round writes the check
@@ -100,10 +99,20 @@ CHECK_ROUND_SPACING_MS = 1_000
 STORE_REFUSED_PAUSE_S = 1.0
 
 
+class TransactionBroker(ParkingBroker, Protocol):
+    """The broker as transactions see it (core.broker.Broker is one): a parking service's needs, and the check
+    group's committed offsets in the half and op topics, where the ledger is rebuilt from."""
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int: ...
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None: ...
+
+    async def wait_visible(self, timeout_s: float = 10.0) -> bool: ...
+
+
 class TransactionService:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: TransactionBroker, config: BrokerConfig) -> None:
         self._broker = broker
-        config = broker.config
         self.timeout_ms = config.transaction_timeout_ms
         self.interval_ms = config.transaction_check_interval_ms
         self.check_max = config.transaction_check_max

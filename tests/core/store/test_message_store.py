@@ -6,9 +6,9 @@ import pytest
 
 from core.store.config import FlushMode, StoreConfig
 from core.store.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError, StoreLockedError
-from core.store.flush_service import FlushWaiters
+from core.store.log.flush_service import FlushWaiters
 from core.store.message import Message, tags_code
-from core.store.message_id import UniqueIdGenerator
+from core.store.message_id import UniqueIdGenerator, decode_offset_msg_id
 from core.store.message_store import GetStatus, MessageStore, PutStatus
 
 from .conftest import small_config
@@ -180,8 +180,8 @@ def test_query_by_key_and_unique_id_and_offset_id(open_store):
     assert store.query_messages("orders", "nope") == []
     unique_id, offset_id = uniq[123]
     assert store.find_by_unique_id("orders", unique_id).body == b"123"
-    assert store.view_message(offset_id).body == b"123"
-    assert store.view_message(offset_id).offset_msg_id == offset_id
+    by_offset_id = store.read_message(decode_offset_msg_id(offset_id)[1])
+    assert by_offset_id.body == b"123" and by_offset_id.offset_msg_id == offset_id
 
 
 async def test_sync_flush_acknowledges_after_fsync(open_store):

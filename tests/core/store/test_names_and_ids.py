@@ -3,9 +3,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from core.store.errors import InvalidTopicError
+from core.store.errors import InvalidMessageIdError, InvalidTopicError
 from core.store.message_id import (
-    InvalidMessageIdError,
     UniqueIdGenerator,
     decode_offset_msg_id,
     encode_offset_msg_id,

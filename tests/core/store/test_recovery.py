@@ -177,7 +177,7 @@ def test_a_consume_queue_hole_never_yields_another_queues_message(open_store, tm
     mapped = queue.files.find(pos)
     mapped.mm[pos : pos + 20] = bytes(20)
     other = store.get_messages("t", 0, 0).messages[0]
-    from core.store.consume_queue import ENTRY
+    from core.store.queues.consume_queue import ENTRY
 
     ENTRY.pack_into(mapped.mm, 5 * 20, other.commit_log_offset, other.store_size, 0)
     got = store.get_messages("t", 1, 0, max_count=100)
