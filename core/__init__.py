@@ -32,6 +32,12 @@ RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and not
 - For the wiring only: MessageStore, StoreConfig, FlushMode, RecoveryReport and open_store, to open the store the
   broker runs on.
 
+One send through the core, as an MQTT PUBLISH or a PutEvents event crosses it: broker.py (`send`, or
+`send_batch` with batch_send.py) -> send_hooks.py (the doors' hooks name light queues) -> store/ (message_id.py,
+then log/: see core/store/__init__.py) -> results.py and traffic.py (the answer, the counts) -> stored_listeners.py
+(doors hear of it) -> the store's dispatcher builds the consume queues -> long_poll.py wakes the readers and calls
+the arrival listeners. A read comes back through broker.py (`pull`, `queue_entries`) and store/queues/.
+
 core/store knows nothing above it and this package imports the broker: a core/store module never imports from
 `core` (the package) or any module of core outside core/store.
 """
