@@ -17,8 +17,7 @@ rule target delivering the bus's matching events.
   committed offset. A deleted or disabled target's queue and offsets are deleted, so when it comes back it starts
   at the end too (a disabled AWS rule sees nothing).
 - Scheduled rules (schedules/scheduler.py): each enabled rule with a schedule has a timer on the runtime's clock that
-puts
-  an event restricted to the rule on its bus at each fire time; a reload keeps the timers of unchanged schedules.
+  puts an event restricted to the rule on its bus at each fire time; a reload keeps the timers of unchanged schedules.
 - Archives (archives/filler.py): each reads its bus's topic into files of its own under `archives_dir`, with a
   retention of its own. A new archive starts at the end of its bus; a changed pattern or retention applies from the
   next batch; an archive removed from the files is stopped and its files deleted (AWS DeleteArchive). One found

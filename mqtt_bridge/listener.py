@@ -1,11 +1,10 @@
 """The network side of the MQTT gateway: TCP (and TLS) listeners on asyncio.Protocol, and MQTT over WebSocket.
 
 Transport and back-pressure only: bytes go into the connection's `MqttConnection`, its events go to the gateway
-(`MqttGateway.handle`) in order (one task per connection, not per packet), and whatever the connection queued
-is written back. A connection whose
-peer breaks the protocol is closed with a log line naming the client and the reason; nothing else is touched.
-Reading pauses while a client has many publishes waiting to be stored, and delivery pauses while the socket's
-write buffer is full: a slow client slows itself down, not the server. A connection the server ends (its
+(`MqttGateway.handle`) in order (one task per connection, not per packet), and whatever the connection queued is written
+back. A connection whose peer breaks the protocol is closed with a log line naming the client and the reason; nothing
+else is touched. Reading pauses while a client has many publishes waiting to be stored, and delivery pauses while the
+socket's write buffer is full: a slow client slows itself down, not the server. A connection the server ends (its
 DISCONNECT, a CONNACK refusing it, a broken packet, a keepalive timeout) is closed with a lingering close: see
 DISCONNECT_LINGER_S.
 """

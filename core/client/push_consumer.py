@@ -11,17 +11,16 @@ retries the same messages after `suspend_time_ms`.
 Offsets: after each consumed batch the lowest offset still in flight is committed (to the broker for clustering,
 here for broadcasting), so a crash redelivers rather than loses.
 
-Failures (RocketMQ's rules). Clustering: a concurrent listener that returns RECONSUME_LATER or raises has its
-messages sent back (core.retries.send_back): to the group's retry topic `%RETRY%<group>`, which every member subscribes
-to
+Failures (RocketMQ's rules). Clustering: a concurrent listener that returns RECONSUME_LATER or raises has its messages
+sent back (core.retries.send_back): to the group's retry topic `%RETRY%<group>`, which every member subscribes to
 automatically, after delay level 3 + reconsume_times (10 s, 30 s, 1 m ... 2 h), or once consumed again
-`max_reconsume_times` times (the group's retry_max_times, 16, unless the option says otherwise) to `%DLQ%<group>`.
-A message sent back counts as consumed here, so it no longer holds the offset back; one that could not be sent
-back is consumed again here after `retry_delay_s`. `context.delay_level_when_next_consume` chooses the level (a
-negative one: the dead-letter topic at once). An orderly listener that answers SUSPEND_CURRENT_QUEUE_A_MOMENT
-gets the same messages again after `suspend_time_ms`, in order, until a message has been consumed again
-`max_reconsume_times` times: it goes to `%DLQ%<group>` and the queue moves on. Broadcasting: a failed message
-is logged and dropped, as RocketMQ does (there is no retry topic per member).
+`max_reconsume_times` times (the group's retry_max_times, 16, unless the option says otherwise) to `%DLQ%<group>`. A
+message sent back counts as consumed here, so it no longer holds the offset back; one that could not be sent back is
+consumed again here after `retry_delay_s`. `context.delay_level_when_next_consume` chooses the level (a negative one:
+the dead-letter topic at once). An orderly listener that answers SUSPEND_CURRENT_QUEUE_A_MOMENT gets the same messages
+again after `suspend_time_ms`, in order, until a message has been consumed again `max_reconsume_times` times: it goes to
+`%DLQ%<group>` and the queue moves on. Broadcasting: a failed message is logged and dropped, as RocketMQ does (there is
+no retry topic per member).
 
 Membership: the consumer heartbeats to the broker; when its group's members change, or every
 `rebalance_interval_s`, it divides the topic's queues among the live members (core.allocate) and starts or stops

@@ -1,8 +1,7 @@
 """The terms of a pop (core.pop.service): how many messages one pop may ask for, how long they may stay invisible and
-how
-long a pop may wait, each RocketMQ's limit and checked here; where a group with no committed offset starts in a
-queue (PopInitMode); and what a pop hands out (PoppedMessage). SimpleConsumer checks its own options against the
-same limits, so that a receive it lets through is not refused by the PopService below it.
+how long a pop may wait, each RocketMQ's limit and checked here; where a group with no committed offset starts in a
+queue (PopInitMode); and what a pop hands out (PoppedMessage). SimpleConsumer checks its own options against the same
+limits, so that a receive it lets through is not refused by the PopService below it.
 """
 
 from __future__ import annotations

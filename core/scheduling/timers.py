@@ -2,11 +2,10 @@
 TIMER_DELAY_SEC or TIMER_DELAY_MS reaches its topic at that time, to the millisecond (never early, at most one
 tick late), up to `BrokerConfig.timer_max_delay_s` ahead (30 days by default; RocketMQ stops at 3).
 
-Parking: the message is stored in TIMER_TOPIC (queue 0), its real topic and queue in REAL_TOPIC and REAL_QID,
-its due time normalised into TIMER_DELIVER_MS, and the second the wheel looks at it as the tag code of its
-consume-queue entry (core.store.message.PROPERTY_TAG_CODE). The wheel (core.scheduling.timer_wheel) holds pending
-entries
-by that second, in memory.
+Parking: the message is stored in TIMER_TOPIC (queue 0), its real topic and queue in REAL_TOPIC and REAL_QID, its due
+time normalised into TIMER_DELIVER_MS, and the second the wheel looks at it as the tag code of its consume-queue entry
+(core.store.message.PROPERTY_TAG_CODE). The wheel (core.scheduling.timer_wheel) holds pending entries by that second, in
+memory.
 
 Long horizons: a message due more than `timer_roll_window_s` (1 day) ahead is looked at after the window and
 stored again (rolled: TIMER_ROLL_TIMES counts it) with the rest of its wait, so no parked record outlives the

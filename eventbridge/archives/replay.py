@@ -1,12 +1,12 @@
 """Replay (AWS EventBridge archive and replay): the events a bus stored in a time range, or those an archive holds,
 appended to the bus again.
 
-Without an archive, a bus keeps its events in its core topic for the store's retention, so the bus is its own
-archive, and the range is of store times. A replay reads
-each queue of `%EVENTBUS%<bus>` from the first message stored at or after `from` (the broker's search_offset) up
-to the first one stored after `to`, and appends every event it finds again, as a copy that carries the
-CloudEvents extension `replayname` (AWS's `replay-name`, spelt as CloudEvents extension names must be). The rules'
-targets deliver the copies as they deliver any event: the receiver sees `replayname` among the attributes.
+Without an archive, a bus keeps its events in its core topic for the store's retention, so the bus is its own archive,
+and the range is of store times. A replay reads each queue of `%EVENTBUS%<bus>` from the first message stored at or
+after `from` (the broker's search_offset) up to the first one stored after `to`, and appends every event it finds again,
+as a copy that carries the CloudEvents extension `replayname` (AWS's `replay-name`, spelt as CloudEvents extension names
+must be). The rules' targets deliver the copies as they deliver any event: the receiver sees `replayname` among the
+attributes.
 
 A replay that names a rule (AWS's FilterArns) appends only the events that rule's pattern matches, each restricted
 with OnlyFor to that rule: the router sends a restricted copy to its rule without matching it again (a redrive's or

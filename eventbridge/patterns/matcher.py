@@ -3,11 +3,9 @@
 Built once from (rule id, pattern) pairs, after aws/event-ruler's machine:
 
 - The field paths of all patterns form a trie (`eventbridge.patterns.field_trie`); an event is walked only along keys
-that
-  some pattern names, so unrelated parts of the event cost nothing.
+  that some pattern names, so unrelated parts of the event cost nothing.
 - Each pattern path indexes its matchers in a `LeafIndex` (`eventbridge.patterns.leaf_index`): a leaf value costs a few
-hash
-  probes whatever the number of rules, plus the conditions it satisfies. ``anything-but`` is indexed by what it
+  hash probes whatever the number of rules, plus the conditions it satisfies. ``anything-but`` is indexed by what it
   excludes: the satisfied ones are all those at the path minus those the value hits.
 - Identical conditions (same path, same matchers) are shared between rules. Each alternative of a rule (its
   ``$or`` expanded) is registered under its most selective condition (the one the fewest alternatives share), so

@@ -26,8 +26,7 @@ A rule file holds one or more rules:
 
 A rule with a `schedule` (schedule_expression: AWS's rate() and six-field cron(), in UTC) is also sent a "Scheduled
 Event" at each fire time (schedules/scheduler.py). A rule has a pattern, a schedule or both, as AWS PutRule takes them;
-one
-with only a schedule is matched by no event.
+one with only a schedule is matched by no event.
 
 Files are parsed with `yaml.compose`, so each value keeps its node and its position; an invalid file is refused
 with `file:line:column: reason` (1-based) at the offending node. Unknown keys are refused, so a typo does not

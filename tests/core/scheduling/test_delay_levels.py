@@ -1,6 +1,5 @@
 """Delay levels (core/scheduling/delay_levels.py): messages sent with DELAY=n reach their topic after the n-th level's
-time, in
-order, exactly once, across clean restarts and SIGKILL; bad levels are refused, never sent at once."""
+time, in order, exactly once, across clean restarts and SIGKILL; bad levels are refused, never sent at once."""
 
 import asyncio
 import json

@@ -1,7 +1,6 @@
 """Timer messages (core/scheduling/timers.py): TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS reach their topic at
-that
-time (never early), 1 s, 10 s, hours and 10 days ahead (rolled over the window), exactly once across clean
-restarts and SIGKILL; bad times are refused, never sent at once."""
+that time (never early), 1 s, 10 s, hours and 10 days ahead (rolled over the window), exactly once across clean restarts
+and SIGKILL; bad times are refused, never sent at once."""
 
 import asyncio
 import json

@@ -1,7 +1,6 @@
 """The timer wheel on its own (core/scheduling/timer_wheel.py): seconds come out in order, nothing is lost or repeated,
-no
-entry lands at or before a second that is done or firing, and the low-water offset is the lowest pending one;
-checked against a plain list under random operations."""
+no entry lands at or before a second that is done or firing, and the low-water offset is the lowest pending one; checked
+against a plain list under random operations."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -1,6 +1,5 @@
 """The $SYS tree without sockets (mqtt_bridge/sys_topics/tree.py): which topics an update publishes, and the load
-averages
-checked against plain references (a closed form, and the average written as a weighted sum of the rates)."""
+averages checked against plain references (a closed form, and the average written as a weighted sum of the rates)."""
 
 from __future__ import annotations
 

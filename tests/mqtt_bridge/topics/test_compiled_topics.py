@@ -1,6 +1,5 @@
 """The compiled topic rules and tries (mqtt_bridge/topics/topic.py, topic_trie.py) against their pure twins, the same
-.py
-files interpreted (tests/compiled_modules.py): the same answers and the same TopicErrors for generated names and
+.py files interpreted (tests/compiled_modules.py): the same answers and the same TopicErrors for generated names and
 filters (wildcards, '$' names, '$share/'), and the same subscribers matched after the same adds and removes."""
 
 from __future__ import annotations
