@@ -121,6 +121,8 @@ class MqttGateway:
             self.cache,
             self.counters,
         )
+        # What mqgate itself publishes (an EventBridge rule's MQTT target): stored as a client's PUBLISH would be.
+        self.publish_from_server = self.inbound.publish_from_server
         self._timers: dict[tuple[Timer, str], asyncio.TimerHandle] = {}
         self.connection_count = 0  # network connections open (the listeners count them)
 
@@ -242,18 +244,6 @@ class MqttGateway:
                 link.client_disconnected(publish_will=will)
             if link.closed:
                 return
-
-    async def publish_from_server(
-        self,
-        topic: str,
-        payload: bytes,
-        qos: int,
-        retain: bool,
-        content_type: str | None = None,
-        user_properties: list[tuple[str, str]] | None = None,
-    ) -> None:
-        """A message mqgate itself publishes (an EventBridge rule's MQTT target): see InboundPublishing."""
-        await self.inbound.publish_from_server(topic, payload, qos, retain, content_type, user_properties)
 
     async def deliver(self, link: Link) -> None:
         """The delivery loop of a connected session (the link runs it as a task, from StartDelivery)."""

@@ -1,6 +1,6 @@
 """Retained messages: the last retained PUBLISH of every topic, kept in the core (state_records.py: changes are
 core messages, with a snapshot) and read back after a restart, and the $SYS tree's current values, kept in memory
-only (sys_publishing.py). A new subscription gets those its filter matches (`queue_for`)."""
+only (sys_topics/publishing.py). A new subscription gets those its filter matches (`queue_for`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class RetainedMessages:
             broker, RETAINED_QUEUE, Path(state_dir) / "retained.json", retained_change, retained_json, retained_value
         )
         self._topics = TopicTree()
-        # The $SYS tree (sys_publishing.py): its current values by topic, in memory only.
+        # The $SYS tree (sys_topics/publishing.py): its current values by topic, in memory only.
         self._sys_messages: dict[str, MqttMessage] = {}
         self._sys_topics = TopicTree()
 

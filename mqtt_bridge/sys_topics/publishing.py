@@ -1,7 +1,7 @@
-"""Publishing the `$SYS/broker/...` tree (sys_tree.py computes it) every `[mqtt] sys_interval` seconds.
+"""Publishing the `$SYS/broker/...` tree (tree.py computes it) every `[mqtt] sys_interval` seconds.
 
 The values are kept in memory and sent straight to the connected subscriptions that match, at QoS 0; a new
-subscription gets the current ones as retained messages (subscriptions.py). They are not stored in the core, as
+subscription gets the current ones as retained messages (retained.py). They are not stored in the core, as
 `publish_from_server` would store them: with the default interval of 10 s that is several records a second in
 the commit log for good, each through the send hooks and the retained-message snapshot, for values worthless
 after the next update and rebuilt after a restart anyway. Mosquitto keeps its $SYS tree in memory as well, and
