@@ -1,0 +1,15 @@
+"""RocketMQ 4's remoting protocol: what RocketMQ 4 clients (Java's DefaultMQProducer, the C++ client, ali-ons,
+mqadmin) speak to NameServers and brokers. A wire protocol beside the core, as proxy/ is for RocketMQ 5's gRPC.
+
+- command.py: a `RemotingCommand` (code, language, version, opaque, flag, remark, extFields, body): one request or
+  reply, with the flag bits (response, oneway) and the reply that answers a request.
+- header_codec.py: the header in its two serialize types, JSON (what mqgate answers in, as the Java server does by
+  default) and RocketMQ's binary layout, both read; extFields values clients send as JSON numbers or booleans are
+  taken as the strings Java would hold.
+- frame.py: the frame, without I/O (as h11): `FrameReader` takes bytes and gives commands, `encode_frame` gives a
+  command's bytes; a frame over MAX_FRAME_BYTES or with a header longer than itself is refused with what was wrong.
+- codes.py: the request and response codes served, with RocketMQ's names and numbers.
+
+A request's bytes go: socket -> FrameReader (frame.py, header_codec.py) -> RemotingCommand -> the handler of its
+code -> a reply RemotingCommand -> encode_frame -> socket.
+"""
