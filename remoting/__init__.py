@@ -9,7 +9,12 @@ mqadmin) speak to NameServers and brokers. A wire protocol beside the core, as p
 - frame.py: the frame, without I/O (as h11): `FrameReader` takes bytes and gives commands, `encode_frame` gives a
   command's bytes; a frame over MAX_FRAME_BYTES or with a header longer than itself is refused with what was wrong.
 - codes.py: the request and response codes served, with RocketMQ's names and numbers.
+- channel.py: one connection, either end: replies matched to requests by opaque, each request served in a task of
+  its own (a long-polled pull holds up nothing else), requests sent both ways (a broker asks its clients too).
+- server.py: a listener of channels and the handler of each request code (RocketMQ's processor table); unknown
+  codes answered REQUEST_CODE_NOT_SUPPORTED. client.py: a channel per address, for what speaks to NameServers and
+  brokers.
 
-A request's bytes go: socket -> FrameReader (frame.py, header_codec.py) -> RemotingCommand -> the handler of its
-code -> a reply RemotingCommand -> encode_frame -> socket.
+A request's bytes go: socket -> Channel (channel.py) -> FrameReader (frame.py, header_codec.py) -> RemotingCommand
+-> RemotingServer's handler of its code (server.py) -> a reply RemotingCommand -> encode_frame -> socket.
 """
