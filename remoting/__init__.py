@@ -9,6 +9,8 @@ mqadmin) speak to NameServers and brokers. A wire protocol beside the core, as p
 - frame.py: the frame, without I/O (as h11): `FrameReader` takes bytes and gives commands, `encode_frame` gives a
   command's bytes; a frame over MAX_FRAME_BYTES or with a header longer than itself is refused with what was wrong.
 - codes.py: the request and response codes served, with RocketMQ's names and numbers.
+- message_codec.py: messages as the protocol carries them: stored records (a pull reply's body), producer batches,
+  the `name\x01value\x02` properties text, the offset message id.
 - channel.py: one connection, either end: replies matched to requests by opaque, each request served in a task of
   its own (a long-polled pull holds up nothing else), requests sent both ways (a broker asks its clients too).
 - server.py: a listener of channels and the handler of each request code (RocketMQ's processor table); unknown
