@@ -11,6 +11,8 @@ mqadmin) speak to NameServers and brokers. A wire protocol beside the core, as p
 - codes.py: the request and response codes served, with RocketMQ's names and numbers.
 - request_headers.py: the custom headers of the requests a broker serves (send, pull), read from extFields with
   RocketMQ's required fields and defaults, and its reply headers as strings.
+- acl_signature.py: RocketMQ's plain ACL signature (HmacSHA1 of the sorted extField values and the body), made and
+  checked.
 - message_codec.py: messages as the protocol carries them: stored records (a pull reply's body), producer batches,
   the `name\x01value\x02` properties text, the offset message id.
 - channel.py: one connection, either end: replies matched to requests by opaque, each request served in a task of
