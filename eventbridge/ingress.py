@@ -188,7 +188,7 @@ def _parse_structured(body: bytes) -> Entry:
 
 def _parse_batch(body: bytes) -> list[Entry]:
     try:
-        elements = loads_strict(body.decode("utf-8"))
+        elements = loads_strict(body.decode("utf-8"), whole=False)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise IngressError(
             RequestErrorCode.MALFORMED_REQUEST,

@@ -79,9 +79,31 @@ class EventRefused(EventBridgeError):
         self.detail = detail
 
 
-def loads_strict(text: str) -> Any:
-    """JSON as RFC 8259 defines it: Python's `json` also takes NaN and Infinity, which no other JSON reader does."""
-    return json.loads(text, parse_constant=_refuse_constant)
+def loads_strict(text: str, whole: bool = True) -> Any:
+    """JSON as RFC 8259 defines it: Python's `json` also takes NaN and Infinity, which no other JSON reader does, and
+    a lone UTF-16 surrogate escape (`"\\ud800"`), which is no character: it could not be stored (every event is
+    stored as UTF-8) and is refused here, naming where it is, rather than failing the request later. With `whole`
+    False (a batch, whose elements are measured as UTF-8 one by one and refused one by one), surrogates are left to
+    the caller."""
+    value = json.loads(text, parse_constant=_refuse_constant)
+    if whole and ("\\ud" in text or "\\uD" in text):  # only an escape makes a surrogate: walk only then
+        _refuse_lone_surrogates(value, "$")
+    return value
+
+
+def _refuse_lone_surrogates(value: Any, path: str) -> None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{path}: a lone UTF-16 surrogate escape is not a character") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_lone_surrogates(key, f"{path} (a name)")
+            _refuse_lone_surrogates(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_lone_surrogates(item, f"{path}[{index}]")
 
 
 def _refuse_constant(name: str) -> Any:

@@ -12,8 +12,8 @@ import pytest
 import core
 
 ROOT = Path(__file__).resolve().parents[1]
-FRONT_DOORS = ["connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy"]
-ABOVE_CORE = {"connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy"}
+FRONT_DOORS = ["connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy", "remoting", "namesrv"]
+ABOVE_CORE = {"connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy", "remoting", "namesrv"}
 
 
 def imports(package: str) -> Iterator[tuple[str, int, str, list[str]]]:

@@ -549,3 +549,17 @@ def test_any_request_gives_entries_or_ingress_error(headers: dict[str, str], con
         else:
             assert isinstance(entry, CloudEvent)
             json.dumps(event_as_json(entry))  # what the rest of the gateway does with it must work
+
+
+def test_a_lone_surrogate_escape_is_refused_naming_where_it_is() -> None:
+    # Python's json takes "\ud800" and makes a string no UTF-8 can hold: the event could never be stored.
+    body = b'{"specversion":"1.0","id":"s1","source":"s","type":"t","data":{"x":["ok","\\ud800"]}}'
+    error = only_error(parse_events(STRUCTURED, body))
+    assert error.code == "MalformedEvent" and "$.data.x[1]: a lone UTF-16 surrogate escape" in error.message
+    data = only_error(parse_events({**BINARY_HEADERS, "content-type": "application/json"}, b'{"\\udc00": 1}'))
+    assert data.code == "MalformedEvent" and "$ (a name): a lone UTF-16 surrogate escape" in data.message
+    # A pair is a character; in a batch, only the element that holds a lone one is refused.
+    pair = b'{"specversion":"1.0","id":"s2","source":"s","type":"t","data":"\\ud83d\\ude00"}'
+    assert only_event(parse_events(STRUCTURED, pair)).get_data() == "\U0001f600"
+    entries = parse_events(BATCH, b"[" + body + b"," + pair + b"]")
+    assert isinstance(entries[0], EntryError) and not isinstance(entries[1], EntryError)

@@ -141,6 +141,12 @@ async def test_put_events_in_every_mode_answers_per_entry(serve: ServeProcess, t
         assert answer["Entries"][0]["ErrorCode"] == "SchemaValidationFailed"
         assert "'amount' is a required property" in answer["Entries"][0]["ErrorMessage"]
         assert answer["Entries"][1] == {"EventId": "o2"}
+        # A lone surrogate escape cannot be stored: refused as that entry's error, and the server goes on.
+        lone = b'{"specversion":"1.0","id":"u1","source":"mqgate/http","type":"t","data":"\\ud800"}'
+        async with http.post(url, data=lone, headers=structured) as response:
+            answer = await response.json()
+        assert answer["FailedEntryCount"] == 1 and answer["Entries"][0]["ErrorCode"] == "MalformedEvent"
+        assert "lone UTF-16 surrogate" in answer["Entries"][0]["ErrorMessage"]
         async with http.post(url, data=b"[", headers=headers) as response:
             assert response.status == 400
             assert "message" in await response.json()
