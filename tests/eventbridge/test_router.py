@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import itertools
 import random
+from contextlib import AbstractContextManager
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import eventbridge.router
 from core import Broker, Message, PullStatus
 from eventbridge.bus import EventBuses, OnlyFor, bus_topic, decode_event, encode_event
 from eventbridge.router import EventRouter, target_queue
 from eventbridge.rules.rule_file import parse_rule_file
 from tests.core.conftest import make_broker  # noqa: F401
+from tests.eventbridge.observe import calls_of
 from tests.eventbridge.patterns.pattern_reference import reference_matches
 from tests.eventbridge.patterns.test_property import events, patterns
 
@@ -137,39 +138,32 @@ async def test_a_rule_without_a_pattern_gets_only_the_copies_restricted_to_it(ma
     assert router.queues_of("default") == {target_queue("default", "ticks", "t0"), target_queue("default", "r0", "t0")}
 
 
-def count_router_decodes(monkeypatch) -> list[bytes]:
-    """The bodies the router decodes from now on: an observation wrapped around our own decode_event."""
-    decoded: list[bytes] = []
-
-    def counted(body: bytes) -> dict[str, Any]:
-        decoded.append(body)
-        return decode_event(body)
-
-    monkeypatch.setattr(eventbridge.router, "decode_event", counted)
-    return decoded
+def router_decodes() -> AbstractContextManager[list[bytes]]:
+    """The bodies the router decodes while the block runs (tests/eventbridge/observe.py)."""
+    return calls_of(decode_event, "eventbridge/router.py")
 
 
 async def test_an_event_put_on_a_bus_is_routed_as_it_was_put_and_a_core_message_decoded_once(
     make_broker,  # noqa: F811
-    monkeypatch,
 ):
     broker, router, buses = await routed_broker(make_broker, rules_text([{"data": {"n": [1]}}], targets=1))
-    decoded = count_router_decodes(monkeypatch)
     event = {"specversion": "1.0", "id": "a", "source": "s", "type": "t", "data": {"n": 1}}
-    await buses.put("default", [event, {**event, "id": "b"}, {**event, "id": "x", "data": {"n": 2}}])
+    with router_decodes() as decoded:
+        await buses.put("default", [event, {**event, "id": "b"}, {**event, "id": "x", "data": {"n": 2}}])
     assert decoded == []  # the events themselves reached the send hook with their messages
     body = encode_event({**event, "id": "c"})
-    await broker.send(Message(bus_topic("default"), body))  # a core producer's message: only its body
+    with router_decodes() as decoded:
+        await broker.send(Message(bus_topic("default"), body))  # a core producer's message: only its body
     assert decoded == [body]
     assert await queue_ids(broker, target_queue("default", "r0", "t0")) == ["a", "b", "c"]
     assert router.routed == 3
 
 
-async def test_a_number_past_the_float_range_is_routed_as_it_is_stored_as_null(make_broker, monkeypatch):  # noqa: F811
+async def test_a_number_past_the_float_range_is_routed_as_it_is_stored_as_null(make_broker):  # noqa: F811
     # Python's json reads 1e400 as infinity; orjson writes infinity as null. The router matches what is stored.
     broker, _, buses = await routed_broker(make_broker, rules_text([{"data": {"x": [None]}}], targets=1))
-    decoded = count_router_decodes(monkeypatch)
     event = {"specversion": "1.0", "id": "big", "source": "s", "type": "t", "data": {"x": float("inf")}}
-    await buses.put("default", [event])
+    with router_decodes() as decoded:
+        await buses.put("default", [event])
     assert [decode_event(body)["data"] for body in decoded] == [{"x": None}]
     assert await queue_ids(broker, target_queue("default", "r0", "t0")) == ["big"]

@@ -7,11 +7,9 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-import eventbridge.targets.dead_letters
 from core import Broker
 from eventbridge.bus import decode_event, default_dead_letter_topic
 from eventbridge.errors import NotFoundError, ReprocessError
@@ -19,6 +17,7 @@ from eventbridge.rules.model import RuleKey
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
 from eventbridge.targets.dead_letters import DeadLetterQueues, RedriveFilter, page_slices
 from eventbridge.targets.http_target import HttpTargetClient
+from tests.eventbridge.observe import calls_of
 from tests.eventbridge.target_server import TargetServer
 from tests.eventbridge.test_runtime import event, write_rules
 
@@ -132,16 +131,10 @@ async def test_a_redrive_reaches_the_fixed_target_once_and_nobody_else(setup: Se
     assert {(listed.letter.rule, listed.redriven) for listed in page.entries} == {("fan", True), ("also-bad", False)}
 
 
-async def test_a_redrive_reads_each_dead_letter_once(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
-    decoded: list[bytes] = []
-
-    def counted(body: bytes) -> dict[str, Any]:  # an observation wrapped around our own decode_event
-        decoded.append(body)
-        return decode_event(body)
-
-    monkeypatch.setattr(eventbridge.targets.dead_letters, "decode_event", counted)
+async def test_a_redrive_reads_each_dead_letter_once(setup: Setup) -> None:
     setup.broken.status = 200
-    summary = await DeadLetterQueues(setup.runtime).redrive(DLQ, RedriveFilter(RuleKey("default", "fan"), "broken"))
+    with calls_of(decode_event, "eventbridge/targets/dead_letters.py") as decoded:
+        summary = await DeadLetterQueues(setup.runtime).redrive(DLQ, RedriveFilter(RuleKey("default", "fan"), "broken"))
     assert dict(summary.redriven) == {BROKEN: 3}
     # The six dead letters are each read once (also-bad's three to be passed over): not once to list, again to copy.
     assert len(decoded) == 6
