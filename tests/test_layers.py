@@ -13,7 +13,8 @@ import core
 
 ROOT = Path(__file__).resolve().parents[1]
 FRONT_DOORS = [
-    "connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy", "remoting", "broker_remoting", "namesrv",
+    "connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy",
+    "remoting", "broker_remoting", "namesrv",
 ]  # fmt: skip
 ABOVE_CORE = set(FRONT_DOORS)
 
