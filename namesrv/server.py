@@ -27,9 +27,10 @@ from collections.abc import Callable
 from typing import Any
 
 from namesrv.route_table import BROKER_TIMEOUT_MS, QueueData, RouteTable
-from remoting.channel import Channel
+from remoting.channel import Channel, RequestHandler
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.errors import RemotingRequestError
 from remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,8 @@ SCAN_INTERVAL_S = 5.0
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
 
-class RequestError(ValueError):
-    """A request the NameServer cannot read: answered SYSTEM_ERROR with this message."""
+class RequestError(RemotingRequestError):
+    """A request the NameServer cannot read: answered SYSTEM_ERROR with this message (by the remoting server)."""
 
 
 def _now_ms() -> int:
@@ -66,7 +67,7 @@ class NameServer:
             RequestCode.GET_TOPICS_BY_CLUSTER: self._cluster_topics,
         }
         for code, handler in handlers.items():
-            self.server.register(code, self._answering(handler))
+            self.server.register(code, _async(handler))
         self._scan: asyncio.Task[None] | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -91,18 +92,6 @@ class NameServer:
     def _channel_closed(self, channel: Channel) -> None:
         for address in self.routes.channel_closed(channel):
             log.info("namesrv: broker %s's connection closed: removed from the routes", address)
-
-    @staticmethod
-    def _answering(
-        handler: Callable[[Channel, RemotingCommand], RemotingCommand],
-    ) -> Callable[[Channel, RemotingCommand], Any]:
-        async def answer(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-            try:
-                return handler(channel, request)
-            except RequestError as exc:
-                return request.reply(ResponseCode.SYSTEM_ERROR, str(exc))
-
-        return answer
 
     # --- brokers ---
 
@@ -162,6 +151,13 @@ class NameServer:
     def _cluster_topics(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         names = self.routes.topic_names(_field(request.ext_fields, "cluster"))
         return request.reply(ResponseCode.SUCCESS, body=_json({"topicList": names}))
+
+
+def _async(handler: Callable[[Channel, RemotingCommand], RemotingCommand]) -> RequestHandler:
+    async def answer(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return handler(channel, request)
+
+    return answer
 
 
 def _json(value: object) -> bytes:

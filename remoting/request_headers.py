@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remoting.command import RemotingCommand
-from remoting.errors import RemotingError
+from remoting.errors import RemotingRequestError
 
 # PullSysFlag's bits.
 PULL_COMMIT_OFFSET = 0x1
@@ -31,7 +31,7 @@ _V2_NAMES = {
 }  # fmt: skip
 
 
-class HeaderFieldError(RemotingError, ValueError):
+class HeaderFieldError(RemotingRequestError):
     """A request header the broker cannot read: answered SYSTEM_ERROR with this message."""
 
 

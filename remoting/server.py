@@ -1,6 +1,7 @@
 """The remoting server: a TCP listener whose connections are channels (channel.py), and the table of what serves
 each request code (RocketMQ's processor table). A code nobody serves is answered REQUEST_CODE_NOT_SUPPORTED with a
-remark naming it; a handler that fails answers SYSTEM_ERROR with what failed, and the connection goes on.
+remark naming it; a request a handler refuses (RemotingRequestError) is answered with its code and message; a handler
+that fails otherwise answers SYSTEM_ERROR with what failed, its traceback logged; the connection goes on.
 
 Both the broker's remoting port and the NameServer are such a server with their own handlers.
 """
@@ -9,28 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
-from remoting.channel import Channel
+from remoting.channel import Channel, RequestHandler
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
+from remoting.errors import RemotingRequestError
 
 log = logging.getLogger(__name__)
-
-# What serves one request code: the reply, or None for none (a oneway request).
-Handler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
 
 
 class RemotingServer:
     def __init__(self, name: str) -> None:
         """`name`: what the logs call it ("broker", "namesrv")."""
         self.name = name
-        self._handlers: dict[int, Handler] = {}
+        self._handlers: dict[int, RequestHandler] = {}
         self.channels: set[Channel] = set()
         self._closed_listeners: list[Callable[[Channel], None]] = []
         self._server: asyncio.Server | None = None
 
-    def register(self, code: int, handler: Handler) -> None:
+    def register(self, code: int, handler: RequestHandler) -> None:
         self._handlers[code] = handler
 
     def add_close_listener(self, listener: Callable[[Channel], None]) -> None:
@@ -76,6 +75,9 @@ class RemotingServer:
             return await handler(channel, request)
         except asyncio.CancelledError:
             raise
+        except RemotingRequestError as exc:
+            log.info("%s: request code %d from %s refused: %s", self.name, request.code, channel.peer, exc)
+            return request.reply(exc.code, str(exc))
         except Exception as exc:
             log.exception("%s: request code %d from %s failed", self.name, request.code, channel.peer)
             return request.reply(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")

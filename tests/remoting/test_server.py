@@ -15,10 +15,11 @@ from remoting.channel import Channel, ChannelClosedError, RemotingTimeoutError
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.errors import RemotingRequestError
 from remoting.frame import FrameReader, encode_frame
 from remoting.server import RemotingServer
 
-ECHO, WAIT, FAIL = 1001, 1002, 1003
+ECHO, WAIT, FAIL, REFUSE = 1001, 1002, 1003, 1004
 
 
 @pytest.fixture
@@ -38,7 +39,11 @@ async def served():
     async def fail(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         raise RuntimeError("the handler broke")
 
+    async def refuse(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        raise RemotingRequestError("the field x is null", ResponseCode.TOPIC_NOT_EXIST)
+
     server.register(ECHO, echo)
+    server.register(REFUSE, refuse)
     server.register(WAIT, wait)
     server.register(FAIL, fail)
     await server.start("127.0.0.1", 0)
@@ -72,6 +77,8 @@ async def test_unknown_codes_and_failing_handlers_are_answered_and_the_connectio
     assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "4242" in (unknown.remark or "")
     failed = await client.invoke(address, RemotingCommand(FAIL), 5)
     assert failed.code == ResponseCode.SYSTEM_ERROR and "the handler broke" in (failed.remark or "")
+    refused = await client.invoke(address, RemotingCommand(REFUSE), 5)
+    assert (refused.code, refused.remark) == (ResponseCode.TOPIC_NOT_EXIST, "the field x is null")
     assert (await client.invoke(address, RemotingCommand(ECHO), 5)).code == ResponseCode.SUCCESS
 
 
