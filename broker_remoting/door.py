@@ -1,18 +1,54 @@
 """The broker's remoting port: a remoting server (remoting/server.py) whose request codes are served on the core,
-and the broker's registration with its NameServers. `mqgate serve` builds one, starts it and closes it."""
+and the broker's registration with its NameServers. `mqgate serve` builds one, starts it and closes it.
+
+    code                                    served by
+    SEND_MESSAGE 10, _V2 310, _BATCH 320    send.py
+    PULL_MESSAGE 11                         pull.py (long polling)
+    QUERY_CONSUMER_OFFSET 14, UPDATE_ 15,   offsets.py
+      SEARCH_OFFSET_BY_TIMESTAMP 29,
+      GET_MAX_OFFSET 30, GET_MIN_OFFSET 31
+    HEART_BEAT 34, UNREGISTER_CLIENT 35,    clients.py (and NOTIFY_CONSUMER_IDS_CHANGED 40 to the clients)
+      GET_CONSUMER_LIST_BY_GROUP 38,
+      CHECK_CLIENT_CONFIG 46
+    CONSUMER_SEND_MSG_BACK 36,              consumer_requests.py
+      LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42
+    END_TRANSACTION 37                      transactions.py (and CHECK_TRANSACTION_STATE 39 to producers)
+    QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 queries.py
+    UPDATE_AND_CREATE_TOPIC 17,             topic_admin.py
+      GET_ALL_TOPIC_CONFIG 21, DELETE_TOPIC_IN_BROKER 215
+
+Any other code is answered REQUEST_CODE_NOT_SUPPORTED, naming it.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ipaddress
 import logging
 import socket
 from collections.abc import Sequence
 
+from broker_remoting.clients import ClientTable
 from broker_remoting.config import RemotingConfig
+from broker_remoting.consumer_requests import ConsumerRequests
+from broker_remoting.offsets import OffsetDoor
+from broker_remoting.pull import PullService
+from broker_remoting.queries import QueryDoor
+from broker_remoting.refusals import serving
+from broker_remoting.registration import BrokerRegistration
+from broker_remoting.send import SendService
+from broker_remoting.topic_admin import TopicAdmin
+from broker_remoting.transactions import TransactionDoor
 from core import Broker
+from remoting.codes import RequestCode
+from remoting.message_codec import Host
 from remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
+
+# How often connections are checked for clients gone silent (RocketMQ's ClientHousekeepingService: every 10 s).
+CLIENT_SCAN_INTERVAL_S = 10.0
 
 
 class BrokerRemoting:
@@ -21,16 +57,73 @@ class BrokerRemoting:
         self.config = config
         self.max_body_bytes = max_body_bytes
         self.server = RemotingServer("broker")
+        self.store_host: Host = (broker_ip(config), config.port)
         self.address = ""  # BROKER_IP:PORT once started: what routes and stored messages name
+        self.registration: BrokerRegistration | None = None
+        self._scan: asyncio.Task[None] | None = None
+        transactions = TransactionDoor(broker, self._host)
+        self.clients = ClientTable(broker, transactions.make_checker)
+        sends = SendService(broker, self._host)
+        pulls = PullService(broker, self._host, self.clients.subscription_of)
+        offsets = OffsetDoor(broker)
+        consumers = ConsumerRequests(broker)
+        queries = QueryDoor(broker, self._host)
+        topics = TopicAdmin(broker)
+        handlers = {
+            RequestCode.SEND_MESSAGE: sends.send,
+            RequestCode.SEND_MESSAGE_V2: sends.send,
+            RequestCode.SEND_BATCH_MESSAGE: sends.send,
+            RequestCode.PULL_MESSAGE: pulls.pull,
+            RequestCode.QUERY_CONSUMER_OFFSET: offsets.query,
+            RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offsets.search,
+            RequestCode.GET_MAX_OFFSET: offsets.max_offset,
+            RequestCode.GET_MIN_OFFSET: offsets.min_offset,
+            RequestCode.HEART_BEAT: self.clients.heartbeat,
+            RequestCode.UNREGISTER_CLIENT: self.clients.unregister,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.clients.consumer_list,
+            RequestCode.CHECK_CLIENT_CONFIG: self.clients.check_client_config,
+            RequestCode.CONSUMER_SEND_MSG_BACK: consumers.send_back,
+            RequestCode.LOCK_BATCH_MQ: consumers.lock,
+            RequestCode.UNLOCK_BATCH_MQ: consumers.unlock,
+            RequestCode.END_TRANSACTION: transactions.end,
+            RequestCode.QUERY_MESSAGE: queries.query,
+            RequestCode.VIEW_MESSAGE_BY_ID: queries.view,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: topics.update,
+            RequestCode.GET_ALL_TOPIC_CONFIG: topics.all_configs,
+            RequestCode.DELETE_TOPIC_IN_BROKER: topics.delete,
+        }
+        for code, handler in handlers.items():
+            self.server.register(code, serving(handler))
+        self.server.add_close_listener(self.clients.channel_closed)
+
+    def _host(self) -> Host:
+        return self.store_host
 
     async def start(self, namesrv_addresses: Sequence[str] = ()) -> str:
         """Listen, then register with `namesrv_addresses` (HOST:PORT each); the address bound, HOST:PORT."""
         server = await self.server.start(self.config.host, self.config.port)
         host, port = server.sockets[0].getsockname()[:2]
-        self.address = f"{broker_ip(self.config)}:{port}"
+        self.store_host = (self.store_host[0], int(port))
+        self.address = f"{self.store_host[0]}:{port}"
+        self.registration = BrokerRegistration(self.broker, self.config.cluster_name, self.address, namesrv_addresses)
+        self.registration.start()
+        self._scan = asyncio.get_running_loop().create_task(self._scan_clients())
+        log.info("remoting port on %s:%s, known to clients as %s", host, port, self.address)
         return f"{host}:{port}"
 
+    async def _scan_clients(self) -> None:
+        while True:
+            await asyncio.sleep(CLIENT_SCAN_INTERVAL_S)
+            self.clients.expire()
+
     async def close(self) -> None:
+        if self._scan is not None:
+            self._scan.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan
+        if self.registration is not None:
+            await self.registration.close()
         await self.server.close()
 
 

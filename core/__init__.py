@@ -8,12 +8,13 @@ RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and not
 - Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
 - Scheduled work: the broker's Clock (SystemClock; ManualClock for tests), the system topics and properties of
   delay levels, timers, retries and dead letters (core/system_topics.py), and send_back (a failed message to its
-  group's retry or dead-letter topic).
+  group's retry or dead-letter topic; ensure_retry_topic and ensure_dlq_topic create those topics).
 - Administration: `Broker.admin` (BrokerAdmin, as mqadmin: topic status QueueStatus, topic updates and deletes,
   groups (SubscriptionGroupConfig), consumer progress QueueProgress, live members ConsumerMember, offsets reset by
   time; ConsumersOnlineError while live push consumers or in-process readers would undo a change; topic_kind).
   A reader of the process that reads a group for a while joins it (`Broker.join_group`, `leave_group`, with its
-  ConsumeType; `PullConsumer.join`), so that its group shows it as a live member.
+  ConsumeType; `PullConsumer.join`), so that its group shows it as a live member. A door whose clients heartbeat
+  (the remoting port) registers them in `Broker.consumers` with their Subscriptions.
 - Admin look-ups: `Broker.queries` (MessageQueries: by offset message id, unique id, key and time range; a message's
   consumption state per group, MessageTrack/ConsumeState) and `Broker.dead_letters` (DeadLetters: a group's dead
   letters listed a page at a time, DeadLetterPage/DeadLetter, and resent, ResendSummary/ResendOutcome/ResendStatus).
@@ -75,7 +76,7 @@ from core.client import (
 )
 from core.clock import Clock, ManualClock, SystemClock
 from core.consume_state import ConsumeState, MessageTrack
-from core.consumer_registry import ConsumeType
+from core.consumer_registry import ConsumeType, Subscription
 from core.errors import (
     BrokerError,
     ConfigFileError,
@@ -116,7 +117,7 @@ from core.retries.dead_letters import (
     ResendSummary,
 )
 from core.retries.retry_policy import GroupRetryPolicy, RetryPolicyType
-from core.retries.send_back import send_back
+from core.retries.send_back import ensure_dlq_topic, ensure_retry_topic, send_back
 from core.store.config import FlushMode, StoreConfig
 from core.store.message import INTERNAL_PROPERTIES, LIGHT_QUEUE_PREFIX, MAX_PROPERTIES_LENGTH, Message, StoredMessage
 from core.store.message_store import END_OF_TIME_MS, MessageStore, RecoveryReport
@@ -234,6 +235,7 @@ __all__ = [
     "StoreConfig",
     "StoredListener",
     "StoredMessage",
+    "Subscription",
     "SubscriptionGroupConfig",
     "SystemClock",
     "TopicConfig",
@@ -249,6 +251,8 @@ __all__ = [
     "build_filter",
     "build_message",
     "dlq_topic",
+    "ensure_dlq_topic",
+    "ensure_retry_topic",
     "open_store",
     "parse_offset_msg_id",
     "retry_topic",

@@ -53,6 +53,7 @@ class Channel(asyncio.Protocol):
         self._serving: set[asyncio.Task[None]] = set()
         self._paused = False
         self.peer = "?"
+        self.peer_address: tuple[str, int] = ("0.0.0.0", 0)  # the other end's IP address and port
         self.closed = asyncio.get_running_loop().create_future()
 
     # --- asyncio.Protocol ---
@@ -61,6 +62,8 @@ class Channel(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if peer:
+            self.peer_address = (str(peer[0]), int(peer[1]))
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)

@@ -114,7 +114,8 @@ def encode_record(record: MessageRecord) -> bytes:
     born, sys_flag = _host(record.born_host, BORNHOST_V6_FLAG, sys_flag)
     store, sys_flag = _host(record.store_host, STOREHOST_V6_FLAG, sys_flag)
     body = record.body
-    crc = record.body_crc if record.body_crc is not None else zlib.crc32(body) & 0x7FFFFFFF
+    # RocketMQ's CRC is zlib's with the sign bit cleared (UtilAll.crc32), as clients that check it compute it.
+    crc = (record.body_crc if record.body_crc is not None else zlib.crc32(body)) & 0x7FFFFFFF
     size = _HEAD.size + len(born) + 8 + len(store) + 4 + 8 + 4 + len(body) + 1 + len(topic) + 2 + len(properties)
     return b"".join(
         (

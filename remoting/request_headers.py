@@ -35,7 +35,9 @@ class HeaderFieldError(RemotingRequestError):
     """A request header the broker cannot read: answered SYSTEM_ERROR with this message."""
 
 
-class _Fields:
+class HeaderFields:
+    """A request's extFields read as RocketMQ reads a custom header: required fields, numbers, Java booleans."""
+
     def __init__(self, command: RemotingCommand, names: dict[str, str] | None = None) -> None:
         ext = command.ext_fields
         if names is not None and any(letter in ext for letter in names):
@@ -87,7 +89,7 @@ class SendHeader:
 
 def send_header(command: RemotingCommand) -> SendHeader:
     """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320)'s header."""
-    fields = _Fields(command, _V2_NAMES)
+    fields = HeaderFields(command, _V2_NAMES)
     max_reconsume = fields.int("maxReconsumeTimes", -1)
     return SendHeader(
         producer_group=fields.text("producerGroup"),
@@ -131,7 +133,7 @@ class PullHeader:
 
 def pull_header(command: RemotingCommand) -> PullHeader:
     """PULL_MESSAGE (11)'s header."""
-    fields = _Fields(command)
+    fields = HeaderFields(command)
     return PullHeader(
         consumer_group=fields.text("consumerGroup"),
         topic=fields.text("topic"),

@@ -1,0 +1,135 @@
+"""The broker's registration with its NameServers (RocketMQ's BrokerOuterAPI.registerBrokerAll): REGISTER_BROKER
+103 to each, every REGISTER_INTERVAL_S and soon after the topic table changes; UNREGISTER_BROKER 104 at close.
+
+The body is RegisterBrokerBody's JSON: every topic's read and write queue counts, permissions and flags, with a data
+version that changes with the table. While the broker auto-creates topics it also registers TBW102, the template
+clients route a send to when the NameServer knows no topic of that name (RocketMQ's
+AUTO_CREATE_TOPIC_KEY_TOPIC), with read, write and inherit permissions. A NameServer that cannot be reached is
+logged and asked again at the next round; the others are not held up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from core import Broker, TopicConfig
+from remoting.channel import RemotingTimeoutError
+from remoting.client import RemotingClient
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import RemotingError
+
+log = logging.getLogger(__name__)
+
+# RocketMQ's broker registers every 30 s (registerNameServerPeriod) and waits 6 s for each answer
+# (registerBrokerTimeoutMills); a NameServer drops a broker not heard for 120 s.
+REGISTER_INTERVAL_S = 30.0
+REGISTER_TIMEOUT_S = 6.0
+AUTO_CREATE_TEMPLATE = "TBW102"
+# PermName: READ 4 | WRITE 2 | INHERIT 1, as RocketMQ gives TBW102.
+_TEMPLATE_PERM = 7
+
+
+def topic_json(config: TopicConfig) -> dict[str, Any]:
+    return {
+        "topicName": config.topic_name,
+        "readQueueNums": config.read_queue_nums,
+        "writeQueueNums": config.write_queue_nums,
+        "perm": int(config.perm),
+        "topicFilterType": config.topic_filter_type.value,
+        "topicSysFlag": config.topic_sys_flag,
+        "order": config.order,
+    }
+
+
+class BrokerRegistration:
+    def __init__(self, broker: Broker, cluster_name: str, address: str, namesrv_addresses: Sequence[str]) -> None:
+        self._broker = broker
+        self._cluster_name = cluster_name
+        self._address = address
+        self._namesrv_addresses = list(namesrv_addresses)
+        self._client = RemotingClient()
+        self._changed = asyncio.Event()
+        self._counter = 0
+        self._task: asyncio.Task[None] | None = None
+        self.registered = asyncio.Event()  # set once every NameServer has answered a registration
+
+    def start(self) -> None:
+        if not self._namesrv_addresses:
+            return
+        loop = asyncio.get_running_loop()
+
+        def changed() -> None:  # in whichever thread changed the topic table
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._changed.set)
+
+        self._broker.topics.add_change_listener(changed)
+        self._task = loop.create_task(self._run())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            await asyncio.gather(*(self._unregister(address) for address in self._namesrv_addresses))
+        await self._client.close()
+
+    async def _run(self) -> None:
+        while True:
+            self._changed.clear()
+            self._counter += 1
+            answers = await asyncio.gather(*(self._register(address) for address in self._namesrv_addresses))
+            if all(answers):
+                self.registered.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), REGISTER_INTERVAL_S)
+
+    def body(self) -> bytes:
+        table = {config.topic_name: topic_json(config) for config in self._broker.topic_configs()}
+        broker_config = self._broker.config
+        if broker_config.auto_create_topic and AUTO_CREATE_TEMPLATE not in table:
+            nums = broker_config.default_queue_nums
+            table[AUTO_CREATE_TEMPLATE] = {
+                "topicName": AUTO_CREATE_TEMPLATE, "readQueueNums": nums, "writeQueueNums": nums,
+                "perm": _TEMPLATE_PERM, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False,
+            }  # fmt: skip
+        wrapper = {
+            "topicConfigTable": table,
+            "dataVersion": {"timestamp": time.time_ns() // 1_000_000, "counter": self._counter},
+        }
+        return json.dumps({"topicConfigSerializeWrapper": wrapper, "filterServerList": []}).encode()
+
+    def _header(self) -> dict[str, str]:
+        return {
+            "brokerAddr": self._address,
+            "brokerName": self._broker.config.broker_name,
+            "brokerId": "0",
+            "clusterName": self._cluster_name,
+            "haServerAddr": "",
+            "compressed": "false",
+        }
+
+    async def _register(self, address: str) -> bool:
+        request = RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields=self._header(), body=self.body())
+        try:
+            reply = await self._client.invoke(address, request, REGISTER_TIMEOUT_S)
+        except (RemotingError, RemotingTimeoutError) as exc:
+            log.warning("registering with NameServer %s failed: %s; again in %.0f s", address, exc, REGISTER_INTERVAL_S)
+            return False
+        if reply.code != ResponseCode.SUCCESS:
+            log.warning("NameServer %s refused the registration: %s (code %d)", address, reply.remark, reply.code)
+            return False
+        return True
+
+    async def _unregister(self, address: str) -> None:
+        header = {key: self._header()[key] for key in ("brokerAddr", "brokerName", "brokerId", "clusterName")}
+        with contextlib.suppress(RemotingError, OSError):
+            await self._client.invoke(
+                address, RemotingCommand(RequestCode.UNREGISTER_BROKER, ext_fields=header), REGISTER_TIMEOUT_S
+            )
