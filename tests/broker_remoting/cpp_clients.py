@@ -1,0 +1,34 @@
+"""Runs tests/broker_remoting/cpp_driver.py (the C++ RocketMQ 4 client) as child processes and reads what they print."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+# A loaded CI machine starts a client slowly; every wait ends as soon as its process does.
+CLIENT_TIMEOUT_S = 90.0
+
+
+def start(namesrv: str, *args: str | int | float) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "tests.broker_remoting.cpp_driver", namesrv, *map(str, args)]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(process: subprocess.Popen[str]) -> list[dict[str, Any]]:
+    """Wait for the client to end; its JSON lines. Fails with its stderr if it failed."""
+    try:
+        out, err = process.communicate(timeout=CLIENT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        raise AssertionError(f"client did not end within {CLIENT_TIMEOUT_S} s: {err[-2000:]}") from None
+    assert process.returncode == 0, f"client exited {process.returncode}: {err[-2000:]}"
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def run(namesrv: str, *args: str | int | float) -> list[dict[str, Any]]:
+    return finish(start(namesrv, *args))

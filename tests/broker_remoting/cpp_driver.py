@@ -1,0 +1,174 @@
+"""A RocketMQ 4 client process for the tests: rocketmq-client-python 0.5.0rc2 (the C++ client library under a thin
+Python wrapper), run as a child so that its blocking calls and threads stay out of the test's process.
+
+    python -m tests.broker_remoting.cpp_driver NAMESRV send TOPIC --mode sync|oneway|orderly|batch [--count N]
+        [--tags T] [--keys K] [--delay-level L] [--key SHARDING_KEY]
+    python -m tests.broker_remoting.cpp_driver NAMESRV consume TOPIC GROUP --seconds S [--model clustering|
+        broadcasting] [--orderly] [--expression E] [--later N] [--instance NAME] [--expect N]
+    python -m tests.broker_remoting.cpp_driver NAMESRV transaction TOPIC GROUP --state commit|rollback|unknown
+        [--check commit|rollback] [--seconds S]
+
+Each prints one JSON object per line: a send's result ({"status", "msg_id", "offset"}), a consumed message ({"body",
+"tags", "keys", "queue_id", "queue_offset", "reconsume_times", "topic", "instance"}), a check-back ({"checked"}).
+`--later N` answers RECONSUME_LATER to the first N deliveries of each message. `--expect N` ends the consumer
+as soon as N messages arrived (at most `--seconds`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import sys
+import threading
+import time
+from collections import Counter
+
+from rocketmq.client import (
+    ConsumeStatus,
+    Message,
+    MessageModel,
+    Producer,
+    PushConsumer,
+    TransactionMQProducer,
+    TransactionStatus,
+    ffi_check,
+)
+from rocketmq.ffi import _CSendResult, dll
+
+_out = threading.Lock()
+
+
+def emit(**fields: object) -> None:
+    with _out:
+        print(json.dumps(fields), flush=True)
+
+
+def message(args: argparse.Namespace, n: int) -> Message:
+    m = Message(args.topic)
+    m.set_body(f"{args.body}-{n}")
+    if args.tags:
+        m.set_tags(args.tags)
+    if args.keys:
+        m.set_keys(f"{args.keys}-{n}")
+    if args.delay_level:
+        m.set_delay_time_level(args.delay_level)
+    return m
+
+
+def send(args: argparse.Namespace) -> None:
+    producer = Producer(args.group, timeout=10000)
+    producer.set_namesrv_addr(args.namesrv)
+    producer.start()
+    try:
+        if args.mode == "batch":
+            batch = dll.CreateBatchMessage()
+            for n in range(args.count):
+                dll.AddMessage(batch, message(args, n)._handle)
+            result = _CSendResult()
+            ffi_check(dll.SendBatchMessage(producer._handle, batch, ctypes.pointer(result)))
+            emit(status=int(result.sendStatus), msg_id=result.msgId.decode(), offset=int(result.offset))
+            return
+        for n in range(args.count):
+            m = message(args, n)
+            if args.mode == "oneway":
+                producer.send_oneway(m)
+                emit(status=0, msg_id="", offset=-1)
+            elif args.mode == "orderly":
+                r = producer.send_orderly_with_sharding_key(m, args.key)
+                emit(status=int(r.status), msg_id=r.msg_id, offset=int(r.offset))
+            else:
+                r = producer.send_sync(m)
+                emit(status=int(r.status), msg_id=r.msg_id, offset=int(r.offset))
+    finally:
+        producer.shutdown()
+
+
+def consume(args: argparse.Namespace) -> None:
+    model = MessageModel.BROADCASTING if args.model == "broadcasting" else MessageModel.CLUSTERING
+    consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
+    consumer.set_namesrv_addr(args.namesrv)
+    if args.instance:
+        consumer.set_instance_name(args.instance)
+    deliveries: Counter[bytes] = Counter()
+    arrived = threading.Event()
+    count = [0]
+
+    def callback(msg: object) -> ConsumeStatus:
+        body = msg.body  # type: ignore[attr-defined]
+        deliveries[body] += 1
+        emit(
+            body=body.decode(), tags=(msg.tags or b"").decode(), keys=(msg.keys or b"").decode(),  # type: ignore[attr-defined]
+            queue_id=msg.queue_id, queue_offset=msg.queue_offset, reconsume_times=msg.reconsume_times,  # type: ignore[attr-defined]
+            topic=msg.topic, instance=args.instance,  # type: ignore[attr-defined]
+        )  # fmt: skip
+        if deliveries[body] <= args.later:
+            return ConsumeStatus.RECONSUME_LATER
+        count[0] += 1
+        if args.expect and count[0] >= args.expect:
+            arrived.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer.subscribe(args.topic, callback, args.expression)
+    consumer.start()
+    arrived.wait(args.seconds)
+    if args.expect:
+        time.sleep(1.5)  # the consumed offsets reach the broker (the C++ client commits them every 5 s and at stop)
+    consumer.shutdown()
+
+
+def transaction(args: argparse.Namespace) -> None:
+    states = {
+        "commit": TransactionStatus.COMMIT,
+        "rollback": TransactionStatus.ROLLBACK,
+        "unknown": TransactionStatus.UNKNOWN,
+    }
+
+    def check(msg: object) -> TransactionStatus:
+        emit(checked=msg.body.decode())  # type: ignore[attr-defined]
+        return states[args.check]
+
+    producer = TransactionMQProducer(args.group, check, timeout=10000)
+    producer.set_namesrv_addr(args.namesrv)
+    producer.start()
+    try:
+        r = producer.send_message_in_transaction(message(args, 0), lambda msg, user_args: states[args.state], None)
+        emit(status=int(r.status), msg_id=r.msg_id, offset=int(r.offset))
+        time.sleep(args.seconds)
+    finally:
+        producer.shutdown()
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("namesrv")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("send", "consume", "transaction"):
+        command = commands.add_parser(name)
+        command.add_argument("topic")
+        command.add_argument("group", nargs="?" if name == "send" else None, default="cpp_producer")
+        command.add_argument("--body", default="body")
+        command.add_argument("--tags", default="")
+        command.add_argument("--keys", default="")
+        command.add_argument("--delay-level", type=int, default=0)
+        command.add_argument("--seconds", type=float, default=10.0)
+    send_parser = commands.choices["send"]
+    send_parser.add_argument("--mode", default="sync", choices=("sync", "oneway", "orderly", "batch"))
+    send_parser.add_argument("--count", type=int, default=1)
+    send_parser.add_argument("--key", default="order-1")
+    consume_parser = commands.choices["consume"]
+    consume_parser.add_argument("--model", default="clustering", choices=("clustering", "broadcasting"))
+    consume_parser.add_argument("--orderly", action="store_true")
+    consume_parser.add_argument("--expression", default="*")
+    consume_parser.add_argument("--later", type=int, default=0)
+    consume_parser.add_argument("--instance", default="")
+    consume_parser.add_argument("--expect", type=int, default=0)
+    transaction_parser = commands.choices["transaction"]
+    transaction_parser.add_argument("--state", default="commit", choices=("commit", "rollback", "unknown"))
+    transaction_parser.add_argument("--check", default="commit", choices=("commit", "rollback", "unknown"))
+    args = parser.parse_args(argv)
+    {"send": send, "consume": consume, "transaction": transaction}[args.command](args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
