@@ -1,0 +1,50 @@
+// A RocketMQ 4 client process for the tests: ali-ons 3.12.0 under Node.js, pointed at mqgate's NameServer.
+//   node ons_driver.js NAMESRV send TOPIC TAGS COUNT BODY
+//   node ons_driver.js NAMESRV consume TOPIC GROUP EXPRESSION EXPECT SECONDS
+// Prints one JSON object per line: a send's result ({status, msgId, queueId, queueOffset}) or a consumed message
+// ({body, tags, queueId, queueOffset, reconsumeTimes}). A consumer ends after EXPECT messages (or SECONDS), closing
+// as an application does, which commits its offsets.
+'use strict';
+
+const { Producer, Consumer, Message } = require('ali-ons');
+
+const [namesrv, command, ...args] = process.argv.slice(2);
+const quiet = { info() {}, warn() {}, error(...a) { process.stderr.write(a.join(' ') + '\n'); }, debug() {} };
+const common = { nameSrv: namesrv, httpclient: {}, logger: quiet };
+const print = value => process.stdout.write(JSON.stringify(value) + '\n');
+
+async function send(topic, tags, count, body) {
+  const producer = new Producer({ ...common, producerGroup: 'ons_producer' });
+  await producer.ready();
+  for (let n = 0; n < Number(count); n++) {
+    const result = await producer.send(new Message(topic, tags, `${body}-${n}`));
+    print({ status: result.sendStatus, msgId: result.msgId, queueId: result.messageQueue.queueId,
+            queueOffset: Number(result.queueOffset) });
+  }
+  await producer.close();
+}
+
+async function consume(topic, group, expression, expect, seconds) {
+  const consumer = new Consumer({ ...common, consumerGroup: group,
+                                  consumeFromWhere: 'CONSUME_FROM_FIRST_OFFSET' });
+  let got = 0;
+  let done;
+  const finished = new Promise(resolve => { done = resolve; });
+  consumer.subscribe(topic, expression, async msg => {
+    print({ body: msg.body.toString(), tags: msg.tags, queueId: msg.queueId, queueOffset: Number(msg.queueOffset),
+            reconsumeTimes: msg.reconsumeTimes });
+    got += 1;
+    if (Number(expect) && got >= Number(expect)) done();
+  });
+  consumer.on('error', err => process.stderr.write(`consumer error: ${err.stack}\n`));
+  await consumer.ready();
+  await Promise.race([finished, new Promise(resolve => setTimeout(resolve, Number(seconds) * 1000))]);
+  await new Promise(resolve => setTimeout(resolve, 500)); // the last message's consumption is recorded
+  await consumer.close();
+}
+
+const commands = { send, consume };
+commands[command](...args).then(() => process.exit(0), err => {
+  process.stderr.write(`${err.stack}\n`);
+  process.exit(1);
+});
