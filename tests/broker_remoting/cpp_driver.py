@@ -11,7 +11,8 @@ Python wrapper), run as a child so that its blocking calls and threads stay out 
 Each prints one JSON object per line: a send's result ({"status", "msg_id", "offset"}), a consumed message ({"body",
 "tags", "keys", "queue_id", "queue_offset", "reconsume_times", "topic", "instance"}), a check-back ({"checked"}).
 `--later N` answers RECONSUME_LATER to the first N deliveries of each message. `--expect N` ends the consumer
-as soon as N messages arrived (at most `--seconds`).
+as soon as N messages were consumed, `--want N --want-prefix P` as soon as P-0 .. P-(N-1) all arrived (at most
+`--seconds` either way).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def consume(args: argparse.Namespace) -> None:
     if args.instance:
         consumer.set_instance_name(args.instance)
     deliveries: Counter[bytes] = Counter()
+    wanted = {f"{args.want_prefix}-{n}".encode() for n in range(args.want)}
     arrived = threading.Event()
     count = [0]
 
@@ -107,12 +109,14 @@ def consume(args: argparse.Namespace) -> None:
         count[0] += 1
         if args.expect and count[0] >= args.expect:
             arrived.set()
+        if wanted and wanted <= set(deliveries):
+            arrived.set()
         return ConsumeStatus.CONSUME_SUCCESS
 
     consumer.subscribe(args.topic, callback, args.expression)
     consumer.start()
     arrived.wait(args.seconds)
-    if args.expect:
+    if args.expect or wanted:
         time.sleep(1.5)  # the consumed offsets reach the broker (the C++ client commits them every 5 s and at stop)
     consumer.shutdown()
 
@@ -163,6 +167,8 @@ def main(argv: list[str]) -> None:
     consume_parser.add_argument("--later", type=int, default=0)
     consume_parser.add_argument("--instance", default="")
     consume_parser.add_argument("--expect", type=int, default=0)
+    consume_parser.add_argument("--want", type=int, default=0)
+    consume_parser.add_argument("--want-prefix", default="body")
     transaction_parser = commands.choices["transaction"]
     transaction_parser.add_argument("--state", default="commit", choices=("commit", "rollback", "unknown"))
     transaction_parser.add_argument("--check", default="commit", choices=("commit", "rollback", "unknown"))
