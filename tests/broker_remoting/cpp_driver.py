@@ -9,7 +9,8 @@ Python wrapper), run as a child so that its blocking calls and threads stay out 
         [--check commit|rollback] [--seconds S]
 
 Each prints one JSON object per line: a send's result ({"status", "msg_id", "offset"}), a consumed message ({"body",
-"tags", "keys", "queue_id", "queue_offset", "reconsume_times", "topic", "instance"}), a check-back ({"checked"}).
+"tags", "keys", "queue_id", "queue_offset", "reconsume_times", "topic", "instance", "properties": those named by
+--property}), a check-back ({"checked"}). `--set NAME=VALUE` gives sent messages a user property.
 `--later N` answers RECONSUME_LATER to the first N deliveries of each message. `--expect N` ends the consumer
 as soon as N messages were consumed, `--want N --want-prefix P` as soon as P-0 .. P-(N-1) all arrived (at most
 `--seconds` either way).
@@ -54,6 +55,9 @@ def message(args: argparse.Namespace, n: int) -> Message:
         m.set_keys(f"{args.keys}-{n}")
     if args.delay_level:
         m.set_delay_time_level(args.delay_level)
+    for pair in args.set:
+        name, _, value = pair.partition("=")
+        m.set_property(name, value)
     return m
 
 
@@ -103,6 +107,7 @@ def consume(args: argparse.Namespace) -> None:
             body=body.decode(), tags=(msg.tags or b"").decode(), keys=(msg.keys or b"").decode(),  # type: ignore[attr-defined]
             queue_id=msg.queue_id, queue_offset=msg.queue_offset, reconsume_times=msg.reconsume_times,  # type: ignore[attr-defined]
             topic=msg.topic, instance=args.instance,  # type: ignore[attr-defined]
+            properties={name: (msg.get_property(name) or b"").decode() for name in args.property},  # type: ignore[attr-defined]
         )  # fmt: skip
         if deliveries[body] <= args.later:
             return ConsumeStatus.RECONSUME_LATER
@@ -155,6 +160,7 @@ def main(argv: list[str]) -> None:
         command.add_argument("--tags", default="")
         command.add_argument("--keys", default="")
         command.add_argument("--delay-level", type=int, default=0)
+        command.add_argument("--set", action="append", default=[], help="NAME=VALUE: a user property")
         command.add_argument("--seconds", type=float, default=10.0)
     send_parser = commands.choices["send"]
     send_parser.add_argument("--mode", default="sync", choices=("sync", "oneway", "orderly", "batch"))
@@ -168,6 +174,7 @@ def main(argv: list[str]) -> None:
     consume_parser.add_argument("--instance", default="")
     consume_parser.add_argument("--expect", type=int, default=0)
     consume_parser.add_argument("--want", type=int, default=0)
+    consume_parser.add_argument("--property", action="append", default=[])
     consume_parser.add_argument("--want-prefix", default="body")
     transaction_parser = commands.choices["transaction"]
     transaction_parser.add_argument("--state", default="commit", choices=("commit", "rollback", "unknown"))
