@@ -8,7 +8,9 @@ RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and not
 - Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
 - Scheduled work: the broker's Clock (SystemClock; ManualClock for tests), the system topics and properties of
   delay levels, timers, retries and dead letters (core/system_topics.py), and send_back (a failed message to its
-  group's retry or dead-letter topic; ensure_retry_topic and ensure_dlq_topic create those topics).
+  group's retry or dead-letter topic; ensure_retry_topic and ensure_dlq_topic create those topics). A delay-level or
+  timer message not yet due is recalled with `Broker.recall_message(topic, SendResult.recall_handle)`; a refused
+  recall is a RecallError (its RecallProblem).
 - Administration: `Broker.admin` (BrokerAdmin, as mqadmin: topic status QueueStatus, topic updates and deletes,
   groups (SubscriptionGroupConfig), consumer progress QueueProgress, live members ConsumerMember, offsets reset by
   time; ConsumersOnlineError while live push consumers or in-process readers would undo a change; topic_kind).
@@ -90,6 +92,8 @@ from core.errors import (
     MessageNotFoundError,
     NoPermissionError,
     PayloadTooLargeError,
+    RecallError,
+    RecallProblem,
     RequestTimeoutError,
     ServiceNotAvailableError,
     StorageError,
@@ -216,6 +220,8 @@ __all__ = [
     "PushConsumerOptions",
     "QueueProgress",
     "QueueStatus",
+    "RecallError",
+    "RecallProblem",
     "ReceiptHandleError",
     "ReceiptHandleProblem",
     "RecoveryReport",

@@ -42,7 +42,8 @@ from core.parking import parking_for
 from core.queue_locks import QueueLocks
 from core.results import PullResult, PullStatus, Route, SendResult, SendStatus
 from core.retries.dead_letters import DeadLetters
-from core.scheduling.delay_levels import ScheduleService
+from core.scheduling.delay_levels import ScheduleService, parse_delay_levels
+from core.scheduling.recalls import RecallTable
 from core.scheduling.timers import TimerService
 from core.send_hooks import SendHook, name_light_queues
 from core.store.errors import StoreError
@@ -56,7 +57,7 @@ from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import GetStatus, MessageStore, RecoveryReport
 from core.store.service_thread import PeriodicService
 from core.stored_listeners import StoredListener, StoredListeners
-from core.system_topics import PARKING_PROPERTIES
+from core.system_topics import PARKING_PROPERTIES, PROPERTY_REAL_TOPIC
 from core.tables.consumer_offsets import ConsumerOffsetManager
 from core.tables.subscription_group import SubscriptionGroupManager
 from core.tables.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager
@@ -118,8 +119,15 @@ class Broker:
         self._append = store.append
         self._sync = store.sync_flush
         self._arrival_listeners: list[Callable[[set[tuple[str, int]]], None]] = []
-        self.schedule = ScheduleService(self, self.config.message_delay_level)
-        self.timers = TimerService(self, self.config)
+        # Delay-level and timer messages recalled before they are due (core.scheduling.recalls): the services drop
+        # them. A handle further ahead than the longest level or timer was not made here.
+        self.recalls = RecallTable(
+            self,
+            self.config.broker_name,
+            max([self.config.timer_max_delay_s * 1000, *parse_delay_levels(self.config.message_delay_level)]),
+        )
+        self.schedule = ScheduleService(self, self.config.message_delay_level, self.recalls)
+        self.timers = TimerService(self, self.config, self.recalls)
         self.transactions = TransactionService(self, self.config)
         # Admin look-ups and dead letters (core.message_queries, core.retries.dead_letters): no state of their own to
         # start.
@@ -156,12 +164,18 @@ class Broker:
         # services rebuild their state from it and find the copies a crash left in doubt.
         while not await self.wait_visible(timeout_s=60.0):
             log.warning("broker start: the store is still dispatching what recovery found; parked messages wait")
+        self.recalls.load()  # before the services move anything it may hold back
         for service in (self.schedule, self.timers, self.transactions):
             await service.start()
+        self.recalls.start(self._recalls_settled_before)
+
+    def _recalls_settled_before(self) -> int:
+        return min(self.timers.settled_before_ms(), self.schedule.settled_before_ms())
 
     async def close(self) -> None:
         for service in (self.transactions, self.timers, self.schedule):
             await service.close()
+        await self.recalls.close()
         if self._scanner is not None:
             self._scanner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -366,13 +380,12 @@ class Broker:
             raise from_store_error(exc) from exc
         # Counted as "in" when it reaches its topic (store_moved), not here in the broker's parking topic.
         parking.parked(message, put)
+        unique_id = message.properties[PROPERTY_UNIQ_KEY]
+        due_ms = parking.recall_due_ms(message)
+        real_topic = message.properties[PROPERTY_REAL_TOPIC]
+        handle = "" if due_ms is None else self.recalls.handle_for(real_topic, unique_id, due_ms)
         result = SendResult(
-            SendStatus.SEND_OK,
-            message.properties[PROPERTY_UNIQ_KEY],
-            queue,
-            put.queue_offset,
-            put.commit_log_offset,
-            put.store_host,
+            SendStatus.SEND_OK, unique_id, queue, put.queue_offset, put.commit_log_offset, put.store_host, handle
         )
         if not await self.store.wait_durable(put.end_offset):
             result.status = SendStatus.FLUSH_DISK_TIMEOUT
@@ -399,6 +412,17 @@ class Broker:
         elif self._stored_listeners:
             self._stored.tell(message, result)
         return result
+
+    async def recall_message(self, topic: str, handle: str) -> str:
+        """Recall a delay-level or timer message that is not due yet, by the recall handle its send answered
+        (SendResult.recall_handle): it never reaches its topic. Returns its unique id once the recall is on disk (as
+        a send under the store's flush mode). A second recall of it before it is due answers the same.
+
+        Raises TopicNotFoundError for an unknown topic, RecallError (with its RecallProblem) for a handle that is
+        malformed, of another topic or broker, or of a message due already (delivered, or being delivered), and
+        ConfigFileError when the recall could not be recorded (then nothing was recalled)."""
+        self.topic_config(topic)
+        return await self.recalls.recall(topic, handle)
 
     async def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
         """Store several messages of one topic and queue together (RocketMQ's batch: no delay, no timer, no

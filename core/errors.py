@@ -20,6 +20,8 @@
     ├── IllegalArgumentError       ValueError    a client API call with an argument out of range or inconsistent
     ├── MessageNotFoundError       LookupError   no stored message has the id asked for (removed by retention, or
     │                                            never there); queries by key answer an empty list instead
+    ├── RecallError                ValueError    a recall handle that cannot be honoured: malformed, another topic's
+    │                                            or broker's, or its message due already (ILLEGAL_OPERATION)
     ├── ConfigFileError                          a JSON config file cannot be used (path, line, column)
     ├── ConsumersOnlineError                     an admin change a live consumer of the group would undo (a reset
     │                                            of offsets while push consumers hold them in memory): stop them
@@ -43,6 +45,7 @@ Messages say what went wrong, where, and what to do about it.
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 
 from core.store.errors import (
@@ -125,6 +128,24 @@ class IllegalArgumentError(CoreError, ValueError):
 class MessageNotFoundError(CoreError, LookupError):
     """No stored message answers to the id asked for: an offset message id naming no record here (another broker's,
     or a record retention removed), or a unique id the index does not know in the topics searched."""
+
+
+class RecallProblem(enum.Enum):
+    """Why a recall was refused (core.scheduling.recalls); a front door maps these to its own status codes."""
+
+    MALFORMED = "MALFORMED"  # not a recall handle (RocketMQ: "recall handle is invalid")
+    OTHER_TOPIC = "OTHER_TOPIC"  # the handle names another topic than the request ("topic not match")
+    OTHER_BROKER = "OTHER_BROKER"  # issued by another broker
+    NOT_PENDING = "NOT_PENDING"  # its message is due already, or its time is out of range ("timestamp invalid")
+
+
+class RecallError(CoreError, ValueError):
+    """A recall (Broker.recall_message) refused: nothing was recalled. `problem` says why, the message says which
+    handle and what to do."""
+
+    def __init__(self, problem: RecallProblem, message: str) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 class ConsumersOnlineError(CoreError):

@@ -1,9 +1,9 @@
 """What the broker asks of a service that parks messages in its own topic (core.scheduling.delay_levels,
 core.scheduling.timers, core.transactions.service) and moves them on later: rewrite a message before it is stored,
-hear where it was stored, and start and stop with the broker (`Parking`); what such a service asks of the broker
-(`ParkingBroker`: its store, clock and topics, and storing the copies it moves); and which of the three parks a
-message sent (`parking_for`), by its properties. Both sides are Protocols: the broker imports the services, and
-they know it only as a ParkingBroker."""
+hear where it was stored, say when it is due (for its recall handle), and start and stop with the broker
+(`Parking`); what such a service asks of the broker (`ParkingBroker`: its store, clock and topics, and storing the
+copies it moves); and which of the three parks a message sent (`parking_for`), by its properties. Both sides are
+Protocols: the broker imports the services, and they know it only as a ParkingBroker."""
 
 from __future__ import annotations
 
@@ -28,6 +28,11 @@ class Parking(Protocol):
 
     def parked(self, message: Message, put: PutResult) -> None:
         """`message`, as `park` rewrote it, is in the log at `put` (called before anything else runs on the loop)."""
+        ...
+
+    def recall_due_ms(self, message: Message) -> int | None:
+        """When `message`, as `park` rewrote it, is due: the time its recall handle names (core.scheduling.recalls);
+        None for a message that waits for something else than a time and cannot be recalled."""
         ...
 
     async def start(self) -> None:

@@ -31,6 +31,9 @@ class SendResult:
     queue_offset: int
     commit_log_offset: int
     store_host: tuple[str, int]
+    # A delay-level or timer message's handle for Broker.recall_message while it is not due (RocketMQ 5.3's
+    # SendResult.recallHandle); "" for any other message.
+    recall_handle: str
 
     def __init__(
         self,
@@ -40,6 +43,7 @@ class SendResult:
         queue_offset: int,
         commit_log_offset: int,
         store_host: tuple[str, int],
+        recall_handle: str = "",
     ) -> None:
         self.status = status
         self.msg_id = msg_id
@@ -47,6 +51,7 @@ class SendResult:
         self.queue_offset = queue_offset
         self.commit_log_offset = commit_log_offset
         self.store_host = store_host
+        self.recall_handle = recall_handle
 
     @property
     def offset_msg_id(self) -> str:
@@ -73,10 +78,13 @@ class TransactionSendResult(SendResult):
         store_host: tuple[str, int],
         local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOW,
         transaction_id: str = "",
+        recall_handle: str = "",
     ) -> None:
         # Not the zero-argument super(): a dataclass with slots is a new class, which that super() of the interpreted
         # twin does not know.
-        SendResult.__init__(self, status, msg_id, message_queue, queue_offset, commit_log_offset, store_host)
+        SendResult.__init__(
+            self, status, msg_id, message_queue, queue_offset, commit_log_offset, store_host, recall_handle
+        )
         self.local_transaction_state = local_transaction_state
         self.transaction_id = transaction_id
 

@@ -14,6 +14,8 @@ the core imports it.
     config.py, stubs.py   [grpc] settings; the protobuf and gRPC stubs (rocketmq-python-client's)
 
 A SendMessage request: server.py -> service.py -> message_codec.py -> core.Broker.send -> status_codes.py.
+A RecallMessage request: server.py -> service.py -> core.Broker.recall_message (the handle a send answered in its
+SendResultEntry.recall_handle) -> status_codes.py.
 """
 
 import os

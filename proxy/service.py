@@ -5,9 +5,9 @@ Every answer carries a Status (proxy.status_codes): a refusal is an answer with 
 message saying what was wrong, never a gRPC error or a traceback, and one client's bad request touches nobody
 else's. RPCs the endpoint does not serve answer NOT_IMPLEMENTED.
 
-What each RPC does, and where it departs from RocketMQ's proxy, is in docs/grpc.md. Here:
-routes, heartbeats, the Telemetry stream (proxy.telemetry) and sending (messages mapped by
-proxy.message_codec); the consumers' RPCs are proxy.consumer_rpcs, those of offsets proxy.offset_rpcs.
+What each RPC does, and where it departs from RocketMQ's proxy, is in docs/grpc.md. Here: routes, heartbeats,
+the Telemetry stream (proxy.telemetry), sending (messages mapped by proxy.message_codec), ending transactions and
+recalling timer messages; the consumers' RPCs are proxy.consumer_rpcs, those of offsets proxy.offset_rpcs.
 Access control, when configured, is checked first on every RPC (proxy.access_control).
 """
 
@@ -31,6 +31,7 @@ from proxy.rpc_support import ServiceState, combined, peer_host, refusal, resour
 from proxy.status_codes import RequestError, ok, status
 from proxy.stubs import (
     Code,
+    MessageType,
     MessagingServiceServicer,
     TransactionResolution,
     TransactionSource,
@@ -239,7 +240,20 @@ class MessagingService(MessagingServiceServicer):
 
     @unary(pb.RecallMessageResponse)
     async def RecallMessage(self, request: pb.RecallMessageRequest, context: grpc.aio.ServicerContext) -> Any:
-        raise RequestError(Code.NOT_IMPLEMENTED, "RecallMessage is not implemented by mqgate yet")
+        """RocketMQ 5.3's recall of a timer (or delay-level) message not yet due, by the `recall_handle` its send
+        answered: it never reaches its consumers. As the proxy: the topic must take DELAY messages, and a handle the
+        broker refuses (malformed, another topic's, due already) is INTERNAL_SERVER_ERROR (proxy.status_codes)."""
+        topic = resource_name(request.topic, "topic")
+        self.state.check(context, (ResourceKind.TOPIC, topic, Action.PUB))
+        config = self.broker.topic_config(topic)
+        if not accepts(config, MessageType.DELAY):
+            raise RequestError(
+                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                f"topic {topic!r} takes {config.message_type.value} messages: only a DELAY or MIXED topic holds"
+                " messages to recall",
+            )
+        message_id = await self.broker.recall_message(topic, request.recall_handle)
+        return pb.RecallMessageResponse(status=ok(), message_id=message_id)
 
     @unary(pb.SyncLiteSubscriptionResponse)
     async def SyncLiteSubscription(
@@ -256,6 +270,7 @@ def _send_entry(result: SendResult, message: definition_pb2.Message) -> pb.SendR
             message_id=result.msg_id,
             transaction_id=result.offset_msg_id if is_transaction else "",
             offset=result.queue_offset,
+            recall_handle=result.recall_handle,
         )
     code = Code.MASTER_PERSISTENCE_TIMEOUT if result.status is SendStatus.FLUSH_DISK_TIMEOUT else Code.INTERNAL_ERROR
     return pb.SendResultEntry(

@@ -20,6 +20,8 @@ too far ahead); `status_of` turns it, or any core error, into the Status its cli
     RequestTimeoutError                   PROXY_TIMEOUT
     IllegalArgumentError, InvalidOffset   BAD_REQUEST
     MessageNotFoundError                  MESSAGE_NOT_FOUND
+    RecallError                           INTERNAL_SERVER_ERROR (as the proxy: its broker's ILLEGAL_OPERATION has
+                                          no code of its own; the message says what was wrong with the handle)
     any other CoreError                   INTERNAL_SERVER_ERROR
 
 Anything else raised while serving a request is a defect of ours: INTERNAL_SERVER_ERROR with the exception's type
@@ -40,6 +42,7 @@ from core import (
     NoPermissionError,
     PayloadTooLargeError,
     PopRequestError,
+    RecallError,
     ReceiptHandleError,
     RequestTimeoutError,
     ServiceNotAvailableError,
@@ -68,6 +71,8 @@ _CODES: tuple[tuple[type[Exception], int], ...] = (
     (IllegalArgumentError, Code.BAD_REQUEST),
     (InvalidOffsetError, Code.ILLEGAL_OFFSET),
     (MessageNotFoundError, Code.MESSAGE_NOT_FOUND),
+    # RocketMQ's proxy answers every refused recall so (RecallMessageActivity, LocalMessageService.recallMessage).
+    (RecallError, Code.INTERNAL_SERVER_ERROR),
 )
 
 

@@ -6,7 +6,8 @@ real topic and queue in REAL_TOPIC and REAL_QID and its due time (ms) as the tag
 as RocketMQ keeps it. Within one level every message waits as long, so each queue is due in order.
 
 Moving: one task per level reads its queue from the level's offset, waits until the head is due, stores a copy
-in the real topic (core.moves) and moves the offset on. The offsets are persisted in `delayOffset.json`
+in the real topic (core.moves) and moves the offset on; a message recalled before it was due
+(core.scheduling.recalls) is dropped instead. The offsets are persisted in `delayOffset.json`
 (RocketMQ's file: {"offsetTable": {"1": 17, ...}}) every second and at close. After a crash, the messages from
 the persisted offset on may have been moved already: each is looked for in its real topic (core.moves.
 already_moved) until the first that was not, so a restart neither loses nor repeats a delayed message.
@@ -25,6 +26,7 @@ from typing import Protocol
 from core.errors import ConfigFileError, CoreError, IllegalMessageError, ServiceNotAvailableError
 from core.moves import already_moved, moved_copy, read_parked, store_copies
 from core.parking import ParkingBroker
+from core.scheduling.recalls import RecallTable
 from core.store.message import PROPERTY_TAG_CODE, Message, StoredMessage
 from core.store.message_store import PutResult
 from core.system_topics import (
@@ -49,6 +51,9 @@ PERSIST_INTERVAL_S = 1.0
 STORE_REFUSED_PAUSE_S = 1.0
 # How long a level with nothing parked waits for a message before looking again (a new one wakes it at once).
 IDLE_WAIT_S = 5.0
+# Within a level due times follow the order of the queue, as long as the clock does not step back by more than this;
+# recalls of messages due that close to a level's persisted progress are kept (core.moves allows the same).
+SETTLED_SLACK_MS = 60_000
 
 
 def parse_delay_levels(text: str) -> tuple[int, ...]:
@@ -79,9 +84,11 @@ class ScheduleBroker(ParkingBroker, Protocol):
 
 
 class ScheduleService:
-    def __init__(self, broker: ScheduleBroker, message_delay_level: str) -> None:
-        """`message_delay_level`: the levels, as BrokerConfig.message_delay_level has them."""
+    def __init__(self, broker: ScheduleBroker, message_delay_level: str, recalls: RecallTable) -> None:
+        """`message_delay_level`: the levels, as BrokerConfig.message_delay_level has them; `recalls`: the messages
+        to drop when they are due."""
         self._broker = broker
+        self._recalls = recalls
         self._levels_text = message_delay_level
         self.levels_ms = parse_delay_levels(message_delay_level)
         self._path = broker.config_dir / DELAY_OFFSET_FILE
@@ -121,6 +128,23 @@ class ScheduleService:
 
     def parked(self, message: Message, put: PutResult) -> None:
         """Nothing to do: the level's task waits for new messages in its queue itself."""
+
+    def recall_due_ms(self, message: Message) -> int | None:
+        return int(message.properties[PROPERTY_TAG_CODE])
+
+    def settled_before_ms(self) -> int:
+        """A time before which no message of any level is due that a restart from the persisted offsets would meet:
+        the due time of the first message at each level's persisted offset (the later ones are due later), or now
+        for a level with nothing waiting (a message parked from now on is due later)."""
+        broker = self._broker
+        settled = broker.clock.now_ms()
+        for level in range(1, self.max_level + 1):
+            queue_id = level - 1
+            offset = self._persisted.get(level, broker.store.min_offset(SCHEDULE_TOPIC, queue_id))
+            entries = broker.queue_entries(SCHEDULE_TOPIC, queue_id, offset, 1)
+            if entries:
+                settled = min(settled, entries[0][2])
+        return max(0, settled - SETTLED_SLACK_MS)
 
     # --- running -----------------------------------------------------------------------------------------
 
@@ -229,21 +253,36 @@ class ScheduleService:
                 if not due:
                     continue
                 in_doubt = False
-            copies = [moved_copy(parked, drop=(PROPERTY_DELAY_LEVEL,)) for parked in due]
-            outcomes = await store_copies(broker, copies)
-            for parked, outcome in zip(due, outcomes, strict=True):
-                if isinstance(outcome, ServiceNotAvailableError):
-                    log.warning("delay level %d: the store refuses writes (%s); trying again", level, outcome)
-                    await asyncio.sleep(STORE_REFUSED_PAUSE_S)
-                    break
-                if isinstance(outcome, CoreError):
-                    log.error(
-                        "delay level %d: message %s for topic %r could not be stored and is dropped: %s",
+            recalled = await self._recalls.recalled(due)
+            copies = [
+                moved_copy(parked, drop=(PROPERTY_DELAY_LEVEL,))
+                for parked, dropped in zip(due, recalled, strict=True)
+                if not dropped
+            ]
+            outcomes = iter(await store_copies(broker, copies) if copies else [])
+            # In queue order, the recalled ones among them: the offset moves past each message dropped or stored.
+            for parked, dropped in zip(due, recalled, strict=True):
+                if dropped:
+                    log.info(
+                        "delay level %d: message %s for topic %r was recalled; dropped",
                         level,
                         parked.unique_id,
                         parked.properties.get(PROPERTY_REAL_TOPIC),
-                        outcome,
                     )
+                else:
+                    outcome = next(outcomes)
+                    if isinstance(outcome, ServiceNotAvailableError):
+                        log.warning("delay level %d: the store refuses writes (%s); trying again", level, outcome)
+                        await asyncio.sleep(STORE_REFUSED_PAUSE_S)
+                        break
+                    if isinstance(outcome, CoreError):
+                        log.error(
+                            "delay level %d: message %s for topic %r could not be stored and is dropped: %s",
+                            level,
+                            parked.unique_id,
+                            parked.properties.get(PROPERTY_REAL_TOPIC),
+                            outcome,
+                        )
                 offset = self._offsets[level] = offset + 1
 
 

@@ -16,7 +16,8 @@ becomes due (core.moves); the progress, `timerCheckpoint.json` ({"firedThroughS"
 written after each second: every second up to T has been fired, and nothing pending lies before offset n of the
 timer queue. A restart rebuilds the wheel from the queue's entries from n on whose second is after T, reading
 no record. After a crash, the second that was firing may have been moved in part: its messages are looked for in
-their topics (core.moves.already_moved) before they are moved.
+their topics (core.moves.already_moved) before they are moved. A message recalled before it was due
+(core.scheduling.recalls) is dropped when it comes due instead of moved.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from core.broker_config import BrokerConfig
 from core.errors import ConfigFileError, CoreError, IllegalMessageError, ServiceNotAvailableError, from_store_error
 from core.moves import already_moved, moved_copy, read_parked, store_copies
 from core.parking import ParkingBroker
+from core.scheduling.recalls import RecallTable
 from core.scheduling.timer_wheel import TimerWheel
 from core.store.errors import StoreError
 from core.store.message import PROPERTY_TAG_CODE, Message, StoredMessage
@@ -55,17 +57,23 @@ REBUILD_BATCH = 4096
 # Copies stored per call while a second fires.
 FIRE_BATCH = 512
 STORE_REFUSED_PAUSE_S = 1.0
+# A clock stepped back (or a second pushed late) puts a message at most this far before the second the wheel holds it
+# in; recalls of messages due that close to the fired seconds are kept (core.moves allows a store clock as much).
+SETTLED_SLACK_MS = 60_000
 
 
 class TimerService:
-    def __init__(self, broker: ParkingBroker, config: BrokerConfig) -> None:
+    def __init__(self, broker: ParkingBroker, config: BrokerConfig, recalls: RecallTable) -> None:
         self._broker = broker
+        self._recalls = recalls
         self.max_delay_ms = config.timer_max_delay_s * 1000
         # At most half the store's retention, so a parked record is always still there when it is looked at.
         retention_s = int(broker.store.config.file_reserved_hours * 3600)
         self.roll_window_s = max(1, min(config.timer_roll_window_s, retention_s // 2))
         self._path = broker.config_dir / TIMER_CHECKPOINT_FILE
         self.wheel = TimerWheel(fired_through=broker.clock.now_ms() // 1000)
+        # The progress a restart would find (timerCheckpoint.json's firedThroughS); none before the start.
+        self._persisted_through = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._second_taken: int | None = None
@@ -112,6 +120,23 @@ class TimerService:
         message.queue_id = 0
         return True
 
+    def recall_due_ms(self, message: Message) -> int | None:
+        return int(message.properties[PROPERTY_TIMER_DELIVER_MS])
+
+    def settled_before_ms(self) -> int:
+        """A time before which no message is due that the wheel holds or is firing, or would hold after a restart
+        from the persisted progress. A message is parked in the second it is due or, when that second is under way,
+        the next (or earlier, to roll): the messages of a second are due at most a second before it. A message
+        parked from now on is due later than now."""
+        wheel = self.wheel
+        settled = self._broker.clock.now_ms()
+        for second in (wheel.next_second(), wheel.firing):
+            if second is not None:
+                settled = min(settled, (second - 1) * 1000)
+        if self._persisted_through < wheel.fired_through:  # seconds a restart would fire again
+            settled = min(settled, self._persisted_through * 1000)
+        return max(0, settled - SETTLED_SLACK_MS)
+
     def _set_second(self, message: Message, due: int, now: int) -> None:
         second = max(min(due // 1000, now // 1000 + self.roll_window_s), self.wheel.earliest)
         message.properties[PROPERTY_TAG_CODE] = str(second * 1000)
@@ -133,6 +158,7 @@ class TimerService:
         if checkpoint is not None:
             fired_through, scan_from = checkpoint
             self.wheel = TimerWheel(fired_through)
+            self._persisted_through = fired_through
             self._rebuild(scan_from)
         else:
             if broker.store.max_offset(TIMER_TOPIC, 0) > 0:
@@ -181,14 +207,16 @@ class TimerService:
 
     def persist(self) -> None:
         store = self._broker.store
+        fired_through = self.wheel.fired_through
         write_json(
             self._path,
             {
-                "firedThroughS": self.wheel.fired_through,
+                "firedThroughS": fired_through,
                 "scanFromOffset": self.wheel.low_water(store.max_offset(TIMER_TOPIC, 0)),
             },
             durable=store.sync_flush,
         )
+        self._persisted_through = fired_through
 
     async def _run(self) -> None:
         clock = self._broker.clock
@@ -266,7 +294,11 @@ class TimerService:
     async def _move(self, due: list[StoredMessage], now: int) -> None:
         drop = (PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS, PROPERTY_TIMER_ROLL_TIMES)
         copies = []
-        for message in due:
+        recalled = await self._recalls.recalled(due)
+        for message, dropped in zip(due, recalled, strict=True):
+            if dropped:
+                log.info("timer: message %s for topic %r was recalled; dropped", message.unique_id, real_topic(message))
+                continue
             copy = moved_copy(message, drop=drop)
             copy.properties[PROPERTY_TIMER_OUT_MS] = str(now)
             copies.append(copy)
@@ -315,6 +347,10 @@ class TimerService:
             if not await self._broker.store.wait_durable(put.end_offset):
                 log.warning("timer: rolled message %s not confirmed on disk in time", copy.unique_id)
             return
+
+
+def real_topic(message: StoredMessage) -> str:
+    return message.properties.get(PROPERTY_REAL_TOPIC, "")
 
 
 def message_second(message: StoredMessage) -> int:

@@ -165,6 +165,10 @@ class TransactionService:
             )
         return int(value) * 1000
 
+    def recall_due_ms(self, message: Message) -> int | None:
+        """None: a half waits for its producer's decision, not for a time; it cannot be recalled."""
+        return None
+
     def parked(self, message: Message, put: PutResult) -> None:
         half = Half(put.queue_offset, put.commit_log_offset, int(message.properties[PROPERTY_TAG_CODE]))
         earliest = self.ledger.next_due()

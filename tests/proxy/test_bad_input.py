@@ -228,7 +228,7 @@ def test_malformed_consumer_requests_get_their_codes(stub) -> None:
         metadata=METADATA,
         timeout=10,
     )
-    assert recall.status.code == Code.NOT_IMPLEMENTED
+    assert recall.status.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE  # a NORMAL topic holds nothing to recall
 
 
 def test_a_method_the_service_does_not_have_is_unimplemented(serve: ServeProcess) -> None:
