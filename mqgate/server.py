@@ -24,6 +24,8 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+from acl.acl_file import load_acl_file
+from acl.errors import AclFileError
 from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
@@ -44,8 +46,6 @@ from mqtt_bridge.access.password_file import PasswordFile
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
-from proxy.access_errors import AclFileError
-from proxy.acl_file import load_acl_file
 from proxy.server import EndpointError, GrpcEndpoint, PortUnavailableError
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from typing import Any
 
 import grpc
 
+from acl.access_control import AccessControl, Action, ResourceKind
 from core import Broker, CoreError, ExpressionType, MessageFilter, PopService, build_filter
-from proxy.access_control import AccessControl, Action, ResourceKind
 from proxy.status_codes import RequestError, ok, status, status_of
 from proxy.stubs import Code, FilterType, definition_pb2
 
@@ -100,7 +100,7 @@ class ServiceState:
         self._filters: dict[tuple[str, str], MessageFilter | None] = {}
 
     def check(self, context: grpc.aio.ServicerContext, *needs: tuple[ResourceKind, str, Action]) -> None:
-        """Authenticate the call and check what it needs (proxy.access_control), when access control is on."""
+        """Authenticate the call and check what it needs (acl.access_control), when access control is on."""
         access = self.access
         if access is not None:
             access_key = access.authenticate(context.invocation_metadata() or ())

@@ -11,7 +11,7 @@ from rocketmq import ClientConfiguration, Credentials
 from rocketmq.grpc_protocol import Code
 from rocketmq.v5.util.signature import Signature
 
-from proxy.access_errors import Unauthenticated
+from acl.errors import Unauthenticated
 from proxy.signature import authenticate, parse_authorization
 
 ACCESS_KEY = "RocketMQ"

@@ -7,9 +7,9 @@ import pytest
 from rocketmq import ClientConfiguration, Credentials
 from rocketmq.v5.util.signature import Signature
 
-from proxy.access_control import AclPerm
-from proxy.access_errors import AclFileError
-from proxy.acl_file import load_acl_file, parse_acl_text
+from acl.access_control import AclPerm
+from acl.acl_file import load_acl_file, parse_acl_text
+from acl.errors import AclFileError
 
 GOOD_ACCOUNT = """\
   - accessKey: RocketMQ

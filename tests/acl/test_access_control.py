@@ -8,9 +8,9 @@ from rocketmq import ClientConfiguration, Credentials
 from rocketmq.grpc_protocol import Code
 from rocketmq.v5.util.signature import Signature
 
-from proxy.access_control import AccessControl, Account, AclPerm, Action, ResourceKind, permits
-from proxy.access_errors import Forbidden, Unauthenticated
-from proxy.acl_file import parse_acl_text
+from acl.access_control import AccessControl, Account, AclPerm, Action, ResourceKind, permits
+from acl.acl_file import parse_acl_text
+from acl.errors import Forbidden, Unauthenticated
 
 TOPIC, GROUP = ResourceKind.TOPIC, ResourceKind.GROUP
 PUB, SUB, ANY = Action.PUB, Action.SUB, Action.ANY

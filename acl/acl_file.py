@@ -43,9 +43,9 @@ from pathlib import Path
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from acl.access_control import AccessControl, Account, AclPerm
+from acl.errors import AclFileError
 from core import RETRY_PREFIX
-from proxy.access_control import AccessControl, Account, AclPerm
-from proxy.access_errors import AclFileError
 
 _LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -61,8 +61,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from acl.errors import Forbidden, Unauthenticated
 from core import RETRY_PREFIX
-from proxy.access_errors import Forbidden, Unauthenticated
 from proxy.signature import Metadata, authenticate
 
 

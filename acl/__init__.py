@@ -1,0 +1,1 @@
+"""RocketMQ's plain ACL (moved from proxy/; made independent of the gRPC endpoint next)."""
