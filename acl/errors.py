@@ -1,41 +1,37 @@
-"""Exceptions of the gRPC endpoint's access control, in one place with the protocol code each is answered with.
+"""Exceptions of the plain ACL, in one place. Each door answers a refusal in its own protocol's words.
 
-    AccessError                    a request refused by access control; `code` is its apache.rocketmq.v2.Code
-    ├── Unauthenticated            no valid signature: missing or malformed authorization header, unknown access
-    │                              key, signature mismatch, missing x-mq-date-time (Code.UNAUTHORIZED)
-    └── Forbidden                  authenticated, but the account lacks the permission (Code.FORBIDDEN)
-    AclFileError                   an ACL file (plain_acl.yml) cannot be used: `file:line:column: reason`
+    AclError                       base of this package's exceptions
+    ├── AccessError                a request refused by access control
+    │   ├── Unauthenticated        no valid credentials: unknown access key, missing or wrong signature (the gRPC
+    │   │                          endpoint's authorization header and x-mq-date-time, the remoting port's extFields)
+    │   └── Forbidden              authenticated, but the account lacks the permission
+    └── AclFileError               an ACL file (plain_acl.yml) cannot be used: `file:line:column: reason`
 
-The endpoint answers an AccessError with `Status(code=error.code, message=str(error))`, so the client reads the
-reason. RocketMQ 5.3's proxy answers both refusals with UNAUTHORIZED and 5.1's with the gRPC status
-PERMISSION_DENIED; FORBIDDEN for a missing permission tells the client that its credentials are fine and only its
-account's permissions need changing (the official clients raise a distinct ForbiddenException for it).
+The message says what was wrong and what to change, so each door sends it to the client as it is:
+- gRPC (proxy/status_codes.py): `Status(code, message)` with Code.UNAUTHORIZED or Code.FORBIDDEN. RocketMQ 5.3's
+  proxy answers both refusals with UNAUTHORIZED and 5.1's with the gRPC status PERMISSION_DENIED; FORBIDDEN for a
+  missing permission tells the client that its credentials are fine and only its account's permissions need
+  changing (the official clients raise a distinct ForbiddenException for it).
+- remoting (the broker's remoting port): NO_PERMISSION (16), the message as the response's remark.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
 
-from proxy.errors import ProxyError
-from proxy.stubs import Code
+class AclError(Exception):
+    """Base class of the plain ACL's exceptions."""
 
 
-class AccessError(ProxyError):
-    """A request refused by access control. `code` is the apache.rocketmq.v2.Code to answer with."""
-
-    code: ClassVar[int]
+class AccessError(AclError):
+    """A request refused by access control."""
 
 
 class Unauthenticated(AccessError):
-    """The request does not prove who sent it: the message says which part of the metadata is wrong."""
-
-    code = Code.UNAUTHORIZED
+    """The request does not prove who sent it: the message says which part of its credentials is wrong."""
 
 
 class Forbidden(AccessError):
     """The sender is known but its account lacks the permission; names the account, resource and permission."""
-
-    code = Code.FORBIDDEN
 
     def __init__(self, message: str, *, access_key: str, kind: str, name: str, action: str) -> None:
         super().__init__(message)
@@ -45,7 +41,7 @@ class Forbidden(AccessError):
         self.action = action
 
 
-class AclFileError(ProxyError, ValueError):
+class AclFileError(AclError, ValueError):
     """An ACL file is refused. Prints as `file:line:column: reason` (1-based), the position of the offending node;
     the reason names the account (by index and accessKey) and the key at fault."""
 
