@@ -147,6 +147,20 @@ def _settings_options() -> argparse.ArgumentParser:
         help="RocketMQ 5 gRPC port; 0 picks a free one, named in the ready line (grpc.port; default 8081)",
     )
     group.add_argument(
+        "--remoting-port",
+        type=int,
+        metavar="N",
+        help="RocketMQ 4 remoting port of the broker; 0 picks a free one, named in the ready line (remoting.port;"
+        " default 10911)",
+    )
+    group.add_argument(
+        "--namesrv-port",
+        type=int,
+        metavar="N",
+        help="port of the embedded NameServer; 0 picks a free one, named in the ready line (namesrv.port;"
+        " default 9876)",
+    )
+    group.add_argument(
         "--http-port",
         type=int,
         metavar="N",
