@@ -58,15 +58,15 @@ EXIT_READER_GONE = 141
 DESCRIPTION = """\
 mqgate: an MQTT and EventBridge protocol gateway in Python on a broker core after Apache RocketMQ.
 `mqgate serve` runs in one process: the message store and broker core; the MQTT listener (TCP, and TLS and
-WebSocket when configured); the RocketMQ 5 gRPC endpoint; EventBridge (buses, YAML rules in DATA_DIR/rules,
-HTTP, topic, MQTT and bus targets); the connector runtime (file source and sink, HTTP sink, Spark sink writing
-Parquet); and the HTTP port of their REST APIs."""
+WebSocket when configured); the RocketMQ 5 gRPC endpoint; RocketMQ 4's NameServer and the broker's remoting
+port; EventBridge (buses, YAML rules in DATA_DIR/rules, HTTP, topic, MQTT and bus targets); the connector runtime
+(file source and sink, HTTP sink, Spark sink writing Parquet); and the HTTP port of their REST APIs."""
 
 EPILOG = f"""\
 subcommands in detail:
   serve         open the store in DATA_DIR/{STORE_SUBDIR} (recovering after a crash) and every listener, print
-                one line "ready store=... recovery=clean|scan mqtt=... grpc=... http=..." on stdout, run
-                until SIGTERM or SIGINT, close cleanly
+                one line "ready store=... recovery=clean|scan mqtt=... grpc=... remoting=... namesrv=...
+                http=..." on stdout, run until SIGTERM or SIGINT, close cleanly
   config        print the effective configuration (defaults, then the file, then flags) as TOML;
                 --reference: every key with its type, default, flag and meaning (docs/configuration.md)
   store stats   open the store, print its statistics and the recovery report, close it
@@ -191,10 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the gateway until SIGTERM/SIGINT",
         description=(
             f"Open the store in DATA_DIR/{STORE_SUBDIR} (recovering it after a crash), the broker, the MQTT\n"
-            "listeners, the gRPC endpoint, EventBridge, the connector runtime and the HTTP port; print one line\n"
-            '"ready store=ABS_PATH recovery=clean|scan mqtt=HOST:PORT grpc=HOST:PORT http=HOST:PORT" on stdout\n'
-            "(a part that is turned off is not named), then run until SIGTERM or SIGINT and close everything\n"
-            "cleanly (the store last: flush, checkpoint, remove the abort marker)."
+            "listeners, the gRPC endpoint, the NameServer and the broker's remoting port (RocketMQ 4),\n"
+            "EventBridge, the connector runtime and the HTTP port; print one line\n"
+            '"ready store=ABS_PATH recovery=clean|scan mqtt=HOST:PORT grpc=HOST:PORT remoting=HOST:PORT\n'
+            'namesrv=HOST:PORT http=HOST:PORT" on stdout (a part that is turned off is not named), then run\n'
+            "until SIGTERM or SIGINT and close everything cleanly (the store last: flush, checkpoint, remove\n"
+            "the abort marker)."
         ),
         epilog=SETTINGS_EPILOG + "\n\nExit codes: 0 after a clean stop, 1 if the store is open in another process"
         " or unusable,\n2 for a bad configuration.",

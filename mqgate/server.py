@@ -26,6 +26,8 @@ from typing import Any, TypeVar
 
 from acl.acl_file import load_acl_file
 from acl.errors import AclFileError
+from broker_remoting.config import RemotingConfig
+from broker_remoting.door import BrokerRemoting
 from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
@@ -46,7 +48,9 @@ from mqtt_bridge.access.password_file import PasswordFile
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
+from namesrv.server import NameServer
 from proxy.server import EndpointError, GrpcEndpoint, PortUnavailableError
+from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +184,13 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         parts += mqtt_parts
                     if settings.grpc.enabled:
                         parts += await _start_grpc(settings, broker, parts_stack)
+                    # The NameServer first, so the broker registers at once; the ready line names it second.
+                    namesrv_part, embedded_namesrv = "", None
+                    if settings.namesrv.embedded:
+                        namesrv_part, embedded_namesrv = await _start_namesrv(settings, parts_stack)
+                    if settings.remoting.enabled:
+                        parts.append(await _start_remoting(settings, broker, parts_stack, embedded_namesrv))
+                    parts += [namesrv_part] if namesrv_part else []
                     worker = await _start_connectors(settings, broker, parts_stack)
                     eventbridge = await _start_eventbridge(settings, broker, parts_stack, gateway)
                     if settings.http.enabled:
@@ -338,6 +349,74 @@ async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.Asyn
         raise ConfigError(str(exc)) from None
     stack.push_async_callback(endpoint.close)
     return [f"grpc={address}"]
+
+
+# Added to a remoting or NameServer port's "in use" error: on a developer's machine a RocketMQ may run beside mqgate.
+ROCKETMQ_BUSY_HINT = "a RocketMQ broker or NameServer (mqbroker, mqnamesrv) may hold it"
+
+
+async def _start_namesrv(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[str, str]:
+    """Start the embedded NameServer; return its ready-line part and the address the broker reaches it at. Closed
+    by `stack`."""
+    config = settings.namesrv
+    namesrv = NameServer()
+    try:
+        port = await namesrv.start(config.host, config.port)
+    except OSError as exc:
+        await namesrv.close()
+        reason = _reason(exc)
+        raise cannot_listen(
+            "namesrv", "port", "--namesrv-port", config.host, config.port, reason, ROCKETMQ_BUSY_HINT
+        ) from None
+    stack.push_async_callback(namesrv.close)
+    log.info("NameServer on %s:%d", config.host, port)
+    return f"namesrv={config.host}:{port}", f"{loopback_to(config.host)}:{port}"
+
+
+async def _start_remoting(
+    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, embedded_namesrv: str | None
+) -> str:
+    """Start the broker's remoting port, registering with [remoting] namesrv_addresses, or else with the embedded
+    NameServer at `embedded_namesrv`; return its ready-line part. Closed by `stack`."""
+    config = settings.remoting
+    addresses = registration_addresses(config, embedded_namesrv)
+    if not addresses:
+        log.warning(
+            "the broker's remoting port registers with no NameServer, so RocketMQ 4 clients will not find its topics:"
+            " set [remoting] namesrv_addresses, or [namesrv] embedded = true"
+        )
+    door = BrokerRemoting(broker, config, max_body_bytes=settings.store.max_message_size)
+    try:
+        address = await door.start(addresses)
+    except RemotingError:  # a ConnectionError, but not the listener's: not a port to move
+        raise
+    except OSError as exc:
+        await door.close()
+        reason = _reason(exc)
+        raise cannot_listen(
+            "remoting", "port", "--remoting-port", config.host, config.port, reason, ROCKETMQ_BUSY_HINT
+        ) from None
+    stack.push_async_callback(door.close)
+    log.info("remoting port on %s, registering with %s", address, ", ".join(addresses) or "no NameServer")
+    return f"remoting={address}"
+
+
+def registration_addresses(config: RemotingConfig, embedded_namesrv: str | None) -> list[str]:
+    """The NameServers the broker registers with: [remoting] namesrv_addresses when given (the embedded one is then
+    only for clients that ask it), else the embedded NameServer's address, else none."""
+    return list(config.namesrv_addresses) or ([embedded_namesrv] if embedded_namesrv else [])
+
+
+def loopback_to(host: str) -> str:
+    """Where this process reaches a server bound to `host`: loopback for a wildcard address, else `host` itself."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or "127.0.0.1"  # a host name; "" binds every address, as the wildcard does
+    if address.is_unspecified:
+        # asyncio binds an IPv6 wildcard IPv6 only (IPV6_V6ONLY): reach it over IPv6.
+        return "::1" if address.version == 6 else "127.0.0.1"
+    return str(address)
 
 
 async def _start_connectors(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> Worker:
