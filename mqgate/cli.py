@@ -1,4 +1,5 @@
-"""The `mqgate` command: `serve`, `config`, `store stats`, `passwd`, `connect`, `rules`, `events` and `admin`.
+"""The `mqgate` command: `serve`, `namesrv`, `config`, `store stats`, `passwd`, `connect`, `rules`, `events` and
+`admin`.
 
 Exit codes: 0 on success (and after a clean stop on SIGTERM/SIGINT), 1 when the store cannot be used (locked by
 another process, missing, unreadable; or a config file of the broker under the data directory) or `passwd` cannot
@@ -23,6 +24,7 @@ from core import CoreError, FlushMode, MessageStore, RecoveryReport, StorageErro
 from mqgate.commands.admin import add_admin_parser
 from mqgate.commands.connect import add_connect_parser
 from mqgate.commands.events import add_events_parser
+from mqgate.commands.namesrv import add_namesrv_parser
 from mqgate.commands.rules import add_rules_parser
 from mqgate.commands.terminal import stdout_console
 from mqgate.config.reference import render_reference
@@ -38,7 +40,7 @@ from mqgate.config.settings import (
     load_settings,
     render_toml,
 )
-from mqgate.server import run, serve
+from mqgate.server import configure_logging, run, serve
 from mqtt_bridge.access.password_file import DEFAULT_ITERATIONS, delete_user, hash_plain_passwords, set_password
 from mqtt_bridge.errors import ConfigError as MqttConfigError
 
@@ -67,6 +69,8 @@ subcommands in detail:
   serve         open the store in DATA_DIR/{STORE_SUBDIR} (recovering after a crash) and every listener, print
                 one line "ready store=... recovery=clean|scan mqtt=... grpc=... remoting=... namesrv=...
                 http=..." on stdout, run until SIGTERM or SIGINT, close cleanly
+  namesrv       run a NameServer alone (as RocketMQ's mqnamesrv); print "ready namesrv=HOST:PORT", run until
+                SIGTERM or SIGINT
   config        print the effective configuration (defaults, then the file, then flags) as TOML;
                 --reference: every key with its type, default, flag and meaning (docs/configuration.md)
   store stats   open the store, print its statistics and the recovery report, close it
@@ -85,6 +89,7 @@ configuration:
 examples:
   mqgate serve --data-dir ./data
   mqgate serve --data-dir /srv/mqgate --flush-mode SYNC_FLUSH --segment-size 256MiB
+  mqgate namesrv --port 9876
   mqgate config --data-dir ./data --config examples/mqgate.toml
   mqgate store stats --data-dir ./data
   mqgate passwd -c /etc/mqgate/passwd alice
@@ -180,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter)
     commands = parser.add_subparsers(
-        dest="command", metavar="{serve,config,store,passwd,connect,rules,events,admin}", title="commands"
+        dest="command", metavar="{serve,namesrv,config,store,passwd,connect,rules,events,admin}", title="commands"
     )
     options = _settings_options()
 
@@ -202,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         " or unusable,\n2 for a bad configuration.",
     )
     serve_parser.set_defaults(handler=cmd_serve)
+    add_namesrv_parser(commands, formatter)
 
     config_parser = commands.add_parser(
         "config",
@@ -399,14 +405,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             shown = f"--no-{flag.removeprefix('--')}" if value is False else flag
             overrides.append(Override(key, value, shown))
     return load_settings(args.data_dir, args.config, overrides)
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

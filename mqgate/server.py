@@ -21,7 +21,7 @@ import resource
 import signal
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from acl.acl_file import load_acl_file
@@ -145,14 +145,21 @@ def apply_interpreter_settings() -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
-async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
-    """Run until SIGTERM or SIGINT, calling `ready` once with the ready line when everything serves."""
+def configure_logging(level: str) -> None:
+    """Logs on stderr, one line each, for a command that runs a server (`serve`, `namesrv`) or opens the store."""
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+    )
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[asyncio.Event]:
+    """An event set by the first SIGTERM or SIGINT; a later one is logged and ignored, so that a second Ctrl-C
+    cannot interrupt a close halfway. The handlers are the running loop's until the block ends."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    raise_open_file_limit()
-    apply_interpreter_settings()
-    # A bad certificate is a configuration error: found before the store opens.
-    tls = tls_context(settings.mqtt) if settings.mqtt.enabled else None
 
     def on_signal(signum: signal.Signals) -> None:
         if stop.is_set():
@@ -161,11 +168,24 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
         log.info("%s: stopping", signum.name)
         stop.set()
 
-    # Installed before the store opens, so a signal during a long recovery still ends in a clean close; kept
-    # until the close is done, so a second Ctrl-C cannot interrupt it halfway.
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, on_signal, signum)
     try:
+        yield stop
+    finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+
+
+async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
+    """Run until SIGTERM or SIGINT, calling `ready` once with the ready line when everything serves."""
+    raise_open_file_limit()
+    apply_interpreter_settings()
+    # A bad certificate is a configuration error: found before the store opens.
+    tls = tls_context(settings.mqtt) if settings.mqtt.enabled else None
+    # Installed before the store opens, so a signal during a long recovery still ends in a clean close; kept
+    # until the close is done.
+    with stop_on_signals() as stop:
         log.info("configuration from %s", settings.config_file or "defaults and flags (no configuration file)")
         log.debug("store settings: %s", settings.store)
         store = MessageStore(settings.store)
@@ -208,9 +228,6 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
             log.info("closing store %s", settings.store.store_dir)
             await asyncio.to_thread(store.close)
             log.info("store closed")
-    finally:
-        for signum in STOP_SIGNALS:
-            loop.remove_signal_handler(signum)
 
 
 def _address(server: asyncio.Server | object) -> str:
@@ -280,7 +297,7 @@ async def _start_mqtt(
         try:
             server = await start(port)
         except OSError as exc:
-            raise cannot_listen("mqtt", key, flag, config.host, port, _reason(exc), MQTT_BUSY_HINT) from None
+            raise cannot_listen("mqtt", key, flag, config.host, port, listen_reason(exc), MQTT_BUSY_HINT) from None
         parts.append(f"{name}={_address(server)}")
         log.info("MQTT listener %s on %s", name, _address(server))
 
@@ -312,16 +329,25 @@ def anonymous_clients(settings: Settings) -> str:
 MQTT_BUSY_HINT = "another MQTT broker (e.g. the mosquitto service: `systemctl status mosquitto`) may hold it"
 
 
-def _reason(exc: OSError) -> str:
+def listen_reason(exc: OSError) -> str:
     # asyncio's message repeats the address ("error while attempting to bind on address ..."): the errno says it.
     return os.strerror(exc.errno).lower() if exc.errno else str(exc)
 
 
 def cannot_listen(
-    section: str, key: str, flag: str | None, host: str, port: int, reason: str, hint: str = ""
+    section: str,
+    key: str,
+    flag: str | None,
+    host: str,
+    port: int,
+    reason: str,
+    hint: str = "",
+    setting: str | None = None,
 ) -> ConfigError:
-    """The error for a listener that cannot bind: the address, the reason, and the setting that moves it."""
-    setting = f"{flag} or [{section}] {key}" if flag else f"[{section}] {key}"
+    """The error for a listener that cannot bind: the address, the reason, and the setting that moves it (`flag`
+    or `[section] key`; `setting` instead, for a command that reads no configuration file)."""
+    if setting is None:
+        setting = f"{flag} or [{section}] {key}" if flag else f"[{section}] {key}"
     busy = f" ({hint})" if hint and "in use" in reason else ""
     return ConfigError(
         f"[{section}] cannot listen on {host}:{port}: {reason}{busy}; "
@@ -364,7 +390,7 @@ async def _start_namesrv(settings: Settings, stack: contextlib.AsyncExitStack) -
         port = await namesrv.start(config.host, config.port)
     except OSError as exc:
         await namesrv.close()
-        reason = _reason(exc)
+        reason = listen_reason(exc)
         raise cannot_listen(
             "namesrv", "port", "--namesrv-port", config.host, config.port, reason, ROCKETMQ_BUSY_HINT
         ) from None
@@ -392,7 +418,7 @@ async def _start_remoting(
         raise
     except OSError as exc:
         await door.close()
-        reason = _reason(exc)
+        reason = listen_reason(exc)
         raise cannot_listen(
             "remoting", "port", "--remoting-port", config.host, config.port, reason, ROCKETMQ_BUSY_HINT
         ) from None
@@ -472,7 +498,7 @@ async def _start_http(
     try:
         address = await server.start()
     except OSError as exc:
-        raise cannot_listen("http", "port", "--http-port", config.host, config.port, _reason(exc)) from None
+        raise cannot_listen("http", "port", "--http-port", config.host, config.port, listen_reason(exc)) from None
     stack.push_async_callback(server.close)
     secured = config.token is not None or bool(config.admin_users)
     log.info("HTTP port on %s%s", address, " (token or admin user required)" if secured else "")
