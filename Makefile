@@ -12,8 +12,19 @@ DEB_PACKAGES ?= procps mosquitto mosquitto-clients openssl
 DEB_PACKAGES += chromium
 # The Spark sink's PySpark runs a JVM: Java 17, unless a java is already on the PATH.
 DEB_PACKAGES += $(if $(shell command -v java 2>/dev/null),,openjdk-17-jre-headless)
+# The remoting tests drive ali-ons, a RocketMQ 4 client on Node.js, installed with npm: each unless already on the
+# PATH (NodeSource's nodejs package carries its own npm and conflicts with Debian's npm package).
+DEB_PACKAGES += $(if $(shell command -v node 2>/dev/null),,nodejs) $(if $(shell command -v npm 2>/dev/null),,npm)
 
-.PHONY: run test lint deb clean compiled uncompiled
+# The RocketMQ 4 clients the remoting tests drive (tests/broker_remoting/), each installed in its own directory from
+# its pinned list. The Python client (rocketmq-client-python, librocketmq inside its wheel) stays out of .venv: its
+# package `rocketmq` is also rocketmq-python-client's, and installed together the later one owns
+# rocketmq/__init__.py (the RocketMQ 5 client's `from rocketmq import ClientConfiguration` fails when it is the 4's).
+# Tests run it in a child process with PYTHONPATH=$(ROCKETMQ4_PYTHON)/site.
+ROCKETMQ4_PYTHON ?= tests/broker_remoting/python
+ROCKETMQ4_NODE ?= tests/broker_remoting/node
+
+.PHONY: run test lint deb clean compiled uncompiled rocketmq4-clients
 # Modules compiled with mypyc from their own .py: the list is [tool.mqgate] compiled in pyproject.toml.
 COMPILED := $(shell $(PYTHON) -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["tool"]["mqgate"]["compiled"]))')
 COMPILED_STAMP := $(VENV)/.compiled
@@ -72,6 +83,18 @@ $(COMPILED_STAMP): $(STAMP) $(COMPILED) pyproject.toml mqgate/compile_modules.py
 
 compiled: $(COMPILED_STAMP)
 
+# Installed again when the pinned list is newer than the installation (a directory's time is its last install).
+$(ROCKETMQ4_PYTHON)/site: $(ROCKETMQ4_PYTHON)/requirements.txt | $(BIN)/python
+	rm -rf $@
+	$(BIN)/python -m pip install --quiet --no-deps --target $@ -r $<
+	touch $@
+
+$(ROCKETMQ4_NODE)/node_modules: $(ROCKETMQ4_NODE)/package-lock.json | deb
+	cd $(ROCKETMQ4_NODE) && npm ci --no-audit --no-fund
+	touch $@
+
+rocketmq4-clients: $(ROCKETMQ4_PYTHON)/site $(ROCKETMQ4_NODE)/node_modules
+
 uncompiled:
 	rm -f $(foreach source,$(COMPILED),$(basename $(source)).cpython-*.so) core/mypyc_runtime__mypyc.cpython-*.so \
 	  $(COMPILED_STAMP)
@@ -83,8 +106,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: $(STAMP) $(COMPILED_STAMP) deb lint
+test: $(STAMP) $(COMPILED_STAMP) deb lint rocketmq4-clients
 	$(BIN)/python -m pytest -q -ra
 
 clean: uncompiled
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build $(ROCKETMQ4_PYTHON)/site \
+	  $(ROCKETMQ4_NODE)/node_modules

@@ -24,7 +24,7 @@ def serve_command(launcher: Sequence[str], data_dir: Path, *args: str) -> list[s
     """`mqgate serve` on `data_dir` with every listener on a free port (0), then `args` (a later flag wins);
     `launcher` runs mqgate (its console script, or the interpreter with `-m mqgate.cli`)."""
     return [*launcher, "serve", "--data-dir", str(data_dir), "--mqtt-port", "0", "--grpc-port", "0",
-            "--http-port", "0", *args]  # fmt: skip
+            "--http-port", "0", "--remoting-port", "0", "--namesrv-port", "0", *args]  # fmt: skip
 
 
 class ServeChild:

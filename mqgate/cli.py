@@ -1,4 +1,5 @@
-"""The `mqgate` command: `serve`, `config`, `store stats`, `passwd`, `connect`, `rules`, `events` and `admin`.
+"""The `mqgate` command: `serve`, `namesrv`, `config`, `store stats`, `passwd`, `connect`, `rules`, `events` and
+`admin`.
 
 Exit codes: 0 on success (and after a clean stop on SIGTERM/SIGINT), 1 when the store cannot be used (locked by
 another process, missing, unreadable; or a config file of the broker under the data directory) or `passwd` cannot
@@ -23,6 +24,7 @@ from core import CoreError, FlushMode, MessageStore, RecoveryReport, StorageErro
 from mqgate.commands.admin import add_admin_parser
 from mqgate.commands.connect import add_connect_parser
 from mqgate.commands.events import add_events_parser
+from mqgate.commands.namesrv import add_namesrv_parser
 from mqgate.commands.rules import add_rules_parser
 from mqgate.commands.terminal import stdout_console
 from mqgate.config.reference import render_reference
@@ -38,7 +40,7 @@ from mqgate.config.settings import (
     load_settings,
     render_toml,
 )
-from mqgate.server import run, serve
+from mqgate.server import configure_logging, run, serve
 from mqtt_bridge.access.password_file import DEFAULT_ITERATIONS, delete_user, hash_plain_passwords, set_password
 from mqtt_bridge.errors import ConfigError as MqttConfigError
 
@@ -58,15 +60,17 @@ EXIT_READER_GONE = 141
 DESCRIPTION = """\
 mqgate: an MQTT and EventBridge protocol gateway in Python on a broker core after Apache RocketMQ.
 `mqgate serve` runs in one process: the message store and broker core; the MQTT listener (TCP, and TLS and
-WebSocket when configured); the RocketMQ 5 gRPC endpoint; EventBridge (buses, YAML rules in DATA_DIR/rules,
-HTTP, topic, MQTT and bus targets); the connector runtime (file source and sink, HTTP sink, Spark sink writing
-Parquet); and the HTTP port of their REST APIs."""
+WebSocket when configured); the RocketMQ 5 gRPC endpoint; RocketMQ 4's NameServer and the broker's remoting
+port; EventBridge (buses, YAML rules in DATA_DIR/rules, HTTP, topic, MQTT and bus targets); the connector runtime
+(file source and sink, HTTP sink, Spark sink writing Parquet); and the HTTP port of their REST APIs."""
 
 EPILOG = f"""\
 subcommands in detail:
   serve         open the store in DATA_DIR/{STORE_SUBDIR} (recovering after a crash) and every listener, print
-                one line "ready store=... recovery=clean|scan mqtt=... grpc=... http=..." on stdout, run
-                until SIGTERM or SIGINT, close cleanly
+                one line "ready store=... recovery=clean|scan mqtt=... grpc=... remoting=... namesrv=...
+                http=..." on stdout, run until SIGTERM or SIGINT, close cleanly
+  namesrv       run a NameServer alone (as RocketMQ's mqnamesrv); print "ready namesrv=HOST:PORT", run until
+                SIGTERM or SIGINT
   config        print the effective configuration (defaults, then the file, then flags) as TOML;
                 --reference: every key with its type, default, flag and meaning (docs/configuration.md)
   store stats   open the store, print its statistics and the recovery report, close it
@@ -85,6 +89,7 @@ configuration:
 examples:
   mqgate serve --data-dir ./data
   mqgate serve --data-dir /srv/mqgate --flush-mode SYNC_FLUSH --segment-size 256MiB
+  mqgate namesrv --port 9876
   mqgate config --data-dir ./data --config examples/mqgate.toml
   mqgate store stats --data-dir ./data
   mqgate passwd -c /etc/mqgate/passwd alice
@@ -147,6 +152,20 @@ def _settings_options() -> argparse.ArgumentParser:
         help="RocketMQ 5 gRPC port; 0 picks a free one, named in the ready line (grpc.port; default 8081)",
     )
     group.add_argument(
+        "--remoting-port",
+        type=int,
+        metavar="N",
+        help="RocketMQ 4 remoting port of the broker; 0 picks a free one, named in the ready line (remoting.port;"
+        " default 10911)",
+    )
+    group.add_argument(
+        "--namesrv-port",
+        type=int,
+        metavar="N",
+        help="port of the embedded NameServer; 0 picks a free one, named in the ready line (namesrv.port;"
+        " default 9876)",
+    )
+    group.add_argument(
         "--http-port",
         type=int,
         metavar="N",
@@ -166,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter)
     commands = parser.add_subparsers(
-        dest="command", metavar="{serve,config,store,passwd,connect,rules,events,admin}", title="commands"
+        dest="command", metavar="{serve,namesrv,config,store,passwd,connect,rules,events,admin}", title="commands"
     )
     options = _settings_options()
 
@@ -177,15 +196,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the gateway until SIGTERM/SIGINT",
         description=(
             f"Open the store in DATA_DIR/{STORE_SUBDIR} (recovering it after a crash), the broker, the MQTT\n"
-            "listeners, the gRPC endpoint, EventBridge, the connector runtime and the HTTP port; print one line\n"
-            '"ready store=ABS_PATH recovery=clean|scan mqtt=HOST:PORT grpc=HOST:PORT http=HOST:PORT" on stdout\n'
-            "(a part that is turned off is not named), then run until SIGTERM or SIGINT and close everything\n"
-            "cleanly (the store last: flush, checkpoint, remove the abort marker)."
+            "listeners, the gRPC endpoint, the NameServer and the broker's remoting port (RocketMQ 4),\n"
+            "EventBridge, the connector runtime and the HTTP port; print one line\n"
+            '"ready store=ABS_PATH recovery=clean|scan mqtt=HOST:PORT grpc=HOST:PORT remoting=HOST:PORT\n'
+            'namesrv=HOST:PORT http=HOST:PORT" on stdout (a part that is turned off is not named), then run\n'
+            "until SIGTERM or SIGINT and close everything cleanly (the store last: flush, checkpoint, remove\n"
+            "the abort marker)."
         ),
         epilog=SETTINGS_EPILOG + "\n\nExit codes: 0 after a clean stop, 1 if the store is open in another process"
         " or unusable,\n2 for a bad configuration.",
     )
     serve_parser.set_defaults(handler=cmd_serve)
+    add_namesrv_parser(commands, formatter)
 
     config_parser = commands.add_parser(
         "config",
@@ -383,14 +405,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             shown = f"--no-{flag.removeprefix('--')}" if value is False else flag
             overrides.append(Override(key, value, shown))
     return load_settings(args.data_dir, args.config, overrides)
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -21,9 +21,13 @@ import resource
 import signal
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
+from acl.acl_file import load_acl_file
+from acl.errors import AclFileError
+from broker_remoting.config import RemotingConfig
+from broker_remoting.door import BrokerRemoting
 from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
@@ -44,9 +48,9 @@ from mqtt_bridge.access.password_file import PasswordFile
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
-from proxy.access_errors import AclFileError
-from proxy.acl_file import load_acl_file
+from namesrv.server import NameServer
 from proxy.server import EndpointError, GrpcEndpoint, PortUnavailableError
+from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
@@ -141,14 +145,21 @@ def apply_interpreter_settings() -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
-async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
-    """Run until SIGTERM or SIGINT, calling `ready` once with the ready line when everything serves."""
+def configure_logging(level: str) -> None:
+    """Logs on stderr, one line each, for a command that runs a server (`serve`, `namesrv`) or opens the store."""
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+    )
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[asyncio.Event]:
+    """An event set by the first SIGTERM or SIGINT; a later one is logged and ignored, so that a second Ctrl-C
+    cannot interrupt a close halfway. The handlers are the running loop's until the block ends."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    raise_open_file_limit()
-    apply_interpreter_settings()
-    # A bad certificate is a configuration error: found before the store opens.
-    tls = tls_context(settings.mqtt) if settings.mqtt.enabled else None
 
     def on_signal(signum: signal.Signals) -> None:
         if stop.is_set():
@@ -157,11 +168,24 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
         log.info("%s: stopping", signum.name)
         stop.set()
 
-    # Installed before the store opens, so a signal during a long recovery still ends in a clean close; kept
-    # until the close is done, so a second Ctrl-C cannot interrupt it halfway.
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, on_signal, signum)
     try:
+        yield stop
+    finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+
+
+async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
+    """Run until SIGTERM or SIGINT, calling `ready` once with the ready line when everything serves."""
+    raise_open_file_limit()
+    apply_interpreter_settings()
+    # A bad certificate is a configuration error: found before the store opens.
+    tls = tls_context(settings.mqtt) if settings.mqtt.enabled else None
+    # Installed before the store opens, so a signal during a long recovery still ends in a clean close; kept
+    # until the close is done.
+    with stop_on_signals() as stop:
         log.info("configuration from %s", settings.config_file or "defaults and flags (no configuration file)")
         log.debug("store settings: %s", settings.store)
         store = MessageStore(settings.store)
@@ -180,6 +204,13 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         parts += mqtt_parts
                     if settings.grpc.enabled:
                         parts += await _start_grpc(settings, broker, parts_stack)
+                    # The NameServer first, so the broker registers at once; the ready line names it second.
+                    namesrv_part, embedded_namesrv = "", None
+                    if settings.namesrv.embedded:
+                        namesrv_part, embedded_namesrv = await _start_namesrv(settings, parts_stack)
+                    if settings.remoting.enabled:
+                        parts.append(await _start_remoting(settings, broker, parts_stack, embedded_namesrv))
+                    parts += [namesrv_part] if namesrv_part else []
                     worker = await _start_connectors(settings, broker, parts_stack)
                     eventbridge = await _start_eventbridge(settings, broker, parts_stack, gateway)
                     if settings.http.enabled:
@@ -197,9 +228,6 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
             log.info("closing store %s", settings.store.store_dir)
             await asyncio.to_thread(store.close)
             log.info("store closed")
-    finally:
-        for signum in STOP_SIGNALS:
-            loop.remove_signal_handler(signum)
 
 
 def _address(server: asyncio.Server | object) -> str:
@@ -269,7 +297,7 @@ async def _start_mqtt(
         try:
             server = await start(port)
         except OSError as exc:
-            raise cannot_listen("mqtt", key, flag, config.host, port, _reason(exc), MQTT_BUSY_HINT) from None
+            raise cannot_listen("mqtt", key, flag, config.host, port, listen_reason(exc), MQTT_BUSY_HINT) from None
         parts.append(f"{name}={_address(server)}")
         log.info("MQTT listener %s on %s", name, _address(server))
 
@@ -301,16 +329,25 @@ def anonymous_clients(settings: Settings) -> str:
 MQTT_BUSY_HINT = "another MQTT broker (e.g. the mosquitto service: `systemctl status mosquitto`) may hold it"
 
 
-def _reason(exc: OSError) -> str:
+def listen_reason(exc: OSError) -> str:
     # asyncio's message repeats the address ("error while attempting to bind on address ..."): the errno says it.
     return os.strerror(exc.errno).lower() if exc.errno else str(exc)
 
 
 def cannot_listen(
-    section: str, key: str, flag: str | None, host: str, port: int, reason: str, hint: str = ""
+    section: str,
+    key: str,
+    flag: str | None,
+    host: str,
+    port: int,
+    reason: str,
+    hint: str = "",
+    setting: str | None = None,
 ) -> ConfigError:
-    """The error for a listener that cannot bind: the address, the reason, and the setting that moves it."""
-    setting = f"{flag} or [{section}] {key}" if flag else f"[{section}] {key}"
+    """The error for a listener that cannot bind: the address, the reason, and the setting that moves it (`flag`
+    or `[section] key`; `setting` instead, for a command that reads no configuration file)."""
+    if setting is None:
+        setting = f"{flag} or [{section}] {key}" if flag else f"[{section}] {key}"
     busy = f" ({hint})" if hint and "in use" in reason else ""
     return ConfigError(
         f"[{section}] cannot listen on {host}:{port}: {reason}{busy}; "
@@ -338,6 +375,74 @@ async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.Asyn
         raise ConfigError(str(exc)) from None
     stack.push_async_callback(endpoint.close)
     return [f"grpc={address}"]
+
+
+# Added to a remoting or NameServer port's "in use" error: on a developer's machine a RocketMQ may run beside mqgate.
+ROCKETMQ_BUSY_HINT = "a RocketMQ broker or NameServer (mqbroker, mqnamesrv) may hold it"
+
+
+async def _start_namesrv(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[str, str]:
+    """Start the embedded NameServer; return its ready-line part and the address the broker reaches it at. Closed
+    by `stack`."""
+    config = settings.namesrv
+    namesrv = NameServer()
+    try:
+        port = await namesrv.start(config.host, config.port)
+    except OSError as exc:
+        await namesrv.close()
+        reason = listen_reason(exc)
+        raise cannot_listen(
+            "namesrv", "port", "--namesrv-port", config.host, config.port, reason, ROCKETMQ_BUSY_HINT
+        ) from None
+    stack.push_async_callback(namesrv.close)
+    log.info("NameServer on %s:%d", config.host, port)
+    return f"namesrv={config.host}:{port}", f"{loopback_to(config.host)}:{port}"
+
+
+async def _start_remoting(
+    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, embedded_namesrv: str | None
+) -> str:
+    """Start the broker's remoting port, registering with [remoting] namesrv_addresses, or else with the embedded
+    NameServer at `embedded_namesrv`; return its ready-line part. Closed by `stack`."""
+    config = settings.remoting
+    addresses = registration_addresses(config, embedded_namesrv)
+    if not addresses:
+        log.warning(
+            "the broker's remoting port registers with no NameServer, so RocketMQ 4 clients will not find its topics:"
+            " set [remoting] namesrv_addresses, or [namesrv] embedded = true"
+        )
+    door = BrokerRemoting(broker, config, max_body_bytes=settings.store.max_message_size)
+    try:
+        address = await door.start(addresses)
+    except RemotingError:  # a ConnectionError, but not the listener's: not a port to move
+        raise
+    except OSError as exc:
+        await door.close()
+        reason = listen_reason(exc)
+        raise cannot_listen(
+            "remoting", "port", "--remoting-port", config.host, config.port, reason, ROCKETMQ_BUSY_HINT
+        ) from None
+    stack.push_async_callback(door.close)
+    log.info("remoting port on %s, registering with %s", address, ", ".join(addresses) or "no NameServer")
+    return f"remoting={address}"
+
+
+def registration_addresses(config: RemotingConfig, embedded_namesrv: str | None) -> list[str]:
+    """The NameServers the broker registers with: [remoting] namesrv_addresses when given (the embedded one is then
+    only for clients that ask it), else the embedded NameServer's address, else none."""
+    return list(config.namesrv_addresses) or ([embedded_namesrv] if embedded_namesrv else [])
+
+
+def loopback_to(host: str) -> str:
+    """Where this process reaches a server bound to `host`: loopback for a wildcard address, else `host` itself."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or "127.0.0.1"  # a host name; "" binds every address, as the wildcard does
+    if address.is_unspecified:
+        # asyncio binds an IPv6 wildcard IPv6 only (IPV6_V6ONLY): reach it over IPv6.
+        return "::1" if address.version == 6 else "127.0.0.1"
+    return str(address)
 
 
 async def _start_connectors(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> Worker:
@@ -393,7 +498,7 @@ async def _start_http(
     try:
         address = await server.start()
     except OSError as exc:
-        raise cannot_listen("http", "port", "--http-port", config.host, config.port, _reason(exc)) from None
+        raise cannot_listen("http", "port", "--http-port", config.host, config.port, listen_reason(exc)) from None
     stack.push_async_callback(server.close)
     secured = config.token is not None or bool(config.admin_users)
     log.info("HTTP port on %s%s", address, " (token or admin user required)" if secured else "")

@@ -9,8 +9,9 @@ the core imports it.
       QueryAssignment), held_messages.py (receipt handles)
     message_codec.py   apache.rocketmq.v2.Message <-> core Message / StoredMessage
     client_sessions.py, client_settings.py   who is connected, with which settings
-    access_control.py, acl_file.py, signature.py   who may do what (the ACL file, request signatures)
-    status_codes.py, rpc_support.py, access_errors.py   answers in the protocol's words
+    signature.py       who sent a call (the MQv2-HMAC-SHA1 metadata); what it may do is the plain ACL's (acl/),
+                       and what each RPC needs is rpc_support.py's table
+    status_codes.py, rpc_support.py   answers in the protocol's words
     config.py, stubs.py   [grpc] settings; the protobuf and gRPC stubs (rocketmq-python-client's)
 
 A SendMessage request: server.py -> service.py -> message_codec.py -> core.Broker.send -> status_codes.py.

@@ -16,8 +16,8 @@ from typing import Any
 
 import grpc
 
+from acl.access_control import Action, ResourceKind
 from core import MAX_INVISIBLE_MS, CoreError
-from proxy.access_control import Action, ResourceKind
 from proxy.client_sessions import ClientSessions
 from proxy.held_messages import CLEAR_INVISIBLE_MS, RENEW_PERIOD_S, RENEW_SLICE_MS, Held
 from proxy.message_codec import duration_ms, to_proto, to_timestamp

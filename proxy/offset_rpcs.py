@@ -8,8 +8,8 @@ from typing import Any
 
 import grpc
 
+from acl.access_control import Action, ResourceKind
 from core import PullStatus
-from proxy.access_control import Action, ResourceKind
 from proxy.consumer_rpcs import MAX_LONG_POLLING_MS
 from proxy.message_codec import duration_ms, timestamp_ms, to_proto
 from proxy.rpc_support import ServiceState, refusal, resource_name, unary

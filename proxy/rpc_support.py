@@ -1,6 +1,45 @@
 """What every RPC of the endpoint shares: the wrapper that answers a refusal with its Status, the checks of names and
 access, the compiled filters, and the state the RPC groups (proxy.service, proxy.consumer_rpcs,
-proxy.offset_rpcs) work on."""
+proxy.offset_rpcs) work on.
+
+What each RPC needs of access control (acl.access_control; ServiceState.check asks it), after the checks of
+RocketMQ's proxy for gRPC (PlainAccessResource.parse in ACL 1.0, DefaultAuthorizationContextBuilder in ACL 2.0);
+every RPC also needs the call authenticated (proxy.signature):
+
+    RPC                                   topic                         group
+    SendMessage                           PUB, each distinct topic      -
+    EndTransaction, RecallMessage         PUB                           -
+    QueryRoute                            ANY (PUB or SUB)              -
+    ReceiveMessage, AckMessage,           SUB                           SUB
+      ChangeInvisibleDuration,
+      ForwardMessageToDeadLetterQueue,
+      QueryAssignment
+    PullMessage, GetOffset, UpdateOffset, SUB                           SUB
+      SyncLiteSubscription
+    QueryOffset                           SUB                           - (the request names none)
+    Heartbeat                             -                             SUB when the client is a consumer
+    NotifyClientTermination               -                             SUB when a group is given
+    Telemetry, Settings command           PUB each publishing topic,    SUB the subscription's group
+                                          SUB each subscribed topic
+    Telemetry, other commands             -                             -
+
+Where RocketMQ differs, and why the table is as it is:
+- SendMessage: ACL 1.0 refuses a batch whose messages name different topics, ACL 2.0 checks the first message's
+  topic only; checking every distinct topic refuses what either would refuse and lets no topic through unchecked.
+- ChangeInvisibleDuration: ACL 2.0 checks the group only; ACL 1.0 and this table check the topic too (the request
+  names it, and the call delays that topic's message).
+- PullMessage, the three offset RPCs and SyncLiteSubscription: neither RocketMQ builder lists them, so RocketMQ
+  checks nothing but the signature for them over gRPC. They are checked here as their remoting counterparts are
+  (PULL_MESSAGE, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET: topic SUB and group SUB); reading offsets by time
+  or queue end (QueryOffset) has no group, and needs topic SUB where RocketMQ 2.0 would ask for GET, which the
+  ACL 1.0 file format cannot grant.
+- RecallMessage came after ACL 1.0; ACL 2.0 checks topic PUB, as here.
+- Heartbeat: a consumer is a push, simple or pull consumer (ACL 2.0). RocketMQ refuses a consumer's heartbeat that
+  names no group ("Consumer heartbeat doesn't have group"), and a Settings command with neither publishing nor
+  subscription; those refusals are the endpoint's (bad requests), not access control's.
+- Names are passed as the core stores them (were x-mq-namespace ever mapped onto names, entries would name mapped
+  names).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +51,9 @@ from typing import Any
 
 import grpc
 
+from acl.access_control import AccessControl, Action, ResourceKind
 from core import Broker, CoreError, ExpressionType, MessageFilter, PopService, build_filter
-from proxy.access_control import AccessControl, Action, ResourceKind
+from proxy.signature import authenticate
 from proxy.status_codes import RequestError, ok, status, status_of
 from proxy.stubs import Code, FilterType, definition_pb2
 
@@ -100,10 +140,11 @@ class ServiceState:
         self._filters: dict[tuple[str, str], MessageFilter | None] = {}
 
     def check(self, context: grpc.aio.ServicerContext, *needs: tuple[ResourceKind, str, Action]) -> None:
-        """Authenticate the call and check what it needs (proxy.access_control), when access control is on."""
+        """Authenticate the call (proxy.signature) and check what it needs (the table above), when access control is
+        on."""
         access = self.access
         if access is not None:
-            access_key = access.authenticate(context.invocation_metadata() or ())
+            access_key = authenticate(context.invocation_metadata() or (), access.secret_keys, access.source)
             for kind, name, action in needs:
                 access.check(access_key, kind, name, action)
 

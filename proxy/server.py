@@ -10,8 +10,8 @@ from pathlib import Path
 
 import grpc
 
+from acl.access_control import AccessControl
 from core import Broker
-from proxy.access_control import AccessControl
 from proxy.config import GrpcConfig
 from proxy.errors import ProxyError
 from proxy.service import MessagingService

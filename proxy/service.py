@@ -8,7 +8,7 @@ else's. RPCs the endpoint does not serve answer NOT_IMPLEMENTED.
 What each RPC does, and where it departs from RocketMQ's proxy, is in docs/grpc.md. Here: routes, heartbeats,
 the Telemetry stream (proxy.telemetry), sending (messages mapped by proxy.message_codec), ending transactions and
 recalling timer messages; the consumers' RPCs are proxy.consumer_rpcs, those of offsets proxy.offset_rpcs.
-Access control, when configured, is checked first on every RPC (proxy.access_control).
+Access control, when configured, is checked first on every RPC (acl.access_control).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 import grpc
 
+from acl.access_control import AccessControl, Action, ResourceKind
 from core import Broker, IllegalArgumentError, LocalTransactionState, SendResult, SendStatus
-from proxy.access_control import AccessControl, Action, ResourceKind
 from proxy.consumer_rpcs import ConsumerRpcs
 from proxy.message_codec import message_type_of, to_core
 from proxy.offset_rpcs import OffsetRpcs

@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from proxy.access_errors import Unauthenticated
+from acl.errors import Unauthenticated
 
 AUTHORIZATION = "authorization"
 DATE_TIME = "x-mq-date-time"

@@ -2,9 +2,11 @@
 it (ResponseBuilder.buildStatus), never a gRPC error and never a Python traceback.
 
 `RequestError` is what the request mapping raises for a request it refuses itself (a blank tag, a delivery time
-too far ahead); `status_of` turns it, or any core error, into the Status its client understands:
+too far ahead); `status_of` turns it, an access refusal or any core error into the Status its client understands:
 
-    core error                            code
+    error                                 code
+    acl.errors.Unauthenticated            UNAUTHORIZED (no valid signature)
+    acl.errors.Forbidden                  FORBIDDEN (the account lacks the permission)
     TopicNotFoundError                    TOPIC_NOT_FOUND
     GroupNotFoundError                    CONSUMER_GROUP_NOT_FOUND
     TopicConfigError                      ILLEGAL_TOPIC
@@ -30,6 +32,7 @@ and text, and the traceback goes to the log (proxy.service).
 
 from __future__ import annotations
 
+from acl.errors import Forbidden, Unauthenticated
 from core import (
     CoreError,
     FilterExpressionError,
@@ -56,6 +59,8 @@ from proxy.stubs import Code, Status
 # Most specific first: PayloadTooLargeError is an IllegalMessageError, ReceiptHandleError and PopRequestError are
 # PopErrors.
 _CODES: tuple[tuple[type[Exception], int], ...] = (
+    (Unauthenticated, Code.UNAUTHORIZED),
+    (Forbidden, Code.FORBIDDEN),
     (TopicNotFoundError, Code.TOPIC_NOT_FOUND),
     (GroupNotFoundError, Code.CONSUMER_GROUP_NOT_FOUND),
     (TopicConfigError, Code.ILLEGAL_TOPIC),
@@ -101,9 +106,6 @@ def code_of(error: BaseException) -> int:
     """The protocol's code for a refusal (see the module docstring); INTERNAL_SERVER_ERROR when it is not one."""
     if isinstance(error, RequestError):
         return error.code
-    code = getattr(error, "code", None)
-    if isinstance(code, int) and not isinstance(error, CoreError) and code in Code.values():
-        return code  # the access checks' errors carry their code (proxy access control)
     if isinstance(error, PopRequestError):
         return Code.ILLEGAL_INVISIBLE_TIME if "invisible" in str(error) else Code.BAD_REQUEST
     for kind, code in _CODES:

@@ -29,7 +29,7 @@ def serve_command(*args: str | Path) -> list[str]:
     """The `mqgate serve` command line with every listener on a free port (0), then `args` (a later flag wins)."""
     return [
         sys.executable, "-m", "mqgate.cli", "serve", "--mqtt-port", "0", "--http-port", "0", "--grpc-port", "0",
-        *map(str, args),
+        "--remoting-port", "0", "--namesrv-port", "0", *map(str, args),
     ]  # fmt: skip
 
 

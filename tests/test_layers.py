@@ -13,7 +13,7 @@ import core
 
 ROOT = Path(__file__).resolve().parents[1]
 FRONT_DOORS = [
-    "connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy",
+    "connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy", "acl",
     "remoting", "broker_remoting", "namesrv",
 ]  # fmt: skip
 ABOVE_CORE = set(FRONT_DOORS)

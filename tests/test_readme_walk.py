@@ -11,9 +11,9 @@ anything. A comment `<!-- walk: NAME -->` before a step changes how it runs:
 - `repeat`: the step reads something that becomes true soon; it is run again until its output shows.
 
 Other walk comments (`<!-- walk: admin step -->`) mark places in the text and run nothing. Ports differ here:
-1883, 8081, 8082 and 9000 in the steps and in the examples they use are replaced with the free ports of this run
-(the examples are copied with the replacement); `mqgate connect` also gets `$MQGATE_URL`. Adding a step to the
-README adds it to this test.
+1883, 8081, 10911, 9876, 8082 and 9000 in the steps and in the examples they use are replaced with the free ports
+of this run (the examples are copied with the replacement); `mqgate connect` also gets `$MQGATE_URL`. Adding a
+step to the README adds it to this test.
 """
 
 from __future__ import annotations
@@ -121,12 +121,14 @@ class Walk:
         self.background: list[Background] = []
 
     def substitute(self, text: str) -> str:
-        return re.sub(r"\b(1883|8081|8082|9000)\b", lambda match: self.ports.get(match.group(1), match.group(1)), text)
+        ports = r"\b(1883|8081|10911|9876|8082|9000)\b"
+        return re.sub(ports, lambda match: self.ports.get(match.group(1), match.group(1)), text)
 
     def start_server(self, step: Step) -> None:
         assert step.command.strip() == "make run", "the server step is `make run`"
         self.server = ServeProcess(self.repo / "data", cwd=self.repo, env={"SPARK_LOCAL_IP": "127.0.0.1"})
-        for key, default in (("mqtt", "1883"), ("grpc", "8081"), ("http", "8082")):
+        ready_ports = (("mqtt", "1883"), ("grpc", "8081"), ("remoting", "10911"), ("namesrv", "9876"), ("http", "8082"))
+        for key, default in ready_ports:
             self.ports[default] = self.server.ready[key].rsplit(":", 1)[1]
         self.env["MQGATE_URL"] = self.server.http_url
         # The examples as the steps see them: the same files, with this run's ports.

@@ -1,7 +1,7 @@
 """The help of every setting, one entry per key, and of each section: the one text that `mqgate config` prints as
 comments and `mqgate config --reference` renders as docs/configuration.md. Defaults are not written here: they
 come from the settings dataclasses themselves (core.StoreConfig, core.BrokerConfig, MqttConfig, GrpcConfig,
-HttpConfig). tests/mqgate/test_config_reference.py checks that every key has its help."""
+RemotingConfig, NamesrvConfig, HttpConfig). tests/mqgate/test_config_reference.py checks that every key has its help."""
 
 from __future__ import annotations
 
@@ -23,6 +23,14 @@ SECTION_HELP = {
         " snapshotted in `DATA_DIR/mqtt/`."
     ),
     "grpc": "The RocketMQ 5 gRPC endpoint: the fields of `proxy/config.py` (`GrpcConfig`).",
+    "remoting": (
+        "The broker's remoting port, where RocketMQ 4 clients produce and consume: the fields of"
+        " `broker_remoting/config.py` (`RemotingConfig`). The broker registers with its NameServers every 30 s."
+    ),
+    "namesrv": (
+        "The NameServer RocketMQ 4 clients ask for routes: the fields of `namesrv/config.py` (`NamesrvConfig`)."
+        " `mqgate serve` runs one in its process unless `embedded = false`; `mqgate namesrv` runs one alone."
+    ),
     "http": (
         "mqgate's one HTTP port, which serves the connector REST API and the EventBridge HTTP API: the fields of"
         " `mqgate/http/app.py` (`HttpConfig`)."
@@ -168,6 +176,35 @@ GRPC_KEY_HELP = {
         "RocketMQ plain_acl.yml: access keys, secret keys and their topic and group permissions (unset: no access"
         " control)"
     ),
+}
+
+REMOTING_KEY_HELP = {
+    "enabled": "open the broker's remoting port (RocketMQ 4's protocol)",
+    "host": "address the remoting port binds to",
+    "port": ("remoting port (RocketMQ broker's 10911; 0: a free port, named in the ready line as remoting=HOST:PORT)"),
+    "broker_ip": (
+        "the IP address clients are told to reach the broker at (RocketMQ brokerIP1), in routes and message ids;"
+        " unset: host when it names one address, else this machine's first non-loopback IPv4 address"
+    ),
+    "cluster_name": "the cluster the broker registers in (RocketMQ brokerClusterName)",
+    "broker_name": "the name the broker registers under, in routes of RocketMQ 4 clients (RocketMQ brokerName)",
+    "namesrv_addresses": (
+        'NameServers the broker registers with, e.g. ["10.0.0.5:9876"] (RocketMQ namesrvAddr, a list here); empty:'
+        " the embedded NameServer of [namesrv], or none"
+    ),
+    "acl_file": (
+        "RocketMQ plain_acl.yml for the remoting port, as [grpc] acl_file (unset: no access control); it may be the"
+        " same file"
+    ),
+}
+
+NAMESRV_KEY_HELP = {
+    "embedded": (
+        "run a NameServer inside `mqgate serve`, which the broker registers with; false: use [remoting]"
+        " namesrv_addresses"
+    ),
+    "host": "address the embedded NameServer binds to",
+    "port": "NameServer port (RocketMQ's 9876; 0: a free port, named in the ready line as namesrv=HOST:PORT)",
 }
 
 HTTP_KEY_HELP = {

@@ -21,6 +21,14 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
     [grpc]                          # every field of proxy.config.GrpcConfig (the RocketMQ 5 gRPC endpoint)
     port = 8081                     # 0: a free port, named in the ready line
 
+    [remoting]                      # every field of broker_remoting.config.RemotingConfig (RocketMQ 4's protocol)
+    port = 10911                    # 0: a free port, named in the ready line
+    namesrv_addresses = ["10.0.0.5:9876"]   # HOST:PORT each; empty: the embedded NameServer of [namesrv]
+
+    [namesrv]                       # every field of namesrv.config.NamesrvConfig
+    embedded = true                 # `mqgate serve` runs a NameServer too
+    port = 9876                     # 0: a free port, named in the ready line
+
     [http]                          # every field of mqgate.http.app.HttpConfig (the REST APIs' one port)
     port = 8082                     # 0: a free port, named in the ready line
     token = "s3cret"                # bearer token every request must carry
@@ -45,12 +53,15 @@ from types import MappingProxyType
 
 import yaml
 
+from broker_remoting.config import RemotingConfig
 from core import BrokerConfig, FlushMode, StoreConfig
 from mqgate.config.help import (
     BROKER_KEY_HELP,
     GRPC_KEY_HELP,
     HTTP_KEY_HELP,
     MQTT_KEY_HELP,
+    NAMESRV_KEY_HELP,
+    REMOTING_KEY_HELP,
     STORE_KEY_HELP,
 )
 from mqgate.config.values import (
@@ -60,8 +71,10 @@ from mqgate.config.values import (
     format_size,
     parse_bool,
     parse_flush_mode,
+    parse_host_port_list,
     parse_log_level,
     parse_optional_bool,
+    parse_optional_ip_address,
     parse_optional_port,
     parse_optional_string,
     parse_port,
@@ -76,6 +89,7 @@ from mqgate.config.values import (
 )
 from mqgate.http.app import HttpConfig
 from mqtt_bridge.config import MqttConfig
+from namesrv.config import NamesrvConfig
 from proxy.config import GrpcConfig
 
 log = logging.getLogger(__name__)
@@ -103,6 +117,8 @@ FLAGS = {
     "broker.auto_create_topic": "--auto-create-topic",  # and --no-auto-create-topic
     "mqtt.port": "--mqtt-port",
     "grpc.port": "--grpc-port",
+    "remoting.port": "--remoting-port",
+    "namesrv.port": "--namesrv-port",
     "http.port": "--http-port",
 }
 
@@ -127,6 +143,8 @@ class Settings:
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     mqtt: MqttConfig = field(default_factory=MqttConfig)
     grpc: GrpcConfig = field(default_factory=GrpcConfig)
+    remoting: RemotingConfig = field(default_factory=RemotingConfig)
+    namesrv: NamesrvConfig = field(default_factory=NamesrvConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
     log_level: str = DEFAULT_LOG_LEVEL
     config_file: Path | None = None
@@ -221,6 +239,17 @@ GRPC_PARSERS = _parsers(
         "acl_file": parse_optional_string,
     },
 )
+REMOTING_PARSERS = _parsers(
+    RemotingConfig,
+    {},
+    {
+        "port": parse_port_or_zero,
+        "broker_ip": parse_optional_ip_address,
+        "namesrv_addresses": parse_host_port_list,
+        "acl_file": parse_optional_string,
+    },
+)
+NAMESRV_PARSERS = _parsers(NamesrvConfig, {}, {"port": parse_port_or_zero})
 HTTP_PARSERS = _parsers(
     HttpConfig,
     {},
@@ -235,6 +264,8 @@ SECTIONS = {
     "broker": Section("broker", BrokerConfig, BROKER_PARSERS, BROKER_KEY_HELP, {}),
     "mqtt": Section("mqtt", MqttConfig, MQTT_PARSERS, MQTT_KEY_HELP, {}),
     "grpc": Section("grpc", GrpcConfig, GRPC_PARSERS, GRPC_KEY_HELP, {}),
+    "remoting": Section("remoting", RemotingConfig, REMOTING_PARSERS, REMOTING_KEY_HELP, {}),
+    "namesrv": Section("namesrv", NamesrvConfig, NAMESRV_PARSERS, NAMESRV_KEY_HELP, {}),
     "http": Section("http", HttpConfig, HTTP_PARSERS, HTTP_KEY_HELP, {}),
 }
 TOP_LEVEL_PARSERS: dict[str, Parser] = {"log_level": parse_log_level}
@@ -413,6 +444,8 @@ def load_settings(
         if grpc[given] and not grpc[missing]:
             raise ConfigError(f"[grpc] {given} ({origins[f'grpc.{given}']}) needs {missing} as well")
     grpc_config = GrpcConfig(**grpc)  # type: ignore[arg-type]
+    remoting_config = RemotingConfig(**values["remoting"])  # type: ignore[arg-type]
+    namesrv_config = NamesrvConfig(**values["namesrv"])  # type: ignore[arg-type]
     try:
         http_config = HttpConfig(**values["http"])  # type: ignore[arg-type]
     except ValueError as exc:
@@ -429,6 +462,8 @@ def load_settings(
         broker=broker_config,
         mqtt=mqtt_config,
         grpc=grpc_config,
+        remoting=remoting_config,
+        namesrv=namesrv_config,
         http=http_config,
         log_level=str(top["log_level"]),
         config_file=config_file,
@@ -522,6 +557,8 @@ def render_toml(settings: Settings) -> str:
         ("broker", settings.broker),
         ("mqtt", settings.mqtt),
         ("grpc", settings.grpc),
+        ("remoting", settings.remoting),
+        ("namesrv", settings.namesrv),
         ("http", settings.http),
     )
     for section_name, config in sections:

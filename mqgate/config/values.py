@@ -4,6 +4,7 @@ and returns it checked, or raises ValueError saying what is allowed; settings.py
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Callable
@@ -107,6 +108,45 @@ def parse_string_list(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
+def parse_host_port_list(value: object) -> tuple[str, ...]:
+    """Addresses written HOST:PORT, such as NameServers' ("10.0.0.5:9876"): RocketMQ's namesrvAddr as a list."""
+    if isinstance(value, str):
+        # RocketMQ writes namesrvAddr as one string, "a:9876;b:9876": say how to write it here.
+        entries = [entry.strip() for entry in value.split(";") if entry.strip()]
+        raise ValueError(
+            f"expected a list of HOST:PORT strings, got {describe_value(value)}; write it as {json.dumps(entries)}"
+        )
+    addresses = parse_string_list(value)
+    for entry in addresses:
+        host, colon, port = entry.rpartition(":")
+        if host.startswith("["):
+            raise ValueError(
+                f"entry {entry!r}: write an IPv6 address without brackets, as RocketMQ does (it splits at the last"
+                " ':'), e.g. \"::1:9876\""
+            )
+        if not colon or not host or any(char.isspace() or char in ";,[]" for char in host):
+            problem = "no HOST before the port" if colon and not host else "not HOST:PORT"
+            raise ValueError(f'entry {entry!r}: {problem}; write each address as "HOST:PORT", e.g. "10.0.0.5:9876"')
+        if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+            raise ValueError(f"entry {entry!r}: port {port!r} is not a port from 1 to 65535")
+    return addresses
+
+
+def parse_optional_ip_address(value: object) -> str | None:
+    """An IPv4 or IPv6 address (clients are told it; pulled messages and offset message ids carry its bytes), or
+    None."""
+    if value is None:
+        return None
+    text = parse_string(value).strip()
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not an IP address; give one such as 192.0.2.10 (not a host name: pulled messages and offset"
+            " message ids carry it as address bytes)"
+        ) from None
+
+
 def parse_positive_number(value: object) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise ValueError(f"expected a positive number, got {describe_value(value)}")
@@ -168,6 +208,8 @@ VALUE_TYPES: dict[Parser, str] = {
     parse_optional_port: "port 0 to 65535 (0: a free one), or unset",
     parse_optional_string: "string, or unset",
     parse_string_list: "list of strings",
+    parse_host_port_list: 'list of "HOST:PORT" strings',
+    parse_optional_ip_address: "IP address, or unset",
     parse_positive_number: "number > 0",
     parse_string: "string",
     parse_bool: "boolean",

@@ -20,9 +20,11 @@ SERVE = [sys.executable, "-m", "mqgate.cli", "serve", "--mqtt-port", "0", "--grp
 
 
 def serve_command() -> list[str]:
-    """`mqgate serve` on free ports (the HTTP port too, where this version of serve has one)."""
+    """`mqgate serve` on free ports (the HTTP, remoting and NameServer ports too, where this version of serve has
+    them)."""
     usage = subprocess.run([*SERVE[:4], "--help"], cwd=ROOT, capture_output=True, text=True).stdout
-    return [*SERVE, "--http-port", "0"] if "--http-port" in usage else SERVE
+    flags = [flag for flag in ("--http-port", "--remoting-port", "--namesrv-port") if flag in usage]
+    return [*SERVE, *(arg for flag in flags for arg in (flag, "0"))]
 
 
 KILLS = 5

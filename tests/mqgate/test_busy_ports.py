@@ -49,7 +49,10 @@ def serve_fails(tmp_path: Path, *args: str | Path, config: str = "", grpc_host: 
     """Run `mqgate serve` (every listener on 127.0.0.1, free ports, then `args`; `config` goes in [mqtt]); assert
     exit 2; the error line."""
     config_file = tmp_path / "mqgate.toml"
-    config_file.write_text(f'[mqtt]\nhost = "127.0.0.1"\n{config}[grpc]\nhost = "{grpc_host}"\n')
+    config_file.write_text(
+        f'[mqtt]\nhost = "127.0.0.1"\n{config}[grpc]\nhost = "{grpc_host}"\n[remoting]\nhost = "127.0.0.1"\n'
+        '[namesrv]\nhost = "127.0.0.1"\n'
+    )
     result = subprocess.run(
         serve_command("--data-dir", tmp_path / "data", "--config", config_file, *args),
         cwd=ROOT,
@@ -105,6 +108,18 @@ def test_a_grpc_host_that_is_not_of_this_machine_says_so(tmp_path: Path):
     )
 
 
+@pytest.mark.parametrize(("section", "flag"), [("remoting", "--remoting-port"), ("namesrv", "--namesrv-port")])
+def test_a_rocketmq4_port_in_use_names_the_flag_and_the_likely_holder(
+    tmp_path: Path, held_port: int, section: str, flag: str
+):
+    last = serve_fails(tmp_path, flag, str(held_port))
+    assert last == (
+        f"mqgate: error: [{section}] cannot listen on 127.0.0.1:{held_port}: address already in use (a RocketMQ"
+        f" broker or NameServer (mqbroker, mqnamesrv) may hold it); choose another port with {flag} or [{section}]"
+        " port (0: a free one)"
+    )
+
+
 def test_http_port_in_use_says_the_same_in_the_same_shape(tmp_path: Path, held_port: int):
     last = serve_fails(tmp_path, "--http-port", str(held_port))
     assert last == (
@@ -157,11 +172,14 @@ def test_a_second_server_on_the_ports_of_a_running_one_exits_2_and_the_first_ser
     first_config.write_text(f"[mqtt]\ntls_port = 0\nwebsocket_port = 0\n{tls}")
     write_topics(tmp_path / "first", {"busy": "NORMAL"})
     first = ServeProcess(tmp_path / "first", "--config", first_config)  # every listener on its default host
-    ports = {name: int(first.ready[name].rpartition(":")[2]) for name in ("grpc", "mqtt", "mqtts", "mqtt_wss", "http")}
-    wss = ports["mqtt_wss"]
+    names = ("grpc", "remoting", "namesrv", "mqtt", "mqtts", "mqtt_wss", "http")
+    ports = {name: int(first.ready[name].rpartition(":")[2]) for name in names}
+    wss, remoting, namesrv = ports["mqtt_wss"], ports["remoting"], ports["namesrv"]
     # (the part, the flags or [mqtt] keys that give the second server a port of the first, its address, the setting)
     tried = [
         ("grpc", ["--grpc-port", ports["grpc"]], "", f"0.0.0.0:{ports['grpc']}", "--grpc-port or [grpc] port"),
+        ("remoting", ["--remoting-port", remoting], "", f"0.0.0.0:{remoting}", "--remoting-port or [remoting] port"),
+        ("namesrv", ["--namesrv-port", namesrv], "", f"0.0.0.0:{namesrv}", "--namesrv-port or [namesrv] port"),
         ("mqtt", ["--mqtt-port", ports["mqtt"]], "", f"0.0.0.0:{ports['mqtt']}", "--mqtt-port or [mqtt] port"),
         ("mqtt", [], f"tls_port = {ports['mqtts']}\n", f"0.0.0.0:{ports['mqtts']}", "[mqtt] tls_port"),
         ("mqtt", [], f"websocket_port = {wss}\n", f"0.0.0.0:{wss}", "[mqtt] websocket_port"),
@@ -174,7 +192,8 @@ def test_a_second_server_on_the_ports_of_a_running_one_exits_2_and_the_first_ser
         assert (line, code) == ("", 2), f"a second server started on {address} beside the first: {line}"
         assert last.startswith(f"mqgate: error: [{section}] cannot listen on {address}: address already in use")
         assert last.endswith(f"; choose another port with {setting} (0: a free one)")
-    # The first serves on, on every port: gRPC, MQTT over TCP, HTTP (TLS and WebSocket share the gateway).
+    # The first serves on, on every port: gRPC, MQTT over TCP, HTTP, remoting and NameServer (TLS and WebSocket
+    # share the gateway).
     with grpc.insecure_channel(f"127.0.0.1:{ports['grpc']}") as channel:
         route = service_pb2_grpc.MessagingServiceStub(channel).QueryRoute(
             service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name="busy")),
@@ -191,4 +210,7 @@ def test_a_second_server_on_the_ports_of_a_running_one_exits_2_and_the_first_ser
     client.loop_stop()
     with urllib.request.urlopen(f"{first.http_url}/", timeout=10) as response:
         assert response.status == 200
+    for name in ("remoting", "namesrv"):
+        with socket.create_connection(("127.0.0.1", ports[name]), timeout=10):
+            pass
     assert first.stop() == 0

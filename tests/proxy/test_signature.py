@@ -1,5 +1,6 @@
-"""Authentication of the metadata the official RocketMQ 5 clients send (proxy/signature.py): the Python client's
-own Signature.metadata is the input, so a change of the client's format shows here."""
+"""Authentication of the metadata the official RocketMQ 5 clients send (proxy/signature.py) against the secret keys
+of a plain ACL file (acl/): the Python client's own Signature.metadata is the input, so a change of the client's
+format shows here."""
 
 import hashlib
 import hmac
@@ -11,8 +12,10 @@ from rocketmq import ClientConfiguration, Credentials
 from rocketmq.grpc_protocol import Code
 from rocketmq.v5.util.signature import Signature
 
-from proxy.access_errors import Unauthenticated
+from acl.acl_file import parse_acl_text
+from acl.errors import Forbidden, Unauthenticated
 from proxy.signature import authenticate, parse_authorization
+from proxy.status_codes import code_of, status_of
 
 ACCESS_KEY = "RocketMQ"
 SECRET_KEY = "12345678"
@@ -42,7 +45,7 @@ def hex_signature(secret_key: str = SECRET_KEY, date: str = DATE) -> str:
 def refusal(metadata: object) -> str:
     with pytest.raises(Unauthenticated) as caught:
         authenticate(metadata, SECRETS, "acl.yml")  # type: ignore[arg-type]
-    assert caught.value.code == Code.UNAUTHORIZED
+    assert code_of(caught.value) == Code.UNAUTHORIZED
     return str(caught.value)
 
 
@@ -157,3 +160,30 @@ def test_unsigned_pairs_and_blank_items_are_ignored_as_rocketmq_does():
     authorization = f"MQv2-HMAC-SHA1 Credential={ACCESS_KEY},, Region=x, Signature={hex_signature()},"
     assert parse_authorization(authorization).access_key == ACCESS_KEY
     assert authenticate([("x-mq-date-time", DATE), ("authorization", authorization)], SECRETS) == ACCESS_KEY
+
+
+ACL_FILE = """\
+accounts:
+  - accessKey: RocketMQ
+    secretKey: 12345678
+  - accessKey: 76543210
+    secretKey: 01234567
+"""
+
+
+def test_an_acl_file_s_secret_keys_authenticate_the_client():
+    access = parse_acl_text(ACL_FILE, "plain_acl.yml")
+    assert authenticate(client_metadata(), access.secret_keys, access.source) == ACCESS_KEY
+    # YAML would read 01234567 as an octal number; the file's text is the key the client is given.
+    assert authenticate(client_metadata("76543210", "01234567"), access.secret_keys, access.source) == "76543210"
+    with pytest.raises(Unauthenticated, match=r"signature mismatch for access key 'RocketMQ'.*plain_acl\.yml"):
+        authenticate(client_metadata(secret_key="1234567"), access.secret_keys, access.source)
+
+
+def test_a_refusal_of_access_control_is_answered_in_its_code():
+    forbidden = Forbidden(
+        "access key 'RocketMQ' lacks PUB on topic 'a'", access_key="RocketMQ", kind="topic", name="a", action="PUB"
+    )
+    assert code_of(forbidden) == Code.FORBIDDEN
+    assert status_of(forbidden).message == str(forbidden)
+    assert code_of(Unauthenticated("unknown access key 'x'")) == Code.UNAUTHORIZED

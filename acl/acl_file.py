@@ -1,4 +1,5 @@
-"""The gRPC endpoint's ACL file: RocketMQ's plain_acl.yml (ACL 1.0, RocketMQ 4.4 to 5.3.2), read into an AccessControl.
+"""RocketMQ's plain_acl.yml (ACL 1.0, RocketMQ 4.4 to 5.3.2), read into an AccessControl: the file of `[grpc] acl_file`
+and of the remoting port's `[remoting] acl_file`.
 
     accounts:
       - accessKey: RocketMQ           # at least 7 characters (RocketMQ refuses 6 or fewer), unique in the file
@@ -43,9 +44,9 @@ from pathlib import Path
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from acl.access_control import AccessControl, Account, AclPerm
+from acl.errors import AclFileError
 from core import RETRY_PREFIX
-from proxy.access_control import AccessControl, Account, AclPerm
-from proxy.access_errors import AclFileError
 
 _LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -53,9 +54,10 @@ _LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # (AclConstants.ACCESS_KEY_MIN_LENGTH, SECRET_KEY_MIN_LENGTH).
 MIN_ACCESS_KEY_LENGTH = 7
 MIN_SECRET_KEY_LENGTH = 7
-# The access key travels in the authorization header: gRPC metadata values are printable ASCII, ',' separates the
-# header's pairs, '/' ends the access key in Credential (the Go and C++ clients append region and service), and
-# spaces around it are trimmed. A key with any of those could never authenticate.
+# A gRPC client sends the access key in the authorization header (proxy/signature.py): metadata values are printable
+# ASCII, ',' separates the header's pairs, '/' ends the access key in Credential (the Go and C++ clients append region
+# and service), and spaces around it are trimmed. A key with any of those could never authenticate there. A remoting
+# client's extField could carry it, but one file serves both doors, so the narrower rule holds for both.
 _ACCESS_KEY = re.compile(r"[!-~]+")
 _ACCESS_KEY_FORBIDDEN = ",/"
 
@@ -196,8 +198,8 @@ class _Reader:
         if _ACCESS_KEY.fullmatch(access_key) is None or any(c in access_key for c in _ACCESS_KEY_FORBIDDEN):
             raise self.error(
                 keys["accessKey"][1],
-                f"{what}: accessKey may hold printable ASCII other than ',' and '/' and no spaces: the client "
-                "sends it in the authorization header, which could not carry it",
+                f"{what}: accessKey may hold printable ASCII other than ',' and '/' and no spaces: a gRPC "
+                "client sends it in the authorization header, which could not carry it",
             )
         secret_key = self.key_text(keys["secretKey"][1], f"{what}: secretKey", MIN_SECRET_KEY_LENGTH)
         admin = False

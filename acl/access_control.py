@@ -1,49 +1,21 @@
-"""Who may do what on the gRPC endpoint: the account table of an ACL file and the permission decision, after
-RocketMQ's ACL 1.0 (PlainPermissionChecker, Permission, PlainAccessResource).
+"""Who may do what: the account table of a plain ACL file and the permission decision, after RocketMQ's ACL 1.0
+(PlainPermissionChecker, Permission, PlainAccessResource). The same decision serves every door that has access
+control: the gRPC endpoint (proxy/) and the broker's remoting port.
 
-The endpoint builds an AccessControl once at start (acl_file.load_acl_file) and, for every call, authenticates it
-and checks each resource the call touches:
+A door builds an AccessControl once at start (acl_file.load_acl_file). For every request it finds who signed it,
+with its own protocol's signature and the account's secret key (`secret_keys`), then checks each resource the
+request touches:
 
-    access_key = access.authenticate(context.invocation_metadata())        # raises Unauthenticated
-    access.check(access_key, ResourceKind.TOPIC, topic, Action.PUB)        # raises Forbidden
+    access_key = <the door's signature check>(request, access.secret_keys)     # raises Unauthenticated
+    access.check(access_key, ResourceKind.TOPIC, topic, Action.PUB)            # raises Forbidden
 
-What each RPC needs (after the checks of RocketMQ's proxy for gRPC: PlainAccessResource.parse in ACL 1.0,
-DefaultAuthorizationContextBuilder in ACL 2.0); every RPC also needs the call authenticated:
+What each request needs is the door's table, in terms of Action and ResourceKind: the gRPC endpoint's RPCs are in
+proxy/rpc_support.py; the remoting port maps RocketMQ 4's request codes (SEND_MESSAGE, PULL_MESSAGE, ...) onto the
+same actions, as RocketMQ's PlainAccessResource.parse does.
 
-    RPC                                   topic                         group
-    SendMessage                           PUB, each distinct topic      -
-    EndTransaction, RecallMessage         PUB                           -
-    QueryRoute                            ANY (PUB or SUB)              -
-    ReceiveMessage, AckMessage,           SUB                           SUB
-      ChangeInvisibleDuration,
-      ForwardMessageToDeadLetterQueue,
-      QueryAssignment
-    PullMessage, GetOffset, UpdateOffset, SUB                           SUB
-      SyncLiteSubscription
-    QueryOffset                           SUB                           - (the request names none)
-    Heartbeat                             -                             SUB when the client is a consumer
-    NotifyClientTermination               -                             SUB when a group is given
-    Telemetry, Settings command           PUB each publishing topic,    SUB the subscription's group
-                                          SUB each subscribed topic
-    Telemetry, other commands             -                             -
-
-Where RocketMQ differs, and why the table is as it is:
-- SendMessage: ACL 1.0 refuses a batch whose messages name different topics, ACL 2.0 checks the first message's
-  topic only; checking every distinct topic refuses what either would refuse and lets no topic through unchecked.
-- ChangeInvisibleDuration: ACL 2.0 checks the group only; ACL 1.0 and this table check the topic too (the request
-  names it, and the call delays that topic's message).
-- PullMessage, the three offset RPCs and SyncLiteSubscription: neither RocketMQ builder lists them, so RocketMQ
-  checks nothing but the signature for them over gRPC. They are checked here as their remoting counterparts are
-  (PULL_MESSAGE, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET: topic SUB and group SUB); reading offsets by time
-  or queue end (QueryOffset) has no group, and needs topic SUB where RocketMQ 2.0 would ask for GET, which the
-  ACL 1.0 file format cannot grant.
-- RecallMessage came after ACL 1.0; ACL 2.0 checks topic PUB, as here.
-- Heartbeat: a consumer is a push, simple or pull consumer (ACL 2.0). RocketMQ refuses a consumer's heartbeat that
-  names no group ("Consumer heartbeat doesn't have group"), and a Settings command with neither publishing nor
-  subscription; those refusals are the endpoint's (bad requests), not this module's.
-- Names are checked as the endpoint passes them. ACL 1.0 prefixes a resource with the call's namespace
-  (`ns%topic`), ACL 2.0 does not; the core has no namespaces, so the endpoint passes the name it stores under,
-  and the file names the same (were x-mq-namespace ever mapped onto names, entries would name mapped names).
+Names are checked as the door passes them. ACL 1.0 prefixes a resource with the call's namespace (`ns%topic`),
+ACL 2.0 does not; the core has no namespaces, so a door passes the name it stores under, and the file names the
+same.
 
 The decision (check) follows PlainPermissionChecker:
 - An admin account may do everything; its permission entries are not consulted.
@@ -61,9 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from acl.errors import Forbidden, Unauthenticated
 from core import RETRY_PREFIX
-from proxy.access_errors import Forbidden, Unauthenticated
-from proxy.signature import Metadata, authenticate
 
 
 class AclPerm(enum.Flag):
@@ -81,7 +52,8 @@ class AclPerm(enum.Flag):
 
 
 class Action(enum.StrEnum):
-    """What a call needs on a resource. ANY is RocketMQ's need of QueryRoute: PUB or SUB, either will do."""
+    """What a request needs on a resource. ANY is PUB or SUB, either will do (RocketMQ's need of gRPC's
+    QueryRoute)."""
 
     PUB = "PUB"
     SUB = "SUB"
@@ -116,7 +88,7 @@ class Account:
     group_perms: Mapping[str, AclPerm] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # Frozen means frozen: the tables cannot be changed through the account after the endpoint has it.
+        # Frozen means frozen: the tables cannot be changed through the account after a door has it.
         object.__setattr__(self, "topic_perms", MappingProxyType(dict(self.topic_perms)))
         object.__setattr__(self, "group_perms", MappingProxyType(dict(self.group_perms)))
 
@@ -124,11 +96,13 @@ class Account:
 @dataclass(frozen=True, slots=True)
 class AccessControl:
     """The whole account table, by access key, and where it was read from (named in refusals, so the operator knows
-    which file to edit). The endpoint gets one at start; it never changes."""
+    which file to edit). A door gets one at start; it never changes. `secret_keys` (access key to secret key) is what
+    a door's signature check needs."""
 
     accounts: Mapping[str, Account]
     source: str = "the ACL file"
-    _secret_keys: Mapping[str, str] = field(init=False, repr=False, compare=False)
+    # Kept out of repr so that logging the table never writes a secret.
+    secret_keys: Mapping[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for access_key, account in self.accounts.items():
@@ -136,11 +110,7 @@ class AccessControl:
                 raise ValueError(f"account {account.access_key!r} is filed under access key {access_key!r}")
         object.__setattr__(self, "accounts", MappingProxyType(dict(self.accounts)))
         secrets = {key: account.secret_key for key, account in self.accounts.items()}
-        object.__setattr__(self, "_secret_keys", MappingProxyType(secrets))
-
-    def authenticate(self, metadata: Metadata) -> str:
-        """The access key that signed the call (signature.authenticate); raises Unauthenticated."""
-        return authenticate(metadata, self._secret_keys, self.source)
+        object.__setattr__(self, "secret_keys", MappingProxyType(secrets))
 
     @staticmethod
     def _default(account: Account, kind: ResourceKind) -> AclPerm:

@@ -1,15 +1,13 @@
-"""Reading plain_acl.yml (proxy/acl_file.py): what is accepted, and every refusal with its full message:
+"""Reading plain_acl.yml (acl/acl_file.py): what is accepted, and every refusal with its full message:
 file, line and column, the account by index and accessKey, the key, what to do."""
 
 from pathlib import Path
 
 import pytest
-from rocketmq import ClientConfiguration, Credentials
-from rocketmq.v5.util.signature import Signature
 
-from proxy.access_control import AclPerm
-from proxy.access_errors import AclFileError
-from proxy.acl_file import load_acl_file, parse_acl_text
+from acl.access_control import AclPerm
+from acl.acl_file import load_acl_file, parse_acl_text
+from acl.errors import AclFileError
 
 GOOD_ACCOUNT = """\
   - accessKey: RocketMQ
@@ -73,10 +71,10 @@ accounts:
 
 
 def test_a_number_written_without_quotes_is_the_key_as_written():
-    # YAML reads 01234567 as the octal number 342391; the client is given the text it sees in the file.
+    # YAML reads 01234567 as the octal number 342391; the client is given the text it sees in the file. (A gRPC
+    # client signing with it: tests/proxy/test_signature.py.)
     access = parse_acl_text("accounts:\n  - accessKey: 76543210\n    secretKey: 01234567\n")
-    metadata = Signature.metadata(ClientConfiguration("127.0.0.1:8081", Credentials("76543210", "01234567")), "c")
-    assert access.authenticate(metadata) == "76543210"
+    assert dict(access.secret_keys) == {"76543210": "01234567"}
 
 
 def test_spaces_around_names_and_words_are_trimmed_and_sub_pub_is_pub_sub():
@@ -148,7 +146,7 @@ def test_load_acl_file_names_the_path(tmp_path: Path):
         (
             "accounts:\n  - accessKey: team/orders\n    secretKey: '12345678'\n",
             "acl.yml:2:16: account #1 (accessKey 'team/orders'): accessKey may hold printable ASCII other than ',' "
-            "and '/' and no spaces: the client sends it in the authorization header, which could not carry it",
+            "and '/' and no spaces: a gRPC client sends it in the authorization header, which could not carry it",
         ),
         (
             f"accounts:\n{GOOD_ACCOUNT}{GOOD_ACCOUNT}",
