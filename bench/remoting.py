@@ -7,6 +7,8 @@
   broker that decodes frames with remoting/frame.py and answers every SEND_MESSAGE at once with SUCCESS and the
   fields a send reply carries, without storing (other codes: SUCCESS, empty). It registers topic `bench` (QUEUES
   queues) with its NameServer.
+The C++ client is the one `make test` installs in tests/broker_remoting/python/site (`make rocketmq4-clients`).
+
 * send: `mqgate serve` as a child process on a fresh data directory (ASYNC_FLUSH, its default), topic `bench`
   created by a first send. One client process with THREADS threads calling the blocking send_sync on one Producer
   (the C++ producer is thread-safe and the wrapper's ctypes calls release the GIL): THREADS sends outstanding.
@@ -23,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.serve_child import ServeChild
+from tests.broker_remoting.rocketmq4_clients import python_client_env
 
 QUEUES = 4
 THREADS = 16
@@ -148,7 +150,7 @@ def client(namesrv: str, mode: str, count: int) -> None:
 def run_client(namesrv: str, mode: str, count: int) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, __file__, "--client", namesrv, mode, str(count)],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "HOME": tempfile.mkdtemp()},
+        capture_output=True, text=True, timeout=900, env={**python_client_env(), "HOME": tempfile.mkdtemp()},
     )  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"client failed: {done.stderr[-2000:]}")

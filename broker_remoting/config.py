@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 # RocketMQ's broker listens on 10911 (NettyServerConfig.listenPort in the broker's default configuration).
 DEFAULT_REMOTING_PORT = 10911
-# RocketMQ's defaults (BrokerConfig.brokerClusterName, brokerName): the names `mqadmin clusterList` shows.
+# RocketMQ's default (BrokerConfig.brokerClusterName): the name `mqadmin clusterList` shows. The broker's own name is
+# [broker] broker_name, the one its message queues carry.
 DEFAULT_CLUSTER_NAME = "DefaultCluster"
-DEFAULT_BROKER_NAME = "broker-a"
 
 
 @dataclass(slots=True, frozen=True)
@@ -23,7 +23,6 @@ class RemotingConfig:
     # `host` when it names one address, else this machine's first non-loopback IPv4 address (127.0.0.1 if none).
     broker_ip: str | None = None
     cluster_name: str = DEFAULT_CLUSTER_NAME
-    broker_name: str = DEFAULT_BROKER_NAME
     # NameServers the broker registers with every 30 s, as HOST:PORT (RocketMQ's namesrvAddr). Empty: the
     # embedded NameServer of the same process ([namesrv] embedded), or none.
     namesrv_addresses: tuple[str, ...] = ()

@@ -17,7 +17,8 @@ and the broker's registration with its NameServers. `mqgate serve` builds one, s
     UPDATE_AND_CREATE_TOPIC 17,             topic_admin.py
       GET_ALL_TOPIC_CONFIG 21, DELETE_TOPIC_IN_BROKER 215
 
-Any other code is answered REQUEST_CODE_NOT_SUPPORTED, naming it.
+Any other code is answered REQUEST_CODE_NOT_SUPPORTED, naming it. With an ACL file, every request is checked first
+(access.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import logging
 import socket
 from collections.abc import Sequence
 
+from acl.access_control import AccessControl
+from broker_remoting.access import AccessCheck
 from broker_remoting.clients import ClientTable
 from broker_remoting.config import RemotingConfig
 from broker_remoting.consumer_requests import ConsumerRequests
@@ -52,7 +55,10 @@ CLIENT_SCAN_INTERVAL_S = 10.0
 
 
 class BrokerRemoting:
-    def __init__(self, broker: Broker, config: RemotingConfig, *, max_body_bytes: int) -> None:
+    def __init__(
+        self, broker: Broker, config: RemotingConfig, *, max_body_bytes: int, access: AccessControl | None = None
+    ) -> None:
+        """`access`: RocketMQ's plain ACL, checked on every request (access.py); None: none."""
         self.broker = broker
         self.config = config
         self.max_body_bytes = max_body_bytes
@@ -93,8 +99,9 @@ class BrokerRemoting:
             RequestCode.GET_ALL_TOPIC_CONFIG: topics.all_configs,
             RequestCode.DELETE_TOPIC_IN_BROKER: topics.delete,
         }
+        check = AccessCheck(access).check if access is not None else None
         for code, handler in handlers.items():
-            self.server.register(code, serving(handler))
+            self.server.register(code, serving(handler, check))
         self.server.add_close_listener(self.clients.channel_closed)
 
     def _host(self) -> Host:

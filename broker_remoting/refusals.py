@@ -58,10 +58,16 @@ def refused(error: CoreError) -> RemotingRequestError:
     return RemotingRequestError(str(error), code_of(error))
 
 
-def serving(handler: Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]) -> RequestHandler:
-    """`handler`, with the core's refusals answered in the protocol's words."""
+def serving(
+    handler: Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]],
+    check: Callable[[RemotingCommand], None] | None = None,
+) -> RequestHandler:
+    """`handler`, with the core's refusals answered in the protocol's words, after `check` (access control), which
+    raises RemotingRequestError for a request that may not be served."""
 
     async def serve(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        if check is not None:
+            check(request)
         try:
             return await handler(channel, request)
         except CoreError as exc:

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
+from acl.access_control import AccessControl
 from acl.acl_file import load_acl_file
 from acl.errors import AclFileError
 from broker_remoting.config import RemotingConfig
@@ -355,17 +356,22 @@ def cannot_listen(
     )
 
 
+def _acl(section: str, acl_file: str | None) -> AccessControl | None:
+    """The access control of a door's acl_file, None without one; ConfigError naming the section when unusable."""
+    if not acl_file:
+        return None
+    try:
+        return load_acl_file(acl_file)
+    except OSError as exc:
+        raise ConfigError(f"[{section}] acl_file {acl_file}: cannot be read ({exc.strerror or exc})") from None
+    except AclFileError as exc:
+        raise ConfigError(f"[{section}] acl_file: {exc}") from None
+
+
 async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> list[str]:
     """Start the RocketMQ 5 gRPC endpoint; return its ready-line part. Closed by `stack`."""
     config = settings.grpc
-    access = None
-    if config.acl_file:
-        try:
-            access = load_acl_file(config.acl_file)
-        except OSError as exc:
-            raise ConfigError(f"[grpc] acl_file {config.acl_file}: cannot be read ({exc.strerror or exc})") from None
-        except AclFileError as exc:
-            raise ConfigError(f"[grpc] acl_file: {exc}") from None
+    access = _acl("grpc", config.acl_file)
     endpoint = GrpcEndpoint(broker, config, max_body_bytes=settings.store.max_message_size, access=access)
     try:
         address = await endpoint.start()
@@ -411,7 +417,8 @@ async def _start_remoting(
             "the broker's remoting port registers with no NameServer, so RocketMQ 4 clients will not find its topics:"
             " set [remoting] namesrv_addresses, or [namesrv] embedded = true"
         )
-    door = BrokerRemoting(broker, config, max_body_bytes=settings.store.max_message_size)
+    access = _acl("remoting", config.acl_file)
+    door = BrokerRemoting(broker, config, max_body_bytes=settings.store.max_message_size, access=access)
     try:
         address = await door.start(addresses)
     except RemotingError:  # a ConnectionError, but not the listener's: not a port to move

@@ -93,7 +93,7 @@ STORE_KEY_HELP = {
 }
 
 BROKER_KEY_HELP = {
-    "broker_name": "the broker's name in message queues and routes",
+    "broker_name": "the broker's name in message queues and routes (RocketMQ brokerName, what it registers under)",
     "auto_create_topic": (
         "a send to an unknown topic creates it (RocketMQ autoCreateTopicEnable); turn it off in production"
     ),
@@ -187,7 +187,6 @@ REMOTING_KEY_HELP = {
         " unset: host when it names one address, else this machine's first non-loopback IPv4 address"
     ),
     "cluster_name": "the cluster the broker registers in (RocketMQ brokerClusterName)",
-    "broker_name": "the name the broker registers under, in routes of RocketMQ 4 clients (RocketMQ brokerName)",
     "namesrv_addresses": (
         'NameServers the broker registers with, e.g. ["10.0.0.5:9876"] (RocketMQ namesrvAddr, a list here); empty:'
         " the embedded NameServer of [namesrv], or none"

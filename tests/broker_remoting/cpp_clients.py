@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.broker_remoting.rocketmq4_clients import python_client_env
+
 ROOT = Path(__file__).resolve().parents[2]
 # A loaded CI machine starts a client slowly; every wait ends as soon as its process does.
 CLIENT_TIMEOUT_S = 90.0
@@ -15,7 +17,9 @@ CLIENT_TIMEOUT_S = 90.0
 
 def start(namesrv: str, *args: str | int | float) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "tests.broker_remoting.cpp_driver", namesrv, *map(str, args)]
-    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=python_client_env()
+    )
 
 
 def finish(process: subprocess.Popen[str]) -> list[dict[str, Any]]:

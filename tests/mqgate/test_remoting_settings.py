@@ -31,7 +31,7 @@ def test_every_key_from_a_toml_file_and_back_through_mqgate_config(tmp_path: Pat
     config = write(
         tmp_path / "mqgate.toml",
         '[remoting]\nport = 0\nhost = "127.0.0.1"\nbroker_ip = "192.0.2.10"\ncluster_name = "east"\n'
-        'broker_name = "broker-b"\nnamesrv_addresses = ["10.0.0.5:9876", "ns.example:9877"]\n'
+        'namesrv_addresses = ["10.0.0.5:9876", "ns.example:9877"]\n'
         'acl_file = "/etc/mqgate/plain_acl.yml"\n[namesrv]\nembedded = false\nhost = "127.0.0.1"\nport = 0\n',
     )
     settings = load_settings(tmp_path, config)
@@ -41,12 +41,11 @@ def test_every_key_from_a_toml_file_and_back_through_mqgate_config(tmp_path: Pat
         port=0,
         broker_ip="192.0.2.10",
         cluster_name="east",
-        broker_name="broker-b",
         namesrv_addresses=("10.0.0.5:9876", "ns.example:9877"),
         acl_file="/etc/mqgate/plain_acl.yml",
     )
     assert settings.namesrv == NamesrvConfig(embedded=False, host="127.0.0.1", port=0)
-    assert settings.origins["remoting.namesrv_addresses"].endswith("mqgate.toml:7")
+    assert settings.origins["remoting.namesrv_addresses"].endswith("mqgate.toml:6")
     rendered = render_toml(settings)
     assert 'namesrv_addresses = ["10.0.0.5:9876", "ns.example:9877"]' in rendered
     again = load_settings(tmp_path, write(tmp_path / "rendered.toml", rendered))
