@@ -104,7 +104,8 @@ def send_header(command: RemotingCommand) -> SendHeader:
         reconsume_times=fields.int("reconsumeTimes", 0),
         unit_mode=fields.bool("unitMode"),
         max_reconsume_times=None if max_reconsume < 0 else max_reconsume,
-        batch=fields.bool("batch"),
+        # The C++ client marks a batch "1" on SEND_MESSAGE, which Java's Boolean.parseBoolean reads as false.
+        batch=fields.bool("batch") or fields.text("batch", "") == "1",
     )
 
 

@@ -68,8 +68,9 @@ def send(args: argparse.Namespace) -> None:
     try:
         if args.mode == "batch":
             batch = dll.CreateBatchMessage()
-            for n in range(args.count):
-                dll.AddMessage(batch, message(args, n)._handle)
+            messages = [message(args, n) for n in range(args.count)]  # kept: a message's handle dies with it
+            for m in messages:
+                dll.AddMessage(batch, m._handle)
             result = _CSendResult()
             ffi_check(dll.SendBatchMessage(producer._handle, batch, ctypes.pointer(result)))
             emit(status=int(result.sendStatus), msg_id=result.msgId.decode(), offset=int(result.offset))
