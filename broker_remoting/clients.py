@@ -2,11 +2,11 @@
 HEART_BEAT 34, UNREGISTER_CLIENT 35, GET_CONSUMER_LIST_BY_GROUP 38, CHECK_CLIENT_CONFIG 46, and the
 NOTIFY_CONSUMER_IDS_CHANGED 40 the broker sends a group's connections when its members change.
 
-A consumer's heartbeat registers it in the core's consumer registry (`Broker.consumers`) with its subscriptions, so
-that the admin API, offset resets and every other door see it; a clustering group gets its retry topic, which its
-consumers subscribe to. A producer's heartbeat makes its connection a check-back target of its group (transactions.py
-asks it). A connection that closes, or goes silent for CLIENT_EXPIRE_S, takes its clients with it, and the groups
-they were in are told.
+A consumer's heartbeat registers it in the core's consumer registry (`Broker.consumer_heartbeat`) with its
+subscriptions, so that the admin API, offset resets and every other door see it; a clustering group gets its retry
+topic, which its consumers subscribe to. A producer's heartbeat makes its connection a check-back target of its
+group (transactions.py asks it). A connection that closes, or goes silent for CLIENT_EXPIRE_S, takes its clients
+with it, and the groups they were in are told.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class ClientTable:
             if consumer.message_model == "CLUSTERING":
                 ensure_retry_topic(self._broker, consumer.group)
             connection.consumers.add((consumer.group, heartbeat.client_id))
-            self._broker.consumers.heartbeat(
+            self._broker.consumer_heartbeat(
                 consumer.group,
                 heartbeat.client_id,
                 consumer.message_model,
@@ -95,7 +95,7 @@ class ClientTable:
             consumer_group = ext.get("consumerGroup")
             if consumer_group and (consumer_group, client_id) in connection.consumers:
                 connection.consumers.discard((consumer_group, client_id))
-                self._broker.consumers.unregister(consumer_group, client_id)
+                self._broker.leave_group(consumer_group, client_id)
         return request.reply(ResponseCode.SUCCESS)
 
     async def consumer_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -138,7 +138,7 @@ class ClientTable:
             unregister()
         connection.producers.clear()
         for group, client_id in connection.consumers:
-            self._broker.consumers.unregister(group, client_id)
+            self._broker.leave_group(group, client_id)
         connection.consumers.clear()
 
 

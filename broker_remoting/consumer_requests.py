@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core import Broker, MessageQueue, send_back
+from core import Broker, MessageNotFoundError, MessageQueue, send_back
 from remoting.channel import Channel
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
@@ -33,8 +33,8 @@ class ConsumerRequests:
         fields = HeaderFields(request)
         offset = fields.int("offset")
         try:
-            message = self._broker.store.read_message(offset)
-        except (LookupError, ValueError) as exc:
+            message = self._broker.read_message(offset)
+        except MessageNotFoundError as exc:
             return request.reply(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}: {exc}")
         max_times = fields.int("maxReconsumeTimes", -1)
         await send_back(
@@ -48,13 +48,13 @@ class ConsumerRequests:
 
     async def lock(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group, client_id, queues = _lock_body(request)
-        held = self._broker.queue_locks.lock(group, client_id, queues)
+        held = self._broker.lock_queues(group, client_id, queues)
         body = {"lockOKMQSet": [_queue_json(queue) for queue in sorted(held)]}
         return request.reply(ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
     async def unlock(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group, client_id, queues = _lock_body(request)
-        self._broker.queue_locks.unlock(group, client_id, queues)
+        self._broker.unlock_queues(group, client_id, queues)
         return request.reply(ResponseCode.SUCCESS)
 
 

@@ -69,7 +69,7 @@ class BrokerRegistration:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._changed.set)
 
-        self._broker.topics.add_change_listener(changed)
+        self._broker.add_topic_listener(changed)
         self._task = loop.create_task(self._run())
 
     async def close(self) -> None:

@@ -15,7 +15,7 @@ import json
 import time
 
 from broker_remoting.registration import topic_json
-from core import Broker, Perm, TopicConfig
+from core import Broker, Perm
 from remoting.channel import Channel
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
@@ -31,10 +31,7 @@ class TopicAdmin:
         topic = fields.text("topic")
         reads, writes = fields.int("readQueueNums"), fields.int("writeQueueNums")
         perm = Perm(fields.int("perm", int(Perm.READ | Perm.WRITE)) & 7)
-        if self._broker.has_topic(topic):
-            self._broker.admin.update_topic(topic, reads, writes, perm)
-        else:
-            self._broker.topics.create_or_update(TopicConfig(topic, reads, writes, perm, order=fields.bool("order")))
+        self._broker.admin.create_topic(topic, reads, writes, perm, order=fields.bool("order"))
         return request.reply(ResponseCode.SUCCESS)
 
     async def all_configs(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

@@ -16,7 +16,9 @@ RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and not
   time; ConsumersOnlineError while live push consumers or in-process readers would undo a change; topic_kind).
   A reader of the process that reads a group for a while joins it (`Broker.join_group`, `leave_group`, with its
   ConsumeType; `PullConsumer.join`), so that its group shows it as a live member. A door whose clients heartbeat
-  (the remoting port) registers them in `Broker.consumers` with their Subscriptions.
+  (the remoting port) registers them with `Broker.consumer_heartbeat` and their Subscriptions; orderly consumers
+  lock queues with `Broker.lock_queues`; `Broker.read_message` reads a message by commit-log offset and
+  `Broker.add_topic_listener` hears of topic changes.
 - Admin look-ups: `Broker.queries` (MessageQueries: by offset message id, unique id, key and time range; a message's
   consumption state per group, MessageTrack/ConsumeState) and `Broker.dead_letters` (DeadLetters: a group's dead
   letters listed a page at a time, DeadLetterPage/DeadLetter, and resent, ResendSummary/ResendOutcome/ResendStatus).

@@ -26,10 +26,11 @@ from core.batch_send import batch_bytes, name_queues_and_ids, refuse_parked, sen
 from core.broker_admin import BrokerAdmin
 from core.broker_config import BrokerConfig
 from core.clock import Clock, SystemClock
-from core.consumer_registry import ConsumerRegistry, ConsumeType
+from core.consumer_registry import ConsumerRegistry, ConsumeType, GroupListener, Subscription
 from core.errors import (
     IllegalArgumentError,
     IllegalMessageError,
+    MessageNotFoundError,
     NoPermissionError,
     TopicNotFoundError,
     from_store_error,
@@ -51,6 +52,7 @@ from core.store.message import (
     PROPERTY_MULTI_DISPATCH,
     PROPERTY_UNIQ_KEY,
     Message,
+    StoredMessage,
     is_light_queue,
 )
 from core.store.message_id import UniqueIdGenerator
@@ -236,6 +238,32 @@ class Broker:
     def leave_group(self, group: str, client_id: str) -> None:
         """`client_id` stopped reading `group` (nothing happens if it was no member)."""
         self.consumers.unregister(group, client_id)
+
+    def consumer_heartbeat(
+        self,
+        group: str,
+        client_id: str,
+        message_model: str,
+        subscriptions: dict[str, Subscription],
+        on_change: GroupListener | None = None,
+    ) -> None:
+        """A consumer of another process heartbeats (a RocketMQ 4 client of the remoting port): a live member of
+        `group` until it leaves (`leave_group`) or is silent for consumer_expire_s. `on_change` hears, with the
+        group's name, of every change of the group's members (RocketMQ's NOTIFY_CONSUMER_IDS_CHANGED)."""
+        self.consumers.heartbeat(group, client_id, message_model, subscriptions, on_change)
+
+    def lock_queues(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> set[MessageQueue]:
+        """Lock queues for an orderly consumer of `group` (RocketMQ's LOCK_BATCH_MQ): the ones it now holds. A lock
+        expires unless taken again within queue_lock_expire_s."""
+        return self.queue_locks.lock(group, client_id, queues)
+
+    def unlock_queues(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> None:
+        self.queue_locks.unlock(group, client_id, queues)
+
+    def add_topic_listener(self, listener: Callable[[], None]) -> None:
+        """`listener` is called after the topic table changes (a topic created, changed or deleted), in whichever
+        thread changed it: a door that tells others about the topics (the broker's NameServer registration)."""
+        self.topics.add_change_listener(listener)
 
     def delete_group_offsets(self, group: str, topic: str | None = None) -> None:
         """Forget every offset a consumer group committed (the group is gone for good), or those in `topic` only."""
@@ -550,6 +578,14 @@ class Broker:
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of a clustering group, or -1 if it has none."""
         return self.offsets.query_offset(group, topic, queue_id)
+
+    def read_message(self, commit_log_offset: int) -> StoredMessage:
+        """The message stored at a commit-log offset, as stored (a compressed body stays so). MessageNotFoundError
+        when no message starts there."""
+        try:
+            return self.store.read_message(commit_log_offset)
+        except (LookupError, ValueError) as exc:
+            raise MessageNotFoundError(f"no message starts at commit-log offset {commit_log_offset}: {exc}") from exc
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         return self.store.min_offset(topic, queue_id)

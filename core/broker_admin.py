@@ -129,6 +129,18 @@ class BrokerAdmin:
             return None
         return got.messages[0].store_timestamp
 
+    def create_topic(
+        self, topic: str, read_queue_nums: int, write_queue_nums: int, perm: Perm, order: bool = False
+    ) -> TopicConfig:
+        """Create a topic with its own read and write queue counts (mqadmin updateTopic on a new topic), or change it
+        if it exists (then `order` stays as it was). TopicConfigError for values out of range."""
+        if self._broker.has_topic(topic):
+            return self.update_topic(topic, read_queue_nums, write_queue_nums, perm)
+        self._check_not_internal(topic, "create")
+        config = TopicConfig(topic, read_queue_nums, write_queue_nums, perm, order=order)
+        self._broker.topics.create_or_update(config)
+        return config
+
     def update_topic(
         self,
         topic: str,

@@ -114,6 +114,8 @@ class Walk:
         self.repo = tmp_path / "repo"
         self.repo.mkdir()
         (self.repo / ".venv").symlink_to(Path(sys.prefix))
+        # Where `make rocketmq4-clients` installed the RocketMQ 4 client the walk's last step runs.
+        (self.repo / "tests").symlink_to(ROOT / "tests")
         (tmp_path / "xdg").mkdir()  # no mosquitto_pub/sub defaults of the user's
         self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
         self.ports: dict[str, str] = {"9000": str(free_port())}

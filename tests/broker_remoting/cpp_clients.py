@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,17 @@ from tests.broker_remoting.rocketmq4_clients import python_client_env
 ROOT = Path(__file__).resolve().parents[2]
 # A loaded CI machine starts a client slowly; every wait ends as soon as its process does.
 CLIENT_TIMEOUT_S = 90.0
+# Each client gets a home of its own: the C++ client keeps a broadcasting consumer's offsets in
+# ~/.rocketmq_offsets and its log in ~/logs, and offsets a run left there would send another run's consumer to
+# offsets its broker never had.
+_HOMES = tempfile.TemporaryDirectory(prefix="rocketmq4-clients-")
 
 
 def start(namesrv: str, *args: str | int | float) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "tests.broker_remoting.cpp_driver", namesrv, *map(str, args)]
+    env = {**python_client_env(), "HOME": tempfile.mkdtemp(dir=_HOMES.name)}
     return subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=python_client_env()
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
 
 

@@ -62,15 +62,15 @@ def test_sync_oneway_orderly_batch_and_delayed_sends_reach_a_push_consumer(names
 def test_two_clustering_members_share_the_queues_and_broadcasting_members_each_get_all(namesrv):
     cpp_clients.run(namesrv, "send", "t_share", "--count", 1, "--body", "warm")  # the topic exists, with 4 queues
     members = [
-        cpp_clients.start(namesrv, "consume", "t_share", "cg_share", "--instance", name, "--seconds", 14)
+        cpp_clients.start(namesrv, "consume", "t_share", "cg_share", "--instance", name, "--seconds", 24)
         for name in ("one", "two")
     ]
     broadcast = [
         cpp_clients.start(namesrv, "consume", "t_share", "cg_all", "--model", "broadcasting", "--instance", name,
-                          "--seconds", 14)
+                          "--seconds", 24, "--want", 16, "--want-prefix", "shared")
         for name in ("b1", "b2")
     ]  # fmt: skip
-    time.sleep(7)  # both members have joined and rebalanced
+    time.sleep(8)  # both members have joined and rebalanced (a loaded machine starts a client slowly)
     cpp_clients.run(namesrv, "send", "t_share", "--count", 16, "--body", "shared")
     got = [cpp_clients.finish(member) for member in members]
     shared = [sorted(line["body"] for line in lines if line["body"].startswith("shared")) for lines in got]

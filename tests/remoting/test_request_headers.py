@@ -53,7 +53,9 @@ def test_a_missing_required_field_or_a_bad_number_is_named():
 
 def test_java_booleans():
     for text, expected in (("true", True), ("TRUE", True), ("1", False), ("yes", False), ("", False)):
-        assert send_header(RemotingCommand(10, ext_fields={**V1, "batch": text})).batch is expected
+        assert send_header(RemotingCommand(10, ext_fields={**V1, "unitMode": text})).unit_mode is expected
+    # The C++ client marks its batches "1", which only the batch field takes as true.
+    assert send_header(RemotingCommand(10, ext_fields={**V1, "batch": "1"})).batch is True
 
 
 def test_pull_header_and_its_flags():
