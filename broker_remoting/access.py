@@ -14,7 +14,8 @@ topic's, `%RETRY%group`):
     HEART_BEAT 34                          SUB on each consumer group and each topic it subscribes
     UNREGISTER_CLIENT 35, GET_CONSUMER_LIST_BY_GROUP 38   SUB on the group
     QUERY_CONSUMER_OFFSET 14, UPDATE_ 15   SUB on the group and the topic
-    UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215   an admin account
+    UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215, the subscription groups' 200 and 207, and
+      INVOKE_BROKER_TO_RESET_OFFSET 222    an admin account
     any other code                         the signature only
 
 Pure: `needs(request)` is the table; `AccessCheck.check` raises RemotingRequestError(NO_PERMISSION).
@@ -34,7 +35,16 @@ from remoting.errors import RemotingRequestError
 
 Need = tuple[ResourceKind, str, Action]
 
-ADMIN_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER})
+# PlainPermissionManager's adminRequestCode: what changes the broker's tables.
+ADMIN_CODES = frozenset(
+    {
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+    }
+)
 _V2_TOPIC, _V2_GROUP = "b", "a"
 
 

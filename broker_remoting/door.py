@@ -16,6 +16,12 @@ and the broker's registration with its NameServers. `mqgate serve` builds one, s
     QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 queries.py
     UPDATE_AND_CREATE_TOPIC 17,             topic_admin.py
       GET_ALL_TOPIC_CONFIG 21, DELETE_TOPIC_IN_BROKER 215
+    GET_TOPIC_STATS_INFO 202, GET_CONSUME_  admin_requests.py (what mqadmin shows and changes)
+      STATS 208, GET_CONSUMER_CONNECTION_
+      LIST 203, the subscription groups'
+      200, 201, 207, GET_BROKER_RUNTIME_
+      INFO 28, INVOKE_BROKER_TO_RESET_
+      OFFSET 222
 
 Any other code is answered REQUEST_CODE_NOT_SUPPORTED, naming it. With an ACL file, every request is checked first
 (access.py).
@@ -32,6 +38,7 @@ from collections.abc import Sequence
 
 from acl.access_control import AccessControl
 from broker_remoting.access import AccessCheck
+from broker_remoting.admin_requests import AdminRequests
 from broker_remoting.clients import ClientTable
 from broker_remoting.config import RemotingConfig
 from broker_remoting.consumer_requests import ConsumerRequests
@@ -75,6 +82,7 @@ class BrokerRemoting:
         consumers = ConsumerRequests(broker)
         queries = QueryDoor(broker, self._host)
         topics = TopicAdmin(broker)
+        admin = AdminRequests(broker)
         handlers = {
             RequestCode.SEND_MESSAGE: sends.send,
             RequestCode.SEND_MESSAGE_V2: sends.send,
@@ -98,6 +106,14 @@ class BrokerRemoting:
             RequestCode.UPDATE_AND_CREATE_TOPIC: topics.update,
             RequestCode.GET_ALL_TOPIC_CONFIG: topics.all_configs,
             RequestCode.DELETE_TOPIC_IN_BROKER: topics.delete,
+            RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
+            RequestCode.GET_CONSUME_STATS: admin.consume_stats,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: admin.consumer_connections,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_group,
+            RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: admin.reset_offsets,
         }
         check = AccessCheck(access).check if access is not None else None
         for code, handler in handlers.items():

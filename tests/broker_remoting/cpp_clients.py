@@ -23,9 +23,7 @@ _HOMES = tempfile.TemporaryDirectory(prefix="rocketmq4-clients-")
 def start(namesrv: str, *args: str | int | float) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "tests.broker_remoting.cpp_driver", namesrv, *map(str, args)]
     env = {**python_client_env(), "HOME": tempfile.mkdtemp(dir=_HOMES.name)}
-    return subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def finish(process: subprocess.Popen[str]) -> list[dict[str, Any]]:

@@ -169,3 +169,37 @@ async def test_requests_it_cannot_read_are_refused_with_what_was_wrong_and_the_c
     unknown = await door.ask(RemotingCommand(9999))
     assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "9999" in unknown.remark
     assert (await door.ask(requests.send("still", b"ok"))).code == ResponseCode.SUCCESS
+
+
+async def test_what_mqadmin_asks_about_topics_groups_and_the_broker(door):
+    for n in range(3):
+        await door.ask(requests.send("st", str(n).encode()))
+    await door.broker.wait_visible()
+    stats = (await door.ask(requests.fields(RequestCode.GET_TOPIC_STATS_INFO, topic="st"))).body.decode()
+    # fastjson's map keyed by a message queue, as mqadmin reads it
+    assert stats.startswith('{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"st"}:{"minOffset":0,')
+    assert '"maxOffset":3' in stats
+    await door.ask(requests.fields(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="cg", topic="st", queueId=0,
+                                   commitOffset=1))  # fmt: skip
+    consume = (await door.ask(requests.fields(RequestCode.GET_CONSUME_STATS, consumerGroup="cg", topic="st"))).body
+    assert b'{"brokerName":"broker-a","queueId":0,"topic":"st"}:{"brokerOffset":3,"consumerOffset":1' in consume
+    offline = await door.ask(requests.fields(RequestCode.GET_CONSUMER_CONNECTION_LIST, consumerGroup="cg"))
+    assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE
+    await door.ask(requests.heartbeat("c9", "cg", topic="st"))
+    online = await door.ask(requests.fields(RequestCode.GET_CONSUMER_CONNECTION_LIST, consumerGroup="cg"))
+    assert [c["clientId"] for c in json.loads(online.body)["connectionSet"]] == ["c9"]
+    group = RemotingCommand(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                            body=json.dumps({"groupName": "gx", "retryMaxTimes": 3}).encode())  # fmt: skip
+    assert (await door.ask(group)).code == ResponseCode.SUCCESS
+    groups = json.loads((await door.ask(RemotingCommand(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))).body)
+    assert groups["subscriptionGroupTable"]["gx"]["retryMaxTimes"] == 3
+    await door.ask(requests.fields(RequestCode.DELETE_SUBSCRIPTIONGROUP, groupName="gx"))
+    assert door.broker.admin.group_config("gx") is None
+    info = json.loads((await door.ask(RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO))).body)["table"]
+    assert info["brokerName"] == "broker-a" and int(info["msgPutTotalTodayNow"]) >= 3
+    await door.ask(requests.fields(RequestCode.UNREGISTER_CLIENT, clientID="c9", consumerGroup="cg"))
+    reset = await door.ask(requests.fields(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, topic="st", group="cg",
+                                           timestamp=0, isForce="true"))  # fmt: skip
+    assert reset.code == ResponseCode.SUCCESS, reset.remark
+    assert b'{"brokerName":"broker-a","queueId":0,"topic":"st"}:0' in reset.body
+    assert door.broker.query_offset("cg", "st", 0) == 0
