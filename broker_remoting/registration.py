@@ -58,6 +58,7 @@ class BrokerRegistration:
         self._changed = asyncio.Event()
         self._counter = 0
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self.registered = asyncio.Event()  # set once every NameServer has answered a registration
 
     def start(self) -> None:
@@ -73,6 +74,7 @@ class BrokerRegistration:
         self._task = loop.create_task(self._run())
 
     async def close(self) -> None:
+        self._closing = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -81,14 +83,17 @@ class BrokerRegistration:
         await self._client.close()
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             self._changed.clear()
             self._counter += 1
             answers = await asyncio.gather(*(self._register(address) for address in self._namesrv_addresses))
             if all(answers):
                 self.registered.set()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that comes as the event is set
+            # (a topic created at start), and close would wait for the next round.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), REGISTER_INTERVAL_S)
+                async with asyncio.timeout(REGISTER_INTERVAL_S):
+                    await self._changed.wait()
 
     def body(self) -> bytes:
         table = {config.topic_name: topic_json(config) for config in self._broker.topic_configs()}

@@ -145,7 +145,8 @@ class Channel(asyncio.Protocol):
         self._pending[request.opaque] = waiter
         self.send(request)
         try:
-            return await asyncio.wait_for(waiter, timeout_s)
+            async with asyncio.timeout(timeout_s):  # not wait_for, which can swallow a cancel in Python 3.11
+                return await waiter
         except TimeoutError:
             raise RemotingTimeoutError(
                 f"no reply from {self.peer} to request code {request.code} within {timeout_s} s"

@@ -38,9 +38,9 @@ class RemotingClient:
             host, _, port = address.rpartition(":")
             loop = asyncio.get_running_loop()
             try:
-                _, opened = await asyncio.wait_for(
-                    loop.create_connection(lambda: Channel(self._on_request), host, int(port)), CONNECT_TIMEOUT_S
-                )
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel.
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    _, opened = await loop.create_connection(lambda: Channel(self._on_request), host, int(port))
             except (OSError, TimeoutError, ValueError) as exc:
                 error = ChannelClosedError(f"cannot connect to {address}: {exc}")
                 future.set_exception(error)
@@ -51,6 +51,8 @@ class RemotingClient:
             return opened
         finally:
             del self._opening[address]
+            if not future.done():  # cancelled while opening: those sharing the opening are cancelled with it
+                future.cancel()
 
     async def invoke(self, address: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         return await (await self.channel(address)).invoke(request, timeout_s)
