@@ -33,7 +33,7 @@ class ConsumerRequests:
         fields = HeaderFields(request)
         offset = fields.int("offset")
         try:
-            message = self._broker.read_message(offset)
+            message = self._broker.queries.at_commit_log_offset(offset)
         except MessageNotFoundError as exc:
             return request.reply(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}: {exc}")
         max_times = fields.int("maxReconsumeTimes", -1)
@@ -48,13 +48,13 @@ class ConsumerRequests:
 
     async def lock(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group, client_id, queues = _lock_body(request)
-        held = self._broker.lock_queues(group, client_id, queues)
+        held = self._broker.queue_locks.lock(group, client_id, queues)
         body = {"lockOKMQSet": [_queue_json(queue) for queue in sorted(held)]}
         return request.reply(ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
     async def unlock(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group, client_id, queues = _lock_body(request)
-        self._broker.unlock_queues(group, client_id, queues)
+        self._broker.queue_locks.unlock(group, client_id, queues)
         return request.reply(ResponseCode.SUCCESS)
 
 

@@ -132,7 +132,6 @@ class BrokerRemoting:
         self.registration = BrokerRegistration(self.broker, self.config.cluster_name, self.address, namesrv_addresses)
         self.registration.start()
         self._scan = asyncio.get_running_loop().create_task(self._scan_clients())
-        log.info("remoting port on %s:%s, known to clients as %s", host, port, self.address)
         return f"{host}:{port}"
 
     async def _scan_clients(self) -> None:

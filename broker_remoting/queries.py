@@ -56,7 +56,7 @@ class QueryDoor:
     async def view(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         offset = HeaderFields(request).int("offset")
         try:
-            message = self._broker.read_message(offset)
+            message = self._broker.queries.at_commit_log_offset(offset)
         except MessageNotFoundError:
             return request.reply(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         return request.reply(ResponseCode.SUCCESS, body=record_of(message, self._store_host()))

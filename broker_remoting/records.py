@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from core import INTERNAL_PROPERTIES, StoredMessage
-from remoting.message_codec import Host, MessageRecord, encode_record, offset_message_id
+from remoting.message_codec import Host, MessageRecord, encode_record
 
 
 def record_of(message: StoredMessage, store_host: Host) -> bytes:
@@ -40,8 +40,3 @@ def record_of(message: StoredMessage, store_host: Host) -> bytes:
 
 def records_body(messages: Iterable[StoredMessage], store_host: Host) -> bytes:
     return b"".join([record_of(message, store_host) for message in messages])
-
-
-def offset_id(store_host: Host, commit_log_offset: int) -> str:
-    """The offset message id clients decode the broker's address and the commit-log offset from."""
-    return offset_message_id(store_host, commit_log_offset)

@@ -133,7 +133,8 @@ class BrokerRegistration:
         return True
 
     async def _unregister(self, address: str) -> None:
-        header = {key: self._header()[key] for key in ("brokerAddr", "brokerName", "brokerId", "clusterName")}
+        registered = self._header()
+        header = {key: registered[key] for key in ("brokerAddr", "brokerName", "brokerId", "clusterName")}
         with contextlib.suppress(RemotingError, OSError):
             await self._client.invoke(
                 address, RemotingCommand(RequestCode.UNREGISTER_BROKER, ext_fields=header), REGISTER_TIMEOUT_S

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker_remoting.records import offset_id
 from core import (
     PROPERTY_DELAY_LEVEL,
     RETRY_PREFIX,
@@ -30,7 +29,7 @@ from remoting.channel import Channel
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import RemotingRequestError
-from remoting.message_codec import Host, MessageLayoutError, decode_batch, decode_properties
+from remoting.message_codec import Host, MessageLayoutError, decode_batch, decode_properties, offset_message_id
 from remoting.request_headers import SendHeader, send_header, send_reply_fields
 
 _STATUS_CODES = {
@@ -65,7 +64,7 @@ class SendService:
         )
         self._retry_or_dead_letter(message, header)
         result = await self._broker.send(message)
-        return self._reply(request, result, offset_id(self._store_host(), result.commit_log_offset))
+        return self._reply(request, result, offset_message_id(self._store_host(), result.commit_log_offset))
 
     async def _send_batch(self, channel: Channel, request: RemotingCommand, header: SendHeader) -> RemotingCommand:
         try:
@@ -91,7 +90,7 @@ class SendService:
         ]
         results = await self._broker.send_batch(messages)
         host = self._store_host()
-        ids = ",".join(offset_id(host, result.commit_log_offset) for result in results)
+        ids = ",".join(offset_message_id(host, result.commit_log_offset) for result in results)
         return self._reply(request, results[0], ids, worst=_worst(results))
 
     @staticmethod

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker_remoting.records import offset_id, record_of
+from broker_remoting.records import record_of
 from core import Broker, LocalTransactionState, TransactionCheck
 from remoting.channel import Channel
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import RemotingRequestError
-from remoting.message_codec import Host
+from remoting.message_codec import Host, offset_message_id
 from remoting.request_headers import HeaderFields
 
 # MessageSysFlag's transaction types, as commitOrRollback carries them.
@@ -68,7 +68,7 @@ class TransactionDoor:
                         "commitLogOffset": str(transaction.commit_log_offset),
                         "msgId": transaction.msg_id,
                         "transactionId": transaction.transaction_id,
-                        "offsetMsgId": offset_id(host, transaction.commit_log_offset),
+                        "offsetMsgId": offset_message_id(host, transaction.commit_log_offset),
                         "topic": message.topic,
                         "brokerName": self._broker.config.broker_name,
                     },

@@ -17,11 +17,11 @@ RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and not
   A reader of the process that reads a group for a while joins it (`Broker.join_group`, `leave_group`, with its
   ConsumeType; `PullConsumer.join`), so that its group shows it as a live member. A door whose clients heartbeat
   (the remoting port) registers them with `Broker.consumer_heartbeat` and their Subscriptions; orderly consumers
-  lock queues with `Broker.lock_queues`; `Broker.read_message` reads a message by commit-log offset and
-  `Broker.add_topic_listener` hears of topic changes.
-- Admin look-ups: `Broker.queries` (MessageQueries: by offset message id, unique id, key and time range; a message's
-  consumption state per group, MessageTrack/ConsumeState) and `Broker.dead_letters` (DeadLetters: a group's dead
-  letters listed a page at a time, DeadLetterPage/DeadLetter, and resent, ResendSummary/ResendOutcome/ResendStatus).
+  lock queues through `Broker.queue_locks` (QueueLocks); `Broker.add_topic_listener` hears of topic changes.
+- Admin look-ups: `Broker.queries` (MessageQueries: by offset message id or commit-log offset, unique id, key and
+  time range; a message's consumption state per group, MessageTrack/ConsumeState) and `Broker.dead_letters`
+  (DeadLetters: a group's dead letters listed a page at a time, DeadLetterPage/DeadLetter, and resent,
+  ResendSummary/ResendOutcome/ResendStatus).
 - The client API with RocketMQ's names: Producer (send timeouts and retries), TransactionProducer, PushConsumer,
   PullConsumer, SimpleConsumer and their options.
 - Pop consumption for front doors that serve pop consumers themselves (the gRPC endpoint): PopService (pop, ack,

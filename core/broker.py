@@ -30,7 +30,6 @@ from core.consumer_registry import ConsumerRegistry, ConsumeType, GroupListener,
 from core.errors import (
     IllegalArgumentError,
     IllegalMessageError,
-    MessageNotFoundError,
     NoPermissionError,
     TopicNotFoundError,
     from_store_error,
@@ -52,7 +51,6 @@ from core.store.message import (
     PROPERTY_MULTI_DISPATCH,
     PROPERTY_UNIQ_KEY,
     Message,
-    StoredMessage,
     is_light_queue,
 )
 from core.store.message_id import UniqueIdGenerator
@@ -251,14 +249,6 @@ class Broker:
         `group` until it leaves (`leave_group`) or is silent for consumer_expire_s. `on_change` hears, with the
         group's name, of every change of the group's members (RocketMQ's NOTIFY_CONSUMER_IDS_CHANGED)."""
         self.consumers.heartbeat(group, client_id, message_model, subscriptions, on_change)
-
-    def lock_queues(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> set[MessageQueue]:
-        """Lock queues for an orderly consumer of `group` (RocketMQ's LOCK_BATCH_MQ): the ones it now holds. A lock
-        expires unless taken again within queue_lock_expire_s."""
-        return self.queue_locks.lock(group, client_id, queues)
-
-    def unlock_queues(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> None:
-        self.queue_locks.unlock(group, client_id, queues)
 
     def add_topic_listener(self, listener: Callable[[], None]) -> None:
         """`listener` is called after the topic table changes (a topic created, changed or deleted), in whichever
@@ -578,14 +568,6 @@ class Broker:
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of a clustering group, or -1 if it has none."""
         return self.offsets.query_offset(group, topic, queue_id)
-
-    def read_message(self, commit_log_offset: int) -> StoredMessage:
-        """The message stored at a commit-log offset, as stored (a compressed body stays so). MessageNotFoundError
-        when no message starts there."""
-        try:
-            return self.store.read_message(commit_log_offset)
-        except (LookupError, ValueError) as exc:
-            raise MessageNotFoundError(f"no message starts at commit-log offset {commit_log_offset}: {exc}") from exc
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         return self.store.min_offset(topic, queue_id)

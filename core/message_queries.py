@@ -75,22 +75,26 @@ def parse_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
     return (host, port), offset
 
 
+def read_at(store: MessageStore, commit_log_offset: int, what: str) -> StoredMessage:
+    """The record, as stored, at a commit-log offset; MessageNotFoundError, beginning with `what`, when none is."""
+    try:
+        return store.read_message(commit_log_offset)
+    except LookupError as exc:
+        raise MessageNotFoundError(
+            f"{what}: no record at commit-log offset {commit_log_offset} ({exc}); retention may have removed it"
+        ) from exc
+    except CorruptRecordError as exc:
+        raise MessageNotFoundError(
+            f"{what}: no record starts at commit-log offset {commit_log_offset} of this broker's log;"
+            " check the id, or ask the broker that made it"
+        ) from exc
+
+
 def read_offset_msg_id(store: MessageStore, offset_msg_id: str) -> StoredMessage:
     """The record, as stored (body not decompressed), that an offset message id names: see
     MessageQueries.by_offset_id."""
     host, offset = parse_offset_msg_id(offset_msg_id)
-    try:
-        message = store.read_message(offset)
-    except LookupError as exc:
-        raise MessageNotFoundError(
-            f"message id {offset_msg_id!r}: no record at commit-log offset {offset} ({exc}); retention may have"
-            " removed it"
-        ) from exc
-    except CorruptRecordError as exc:
-        raise MessageNotFoundError(
-            f"message id {offset_msg_id!r}: no record starts at commit-log offset {offset} of this broker's log;"
-            " check the id, or ask the broker that made it"
-        ) from exc
+    message = read_at(store, offset, f"message id {offset_msg_id!r}")
     if message.store_host != host:
         stored_by = f"{message.store_host[0]}:{message.store_host[1]}"
         raise MessageNotFoundError(
@@ -144,6 +148,11 @@ class MessageQueries:
         """The record an offset message id names (RocketMQ's viewMessage). IllegalArgumentError for a malformed id;
         MessageNotFoundError when no record starts at that offset or the record was stored by another host."""
         return decode_for_consumer(read_offset_msg_id(self._broker.store, offset_msg_id))
+
+    def at_commit_log_offset(self, commit_log_offset: int) -> StoredMessage:
+        """The record at a commit-log offset as stored (a compressed body stays so: a remoting client undoes it),
+        whichever host stored it (RocketMQ's VIEW_MESSAGE_BY_ID, a send-back). MessageNotFoundError when none is."""
+        return read_at(self._broker.store, commit_log_offset, f"commit-log offset {commit_log_offset}")
 
     def by_unique_id(self, topic: str, unique_id: str, group: str | None = None) -> list[StoredMessage]:
         """The records of `topic` whose unique id is `unique_id`, in store order; with `group`, also its copies in

@@ -51,7 +51,6 @@ from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
 from namesrv.server import NameServer
 from proxy.server import EndpointError, GrpcEndpoint, PortUnavailableError
-from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
@@ -421,8 +420,6 @@ async def _start_remoting(
     door = BrokerRemoting(broker, config, max_body_bytes=settings.store.max_message_size, access=access)
     try:
         address = await door.start(addresses)
-    except RemotingError:  # a ConnectionError, but not the listener's: not a port to move
-        raise
     except OSError as exc:
         await door.close()
         reason = listen_reason(exc)
@@ -430,7 +427,12 @@ async def _start_remoting(
             "remoting", "port", "--remoting-port", config.host, config.port, reason, ROCKETMQ_BUSY_HINT
         ) from None
     stack.push_async_callback(door.close)
-    log.info("remoting port on %s, registering with %s", address, ", ".join(addresses) or "no NameServer")
+    log.info(
+        "remoting port on %s, known to clients as %s, registering with %s",
+        address,
+        door.address,
+        ", ".join(addresses) or "no NameServer",
+    )
     return f"remoting={address}"
 
 
