@@ -1,6 +1,6 @@
 """Settings of the broker's remoting port (the `[remoting]` section of mqgate's configuration): where RocketMQ 4
-clients reach the broker, what it calls itself to them and to its NameServers, and which NameServers it registers
-with."""
+clients reach the broker, and what it calls itself to them and to its NameServers. The cluster it registers in and
+its NameServers are the broker's: [broker] cluster_name and namesrv_addr."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ from dataclasses import dataclass
 
 # RocketMQ's broker listens on 10911 (NettyServerConfig.listenPort in the broker's default configuration).
 DEFAULT_REMOTING_PORT = 10911
-# RocketMQ's default (BrokerConfig.brokerClusterName): the name `mqadmin clusterList` shows. The broker's own name is
-# [broker] broker_name, the one its message queues carry.
-DEFAULT_CLUSTER_NAME = "DefaultCluster"
 
 
 @dataclass(slots=True, frozen=True)
@@ -22,9 +19,5 @@ class RemotingConfig:
     # every pulled message (where the C++ client sends a consumer's send-back) and in offset message ids. Unset:
     # `host` when it names one address, else this machine's first non-loopback IPv4 address (127.0.0.1 if none).
     broker_ip: str | None = None
-    cluster_name: str = DEFAULT_CLUSTER_NAME
-    # NameServers the broker registers with every 30 s, as HOST:PORT (RocketMQ's namesrvAddr). Empty: the
-    # embedded NameServer of the same process ([namesrv] embedded), or none.
-    namesrv_addresses: tuple[str, ...] = ()
     # RocketMQ's plain_acl.yml, as [grpc] acl_file; unset: no access control.
     acl_file: str | None = None

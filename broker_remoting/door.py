@@ -129,7 +129,7 @@ class BrokerRemoting:
         host, port = server.sockets[0].getsockname()[:2]
         self.store_host = (self.store_host[0], int(port))
         self.address = f"{self.store_host[0]}:{port}"
-        self.registration = BrokerRegistration(self.broker, self.config.cluster_name, self.address, namesrv_addresses)
+        self.registration = BrokerRegistration(self.broker, self.address, namesrv_addresses)
         self.registration.start()
         self._scan = asyncio.get_running_loop().create_task(self._scan_clients())
         return f"{host}:{port}"

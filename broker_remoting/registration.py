@@ -49,9 +49,8 @@ def topic_json(config: TopicConfig) -> dict[str, Any]:
 
 
 class BrokerRegistration:
-    def __init__(self, broker: Broker, cluster_name: str, address: str, namesrv_addresses: Sequence[str]) -> None:
+    def __init__(self, broker: Broker, address: str, namesrv_addresses: Sequence[str]) -> None:
         self._broker = broker
-        self._cluster_name = cluster_name
         self._address = address
         self._namesrv_addresses = list(namesrv_addresses)
         self._client = RemotingClient()
@@ -115,7 +114,7 @@ class BrokerRegistration:
             "brokerAddr": self._address,
             "brokerName": self._broker.config.broker_name,
             "brokerId": "0",
-            "clusterName": self._cluster_name,
+            "clusterName": self._broker.config.cluster_name,
             "haServerAddr": "",
             "compressed": "false",
         }

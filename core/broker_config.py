@@ -17,7 +17,13 @@ OFFSET_PERSIST_INTERVAL_S = 5.0
 
 @dataclass(slots=True, frozen=True)
 class BrokerConfig:
+    # The broker group's name (RocketMQ's brokerName): in its message queues, in routes, what it registers under.
     broker_name: str = "broker-a"
+    # The cluster it registers in (RocketMQ's brokerClusterName), and the NameServers it registers with every 30 s
+    # (RocketMQ's namesrvAddr, "HOST:PORT;HOST:PORT" there). The broker itself does not use them: its remoting door
+    # registers, and the wiring runs a NameServer in the process when no address is given.
+    cluster_name: str = "DefaultCluster"
+    namesrv_addr: tuple[str, ...] = ()
     # On for the embedded default, as RocketMQ's autoCreateTopicEnable; turn it off in production so a typo in
     # a topic name is an error rather than a new topic.
     auto_create_topic: bool = True

@@ -140,6 +140,22 @@ def _settings_options() -> argparse.ArgumentParser:
         help="create topics on first send (broker.auto_create_topic; on by default, turn it off in production)",
     )
     group.add_argument(
+        "--broker-name",
+        metavar="NAME",
+        help="the broker group's name in routes and message queues (broker.broker_name; default broker-a)",
+    )
+    group.add_argument(
+        "--cluster-name",
+        metavar="NAME",
+        help="the cluster the broker registers in (broker.cluster_name; default DefaultCluster)",
+    )
+    group.add_argument(
+        "--namesrv-addr",
+        metavar="'HOST:PORT;HOST:PORT'",
+        help="NameServers to register with, as RocketMQ's namesrvAddr (broker.namesrv_addr; default: none, and"
+        " serve runs one in its process)",
+    )
+    group.add_argument(
         "--mqtt-port",
         type=int,
         metavar="N",

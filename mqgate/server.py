@@ -27,12 +27,11 @@ from typing import Any, TypeVar
 from acl.access_control import AccessControl
 from acl.acl_file import load_acl_file
 from acl.errors import AclFileError
-from broker_remoting.config import RemotingConfig
 from broker_remoting.door import BrokerRemoting
 from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
-from core import Broker, MessageStore, RecoveryReport, open_store
+from core import Broker, BrokerConfig, MessageStore, RecoveryReport, open_store
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
@@ -206,7 +205,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         parts += await _start_grpc(settings, broker, parts_stack)
                     # The NameServer first, so the broker registers at once; the ready line names it second.
                     namesrv_part, embedded_namesrv = "", None
-                    if settings.namesrv.embedded:
+                    if runs_embedded_namesrv(settings):
                         namesrv_part, embedded_namesrv = await _start_namesrv(settings, parts_stack)
                     if settings.remoting.enabled:
                         parts.append(await _start_remoting(settings, broker, parts_stack, embedded_namesrv))
@@ -407,14 +406,14 @@ async def _start_namesrv(settings: Settings, stack: contextlib.AsyncExitStack) -
 async def _start_remoting(
     settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, embedded_namesrv: str | None
 ) -> str:
-    """Start the broker's remoting port, registering with [remoting] namesrv_addresses, or else with the embedded
+    """Start the broker's remoting port, registering with [broker] namesrv_addr, or else with the embedded
     NameServer at `embedded_namesrv`; return its ready-line part. Closed by `stack`."""
     config = settings.remoting
-    addresses = registration_addresses(config, embedded_namesrv)
+    addresses = registration_addresses(settings.broker, embedded_namesrv)
     if not addresses:
         log.warning(
             "the broker's remoting port registers with no NameServer, so RocketMQ 4 clients will not find its topics:"
-            " set [remoting] namesrv_addresses, or [namesrv] embedded = true"
+            " set [broker] namesrv_addr (--namesrv-addr), or [namesrv] embedded = true"
         )
     access = _acl("remoting", config.acl_file)
     door = BrokerRemoting(broker, config, max_body_bytes=settings.store.max_message_size, access=access)
@@ -436,10 +435,17 @@ async def _start_remoting(
     return f"remoting={address}"
 
 
-def registration_addresses(config: RemotingConfig, embedded_namesrv: str | None) -> list[str]:
-    """The NameServers the broker registers with: [remoting] namesrv_addresses when given (the embedded one is then
-    only for clients that ask it), else the embedded NameServer's address, else none."""
-    return list(config.namesrv_addresses) or ([embedded_namesrv] if embedded_namesrv else [])
+def runs_embedded_namesrv(settings: Settings) -> bool:
+    """Whether `mqgate serve` runs a NameServer in its process: [namesrv] embedded when set, else when the broker
+    is given no NameServer ([broker] namesrv_addr): a broker joining a cluster uses the cluster's."""
+    embedded = settings.namesrv.embedded
+    return embedded if embedded is not None else not settings.broker.namesrv_addr
+
+
+def registration_addresses(config: BrokerConfig, embedded_namesrv: str | None) -> list[str]:
+    """The NameServers the broker registers with: [broker] namesrv_addr when given (an embedded one is then only
+    for clients that ask it), else the embedded NameServer's address, else none."""
+    return list(config.namesrv_addr) or ([embedded_namesrv] if embedded_namesrv else [])
 
 
 def loopback_to(host: str) -> str:

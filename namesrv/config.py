@@ -11,8 +11,9 @@ DEFAULT_NAMESRV_PORT = 9876
 
 @dataclass(slots=True, frozen=True)
 class NamesrvConfig:
-    # `mqgate serve` runs a NameServer in its own process, and the broker registers with it: the embedded default.
-    # false: clients and the broker use the NameServers of [remoting] namesrv_addresses.
-    embedded: bool = True
+    # Whether `mqgate serve` runs a NameServer in its own process. Unset: it does when [broker] namesrv_addr names
+    # no NameServer (the embedded default, where the broker registers with its own), and not when the broker joins
+    # a cluster's NameServers. true: it runs one either way; false: never.
+    embedded: bool | None = None
     host: str = "0.0.0.0"
     port: int = DEFAULT_NAMESRV_PORT  # 0: a free port, named in the ready line

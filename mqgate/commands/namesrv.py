@@ -1,7 +1,8 @@
-"""`mqgate namesrv`: a NameServer alone (as RocketMQ's mqnamesrv), for brokers that register with it over
-[remoting] namesrv_addresses and the clients that ask it for routes. It prints one line, `ready namesrv=HOST:PORT`,
-once it listens, runs until SIGTERM or SIGINT and closes; a port it cannot listen on ends it with exit code 2 and
-the error `mqgate serve` gives for one. It keeps nothing on disk and reads no configuration file.
+"""`mqgate namesrv`: a NameServer alone (as RocketMQ's mqnamesrv), for brokers that register with it
+([broker] namesrv_addr, --namesrv-addr) and the clients that ask it for routes. It prints one line,
+`ready namesrv=HOST:PORT`, once it listens, runs until SIGTERM or SIGINT and closes; a port it cannot listen on
+ends it with exit code 2 and the error `mqgate serve` gives for one. It keeps nothing on disk and reads no
+configuration file.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ exit codes: 0 after a clean stop (SIGTERM or SIGINT), 2 a port it cannot listen 
 examples:
   mqgate namesrv                          on 0.0.0.0:9876, RocketMQ's port
   mqgate namesrv --port 0 --host 127.0.0.1
-  mqgate serve --config broker.toml       with [namesrv] embedded = false and [remoting] namesrv_addresses"""
+  mqgate serve --namesrv-addr 10.0.0.5:9876 --cluster-name C --broker-name broker-b"""
 
 
 def add_namesrv_parser(commands: Any, formatter: type[argparse.HelpFormatter]) -> None:

@@ -25,7 +25,8 @@ SECTION_HELP = {
     "grpc": "The RocketMQ 5 gRPC endpoint: the fields of `proxy/config.py` (`GrpcConfig`).",
     "remoting": (
         "The broker's remoting port, where RocketMQ 4 clients produce and consume: the fields of"
-        " `broker_remoting/config.py` (`RemotingConfig`). The broker registers with its NameServers every 30 s."
+        " `broker_remoting/config.py` (`RemotingConfig`). The broker registers with its NameServers ([broker]"
+        " namesrv_addr) every 30 s."
     ),
     "namesrv": (
         "The NameServer RocketMQ 4 clients ask for routes: the fields of `namesrv/config.py` (`NamesrvConfig`)."
@@ -94,6 +95,11 @@ STORE_KEY_HELP = {
 
 BROKER_KEY_HELP = {
     "broker_name": "the broker's name in message queues and routes (RocketMQ brokerName, what it registers under)",
+    "cluster_name": "the cluster the broker registers in (RocketMQ brokerClusterName)",
+    "namesrv_addr": (
+        'NameServers the broker registers with every 30 s: "HOST:PORT;HOST:PORT" as RocketMQ\'s namesrvAddr, or a'
+        " list; empty: the NameServer `mqgate serve` runs in its process ([namesrv] embedded)"
+    ),
     "auto_create_topic": (
         "a send to an unknown topic creates it (RocketMQ autoCreateTopicEnable); turn it off in production"
     ),
@@ -186,11 +192,6 @@ REMOTING_KEY_HELP = {
         "the IP address clients are told to reach the broker at (RocketMQ brokerIP1), in routes and message ids;"
         " unset: host when it names one address, else this machine's first non-loopback IPv4 address"
     ),
-    "cluster_name": "the cluster the broker registers in (RocketMQ brokerClusterName)",
-    "namesrv_addresses": (
-        'NameServers the broker registers with, e.g. ["10.0.0.5:9876"] (RocketMQ namesrvAddr, a list here); empty:'
-        " the embedded NameServer of [namesrv], or none"
-    ),
     "acl_file": (
         "RocketMQ plain_acl.yml for the remoting port, as [grpc] acl_file (unset: no access control); it may be the"
         " same file"
@@ -199,8 +200,8 @@ REMOTING_KEY_HELP = {
 
 NAMESRV_KEY_HELP = {
     "embedded": (
-        "run a NameServer inside `mqgate serve`, which the broker registers with; false: use [remoting]"
-        " namesrv_addresses"
+        "run a NameServer inside `mqgate serve`; unset: when [broker] namesrv_addr is empty (the broker registers"
+        " with it), true: always, false: never"
     ),
     "host": "address the embedded NameServer binds to",
     "port": "NameServer port (RocketMQ's 9876; 0: a free port, named in the ready line as namesrv=HOST:PORT)",

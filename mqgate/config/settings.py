@@ -13,6 +13,8 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
 
     [broker]                        # every field of core.BrokerConfig
     auto_create_topic = false       # on in the embedded default; off in production
+    cluster_name = "east"           # the cluster it joins, and its NameServers (empty: one in the process)
+    namesrv_addr = "10.0.0.5:9876;10.0.0.6:9876"    # or ["10.0.0.5:9876", "10.0.0.6:9876"]
 
     [mqtt]                          # every field of mqtt_bridge.config.MqttConfig
     port = 1883                     # 0: a free port, named in the ready line
@@ -23,10 +25,9 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
 
     [remoting]                      # every field of broker_remoting.config.RemotingConfig (RocketMQ 4's protocol)
     port = 10911                    # 0: a free port, named in the ready line
-    namesrv_addresses = ["10.0.0.5:9876"]   # HOST:PORT each; empty: the embedded NameServer of [namesrv]
 
     [namesrv]                       # every field of namesrv.config.NamesrvConfig
-    embedded = true                 # `mqgate serve` runs a NameServer too
+    embedded = true                 # `mqgate serve` runs a NameServer too (unset: when namesrv_addr is empty)
     port = 9876                     # 0: a free port, named in the ready line
 
     [http]                          # every field of mqgate.http.app.HttpConfig (the REST APIs' one port)
@@ -115,6 +116,9 @@ FLAGS = {
     "store.flush_mode": "--flush-mode",
     "store.segment_size": "--segment-size",
     "broker.auto_create_topic": "--auto-create-topic",  # and --no-auto-create-topic
+    "broker.broker_name": "--broker-name",
+    "broker.cluster_name": "--cluster-name",
+    "broker.namesrv_addr": "--namesrv-addr",
     "mqtt.port": "--mqtt-port",
     "grpc.port": "--grpc-port",
     "remoting.port": "--remoting-port",
@@ -208,7 +212,7 @@ class Section:
 
 
 STORE_PARSERS = _parsers(StoreConfig, DERIVED_STORE_FIELDS)
-BROKER_PARSERS = _parsers(BrokerConfig, {})
+BROKER_PARSERS = _parsers(BrokerConfig, {}, {"namesrv_addr": parse_host_port_list})
 MQTT_PARSERS = _parsers(
     MqttConfig,
     {},
@@ -245,11 +249,10 @@ REMOTING_PARSERS = _parsers(
     {
         "port": parse_port_or_zero,
         "broker_ip": parse_optional_ip_address,
-        "namesrv_addresses": parse_host_port_list,
         "acl_file": parse_optional_string,
     },
 )
-NAMESRV_PARSERS = _parsers(NamesrvConfig, {}, {"port": parse_port_or_zero})
+NAMESRV_PARSERS = _parsers(NamesrvConfig, {}, {"port": parse_port_or_zero, "embedded": parse_optional_bool})
 HTTP_PARSERS = _parsers(
     HttpConfig,
     {},

@@ -109,15 +109,16 @@ def parse_string_list(value: object) -> tuple[str, ...]:
 
 
 def parse_host_port_list(value: object) -> tuple[str, ...]:
-    """Addresses written HOST:PORT, such as NameServers' ("10.0.0.5:9876"): RocketMQ's namesrvAddr as a list."""
+    """Addresses written HOST:PORT, such as NameServers' ("10.0.0.5:9876"): a list, or one string with `;` between
+    them as RocketMQ writes namesrvAddr ("10.0.0.5:9876;10.0.0.6:9876")."""
     if isinstance(value, str):
-        # RocketMQ writes namesrvAddr as one string, "a:9876;b:9876": say how to write it here.
-        entries = [entry.strip() for entry in value.split(";") if entry.strip()]
-        raise ValueError(
-            f"expected a list of HOST:PORT strings, got {describe_value(value)}; write it as {json.dumps(entries)}"
-        )
+        value = [entry.strip() for entry in value.split(";") if entry.strip()]
+    elif not isinstance(value, list | tuple):
+        raise ValueError(f'expected "HOST:PORT;HOST:PORT" or a list of HOST:PORT strings, got {describe_value(value)}')
     addresses = parse_string_list(value)
     for entry in addresses:
+        if "," in entry:
+            raise ValueError(f"entry {entry!r}: separate addresses with ';', as RocketMQ's namesrvAddr does")
         host, colon, port = entry.rpartition(":")
         if host.startswith("["):
             raise ValueError(

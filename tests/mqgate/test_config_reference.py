@@ -58,7 +58,8 @@ def test_every_settings_flag_is_in_the_table_and_sets_its_key(tmp_path):
     assert flags - {"--help", "--data-dir", "--config", "--no-auto-create-topic"} == set(FLAGS.values())
     values = {"--log-level": "DEBUG", "--flush-mode": "SYNC_FLUSH", "--segment-size": "64MiB", "--mqtt-port": "1999",
               "--grpc-port": "1998", "--http-port": "1997", "--remoting-port": "1996",
-              "--namesrv-port": "1995"}  # fmt: skip
+              "--namesrv-port": "1995", "--broker-name": "b", "--cluster-name": "c",
+              "--namesrv-addr": "ns:9876"}  # fmt: skip
     args = ["config", "--data-dir", str(tmp_path)]
     for flag, value in values.items():
         args += [flag, value]
@@ -68,6 +69,11 @@ def test_every_settings_flag_is_in_the_table_and_sets_its_key(tmp_path):
         assert settings.origins[key] == shown, key
     assert (settings.mqtt.port, settings.grpc.port, settings.http.port) == (1999, 1998, 1997)
     assert (settings.remoting.port, settings.namesrv.port) == (1996, 1995)
+    assert (settings.broker.broker_name, settings.broker.cluster_name, settings.broker.namesrv_addr) == (
+        "b",
+        "c",
+        ("ns:9876",),
+    )
     assert settings.broker.auto_create_topic is False and settings.store.segment_size == 64 * 1024 * 1024
 
 

@@ -1,5 +1,6 @@
-"""The [remoting] and [namesrv] sections (RocketMQ 4's protocol: the broker's remoting port and the NameServer) and
-their flags --remoting-port and --namesrv-port: defaults, files, flags, and the errors that name the key and the
+"""The [remoting] and [namesrv] sections (RocketMQ 4's protocol: the broker's remoting port and the NameServer), the
+cluster keys of [broker] (cluster_name, namesrv_addr), and their flags --remoting-port, --namesrv-port,
+--broker-name, --cluster-name and --namesrv-addr: defaults, files, flags, and the errors that name the key and the
 bad value. In-process, real files."""
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ def write(path: Path, text: str) -> Path:
 def test_defaults_are_rocketmqs_ports_and_the_embedded_nameserver(tmp_path: Path):
     settings = load_settings(tmp_path)
     assert settings.remoting == RemotingConfig()
-    assert (settings.remoting.enabled, settings.remoting.port, settings.remoting.namesrv_addresses) == (True, 10911, ())
+    assert (settings.remoting.enabled, settings.remoting.port, settings.broker.namesrv_addr) == (True, 10911, ())
+    assert (settings.broker.broker_name, settings.broker.cluster_name) == ("broker-a", "DefaultCluster")
     assert settings.namesrv == NamesrvConfig()
-    assert (settings.namesrv.embedded, settings.namesrv.host, settings.namesrv.port) == (True, "0.0.0.0", 9876)
+    assert (settings.namesrv.embedded, settings.namesrv.host, settings.namesrv.port) == (None, "0.0.0.0", 9876)
 
 
 def test_every_key_from_a_toml_file_and_back_through_mqgate_config(tmp_path: Path):
     config = write(
         tmp_path / "mqgate.toml",
-        '[remoting]\nport = 0\nhost = "127.0.0.1"\nbroker_ip = "192.0.2.10"\ncluster_name = "east"\n'
-        'namesrv_addresses = ["10.0.0.5:9876", "ns.example:9877"]\n'
+        '[broker]\ncluster_name = "east"\nnamesrv_addr = ["10.0.0.5:9876", "ns.example:9877"]\n'
+        '[remoting]\nport = 0\nhost = "127.0.0.1"\nbroker_ip = "192.0.2.10"\n'
         'acl_file = "/etc/mqgate/plain_acl.yml"\n[namesrv]\nembedded = false\nhost = "127.0.0.1"\nport = 0\n',
     )
     settings = load_settings(tmp_path, config)
@@ -40,22 +42,40 @@ def test_every_key_from_a_toml_file_and_back_through_mqgate_config(tmp_path: Pat
         host="127.0.0.1",
         port=0,
         broker_ip="192.0.2.10",
-        cluster_name="east",
-        namesrv_addresses=("10.0.0.5:9876", "ns.example:9877"),
         acl_file="/etc/mqgate/plain_acl.yml",
     )
+    assert settings.broker.cluster_name == "east"
+    assert settings.broker.namesrv_addr == ("10.0.0.5:9876", "ns.example:9877")
     assert settings.namesrv == NamesrvConfig(embedded=False, host="127.0.0.1", port=0)
-    assert settings.origins["remoting.namesrv_addresses"].endswith("mqgate.toml:6")
+    assert settings.origins["broker.namesrv_addr"].endswith("mqgate.toml:3")
     rendered = render_toml(settings)
-    assert 'namesrv_addresses = ["10.0.0.5:9876", "ns.example:9877"]' in rendered
+    assert 'namesrv_addr = ["10.0.0.5:9876", "ns.example:9877"]' in rendered
     again = load_settings(tmp_path, write(tmp_path / "rendered.toml", rendered))
-    assert (again.remoting, again.namesrv) == (settings.remoting, settings.namesrv)
+    assert (again.remoting, again.namesrv, again.broker) == (settings.remoting, settings.namesrv, settings.broker)
+
+
+def test_namesrv_addr_is_also_rocketmqs_semicolon_string(tmp_path: Path):
+    config = write(tmp_path / "mqgate.toml", '[broker]\nnamesrv_addr = "10.0.0.5:9876; 10.0.0.6:9876;"\n')
+    assert load_settings(tmp_path, config).broker.namesrv_addr == ("10.0.0.5:9876", "10.0.0.6:9876")
+
+
+def test_the_cluster_flags_name_the_broker_its_cluster_and_nameservers(tmp_path: Path):
+    args = ["serve", "--data-dir", str(tmp_path), "--namesrv-addr", "127.0.0.1:9876;127.0.0.1:9877"]
+    args += ["--cluster-name", "C", "--broker-name", "b2"]
+    settings = settings_from_args(build_parser().parse_args(args))
+    assert settings.broker.namesrv_addr == ("127.0.0.1:9876", "127.0.0.1:9877")
+    assert (settings.broker.cluster_name, settings.broker.broker_name) == ("C", "b2")
+    assert settings.origins["broker.namesrv_addr"] == "--namesrv-addr"
+    bad = ["serve", "--data-dir", str(tmp_path), "--namesrv-addr", "127.0.0.1"]
+    with pytest.raises(ConfigError) as caught:
+        settings_from_args(build_parser().parse_args(bad))
+    assert "--namesrv-addr: entry '127.0.0.1': not HOST:PORT" in str(caught.value)
 
 
 def test_yaml_takes_the_same_keys(tmp_path: Path):
-    config = write(tmp_path / "mqgate.yaml", "remoting:\n  namesrv_addresses:\n    - ::1:9876\nnamesrv:\n  port: 0\n")
+    config = write(tmp_path / "mqgate.yaml", "broker:\n  namesrv_addr:\n    - ::1:9876\nnamesrv:\n  port: 0\n")
     settings = load_settings(tmp_path, config)
-    assert (settings.remoting.namesrv_addresses, settings.namesrv.port) == (("::1:9876",), 0)
+    assert (settings.broker.namesrv_addr, settings.namesrv.port) == (("::1:9876",), 0)
 
 
 def test_the_flags_set_the_ports_and_win_over_the_file(tmp_path: Path):
@@ -81,36 +101,36 @@ def test_the_flags_are_in_serves_help():
     ("text", "message"),
     [
         (
-            '[remoting]\nnamesrv_addresses = "10.0.0.5:9876;10.0.0.6:9876"\n',
-            "mqgate.toml:2: remoting.namesrv_addresses: expected a list of HOST:PORT strings, got a string"
-            ' ("10.0.0.5:9876;10.0.0.6:9876"); write it as ["10.0.0.5:9876", "10.0.0.6:9876"]',
+            '[broker]\nnamesrv_addr = "10.0.0.5:9876,10.0.0.6:9876"\n',
+            "mqgate.toml:2: broker.namesrv_addr: entry '10.0.0.5:9876,10.0.0.6:9876': separate addresses with ';'",
         ),
         (
-            '[remoting]\nnamesrv_addresses = ["10.0.0.5:9876", "10.0.0.6"]\n',
-            "mqgate.toml:2: remoting.namesrv_addresses: entry '10.0.0.6': not HOST:PORT; write each address as"
+            '[broker]\nnamesrv_addr = ["10.0.0.5:9876", "10.0.0.6"]\n',
+            "mqgate.toml:2: broker.namesrv_addr: entry '10.0.0.6': not HOST:PORT; write each address as"
             ' "HOST:PORT", e.g. "10.0.0.5:9876"',
         ),
         (
-            '[remoting]\nnamesrv_addresses = [":9876"]\n',
-            "remoting.namesrv_addresses: entry ':9876': no HOST before the port",
+            '[broker]\nnamesrv_addr = [":9876"]\n',
+            "broker.namesrv_addr: entry ':9876': no HOST before the port",
         ),
         (
-            '[remoting]\nnamesrv_addresses = ["ns:98765"]\n',
-            "remoting.namesrv_addresses: entry 'ns:98765': port '98765' is not a port from 1 to 65535",
+            '[broker]\nnamesrv_addr = ["ns:98765"]\n',
+            "broker.namesrv_addr: entry 'ns:98765': port '98765' is not a port from 1 to 65535",
         ),
         (
-            '[remoting]\nnamesrv_addresses = ["ns:x"]\n',
-            "remoting.namesrv_addresses: entry 'ns:x': port 'x' is not a port from 1 to 65535",
+            '[broker]\nnamesrv_addr = ["ns:x"]\n',
+            "broker.namesrv_addr: entry 'ns:x': port 'x' is not a port from 1 to 65535",
         ),
         (
-            '[remoting]\nnamesrv_addresses = ["a b:9876"]\n',
-            "remoting.namesrv_addresses: entry 'a b:9876': not HOST:PORT",
+            '[broker]\nnamesrv_addr = ["a b:9876"]\n',
+            "broker.namesrv_addr: entry 'a b:9876': not HOST:PORT",
         ),
         (
-            '[remoting]\nnamesrv_addresses = ["[::1]:9876"]\n',
-            "remoting.namesrv_addresses: entry '[::1]:9876': write an IPv6 address without brackets",
+            '[broker]\nnamesrv_addr = ["[::1]:9876"]\n',
+            "broker.namesrv_addr: entry '[::1]:9876': write an IPv6 address without brackets",
         ),
-        ("[remoting]\nnamesrv_addresses = [9876]\n", "remoting.namesrv_addresses: expected a list of strings"),
+        ("[broker]\nnamesrv_addr = [9876]\n", "broker.namesrv_addr: expected a list of strings"),
+        ("[broker]\nnamesrv_addr = 9876\n", 'broker.namesrv_addr: expected "HOST:PORT;HOST:PORT" or a list'),
         (
             '[remoting]\nbroker_ip = "broker.example"\n',
             "mqgate.toml:2: remoting.broker_ip: 'broker.example' is not an IP address; give one such as 192.0.2.10",
@@ -118,7 +138,8 @@ def test_the_flags_are_in_serves_help():
         ("[remoting]\nport = 70000\n", "mqgate.toml:2: remoting.port: 70000: a port goes from 1 to 65535"),
         ('[namesrv]\nembedded = "yes"\n', "mqgate.toml:2: namesrv.embedded: expected true or false"),
         ("[namesrv]\nnamesrv_port = 1\n", "unknown key namesrv.namesrv_port"),
-        ("namesrv_addresses = []\n", "remoting settings go in the [remoting] section"),
+        ("namesrv_addr = []\n", "broker settings go in the [broker] section"),
+        ("[remoting]\nnamesrv_addresses = []\n", "unknown key remoting.namesrv_addresses"),
     ],
 )
 def test_bad_values_name_the_file_line_key_and_entry(tmp_path: Path, text: str, message: str):

@@ -1,6 +1,6 @@
 """`mqgate serve` with what RocketMQ 4 clients use: the embedded NameServer and the broker's remoting port, named in
 the ready line (remoting= then namesrv=, between grpc= and http=), each turned off by its own key; the broker
-registers with the embedded NameServer over loopback unless [remoting] namesrv_addresses names others."""
+registers with the embedded NameServer over loopback unless [broker] namesrv_addr names others."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_remoting.config import RemotingConfig
+from core import BrokerConfig
 from mqgate.server import loopback_to, registration_addresses
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -57,11 +57,24 @@ def test_each_is_turned_off_by_its_key(tmp_path: Path):
     assert "remoting" not in serve.ready and "namesrv" in serve.ready
 
 
+def test_a_broker_given_nameservers_runs_none_of_its_own_unless_told(tmp_path: Path):
+    # A broker of a cluster registers with the cluster's NameServers (an unreachable one here: it goes on serving).
+    serve = ServeProcess(tmp_path / "a", "--namesrv-addr", "127.0.0.1:9")
+    assert serve.stop() == 0
+    assert "remoting" in serve.ready and "namesrv" not in serve.ready
+    assert "registering with 127.0.0.1:9" in serve.stderr()
+    config = tmp_path / "both.toml"
+    config.write_text("[namesrv]\nembedded = true\nport = 0\n")
+    serve = ServeProcess(tmp_path / "b", "--config", config, "--namesrv-addr", "127.0.0.1:9")
+    assert serve.stop() == 0
+    assert "namesrv" in serve.ready
+
+
 def test_the_broker_registers_with_the_named_nameservers_else_the_embedded_one():
-    named = RemotingConfig(namesrv_addresses=("10.0.0.5:9876", "10.0.0.6:9876"))
+    named = BrokerConfig(namesrv_addr=("10.0.0.5:9876", "10.0.0.6:9876"))
     assert registration_addresses(named, "127.0.0.1:9876") == ["10.0.0.5:9876", "10.0.0.6:9876"]
-    assert registration_addresses(RemotingConfig(), "127.0.0.1:9876") == ["127.0.0.1:9876"]
-    assert registration_addresses(RemotingConfig(), None) == []
+    assert registration_addresses(BrokerConfig(), "127.0.0.1:9876") == ["127.0.0.1:9876"]
+    assert registration_addresses(BrokerConfig(), None) == []
 
 
 @pytest.mark.parametrize(
