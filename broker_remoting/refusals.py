@@ -1,5 +1,6 @@
 """The remoting answer to every refusal of the core: a response code RocketMQ 4 clients know and the core's message
-as the remark (RocketMQ's processors answer so), never a traceback.
+as the remark (RocketMQ's processors answer so), never a traceback; and the core error's class name in the reply's
+`coreError` field, for mqgate's remote client.
 
     core error                                  response code
     TopicNotFoundError                          TOPIC_NOT_EXIST 17
@@ -55,7 +56,9 @@ def code_of(error: CoreError) -> int:
 
 
 def refused(error: CoreError) -> RemotingRequestError:
-    return RemotingRequestError(str(error), code_of(error))
+    # The core error's class too, in a field RocketMQ's clients ignore: mqgate's remote client raises that class,
+    # so a call fails over remoting as it fails in process (remote_client/replies.py).
+    return RemotingRequestError(str(error), code_of(error), {"coreError": type(error).__name__})
 
 
 def serving(

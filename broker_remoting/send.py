@@ -98,6 +98,8 @@ class SendService:
         request: RemotingCommand, result: SendResult, msg_id: str, worst: SendStatus | None = None
     ) -> RemotingCommand:
         fields = send_reply_fields(msg_id, result.message_queue.queue_id, result.queue_offset)
+        if result.recall_handle:  # a delay or timer message's (RocketMQ 5.3's SendMessageResponseHeader.recallHandle)
+            fields["recallHandle"] = result.recall_handle
         fields["MSG_REGION"] = "DefaultRegion"
         fields["TRACE_ON"] = "true"
         return request.reply(_STATUS_CODES[worst or result.status], ext_fields=fields)

@@ -5,7 +5,8 @@ RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and not
 - The broker and its results: Broker, BrokerConfig, SendResult/SendStatus, PullResult/PullStatus, Route,
   MessageQueue, topics (TopicConfig, MessageType, Perm, validate_topic) and StateTable (a compacted table kept in
   a topic). Send hooks (SendHook) name light queues; stored listeners (StoredListener) hear of stored messages.
-- Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits.
+- Messages: Message (to send), StoredMessage (read back), LIGHT_QUEUE_PREFIX and the limits; a producer's
+  UniqueIdGenerator for the UNIQ_KEY property (PROPERTY_UNIQ_KEY), and COMPRESS_OVER, the body size it compresses.
 - Scheduled work: the broker's Clock (SystemClock; ManualClock for tests), the system topics and properties of
   delay levels, timers, retries and dead letters (core/system_topics.py), and send_back (a failed message to its
   group's retry or dead-letter topic; ensure_retry_topic and ensure_dlq_topic create those topics). A delay-level or
@@ -79,6 +80,7 @@ from core.client import (
     build_message,
 )
 from core.clock import Clock, ManualClock, SystemClock
+from core.compression import COMPRESS_OVER
 from core.consume_state import ConsumeState, MessageTrack
 from core.consumer_registry import ConsumeType, Subscription
 from core.errors import (
@@ -125,7 +127,15 @@ from core.retries.dead_letters import (
 from core.retries.retry_policy import GroupRetryPolicy, RetryPolicyType
 from core.retries.send_back import ensure_dlq_topic, ensure_retry_topic, send_back
 from core.store.config import FlushMode, StoreConfig
-from core.store.message import INTERNAL_PROPERTIES, LIGHT_QUEUE_PREFIX, MAX_PROPERTIES_LENGTH, Message, StoredMessage
+from core.store.message import (
+    INTERNAL_PROPERTIES,
+    LIGHT_QUEUE_PREFIX,
+    MAX_PROPERTIES_LENGTH,
+    PROPERTY_UNIQ_KEY,
+    Message,
+    StoredMessage,
+)
+from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import END_OF_TIME_MS, MessageStore, RecoveryReport
 from core.store.topic_name import MAX_TOPIC_LENGTH
 from core.system_topics import (
@@ -148,6 +158,7 @@ from core.traffic import TopicCounts, TopicTraffic
 from core.transactions.checkers import TransactionCheck, TransactionChecker
 
 __all__ = [
+    "COMPRESS_OVER",
     "DEFAULT_QUERY_COUNT",
     "DLQ_PREFIX",
     "END_OF_TIME_MS",
@@ -165,6 +176,7 @@ __all__ = [
     "PROPERTY_TIMER_DELAY_MS",
     "PROPERTY_TIMER_DELAY_SEC",
     "PROPERTY_TIMER_DELIVER_MS",
+    "PROPERTY_UNIQ_KEY",
     "RETRY_PREFIX",
     "SCHEDULE_TOPIC",
     "TIMER_TOPIC",
@@ -255,6 +267,7 @@ __all__ = [
     "TransactionChecker",
     "TransactionProducer",
     "TransactionSendResult",
+    "UniqueIdGenerator",
     "UnsupportedExpressionTypeError",
     "build_filter",
     "build_message",

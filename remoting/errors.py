@@ -16,8 +16,9 @@ class RemotingProtocolError(RemotingError, ValueError):
 class RemotingRequestError(RemotingError, ValueError):
     """A well-framed request a server refuses (a missing or malformed header field, a body it cannot read): answered
     with `code` (SYSTEM_ERROR unless given, as RocketMQ's processors answer an exception) and this message as the
-    remark, without a traceback in the log; the connection goes on."""
+    remark, without a traceback in the log; the connection goes on. `ext_fields` go in the reply's header."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: int = 1, ext_fields: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.ext_fields = ext_fields

@@ -77,7 +77,7 @@ class RemotingServer:
             raise
         except RemotingRequestError as exc:
             log.info("%s: request code %d from %s refused: %s", self.name, request.code, channel.peer, exc)
-            return request.reply(exc.code, str(exc))
+            return request.reply(exc.code, str(exc), ext_fields=exc.ext_fields)
         except Exception as exc:
             log.exception("%s: request code %d from %s failed", self.name, request.code, channel.peer)
             return request.reply(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
