@@ -45,6 +45,7 @@ def topic_json(config: TopicConfig) -> dict[str, Any]:
         "topicFilterType": config.topic_filter_type.value,
         "topicSysFlag": config.topic_sys_flag,
         "order": config.order,
+        "attributes": {"message.type": config.message_type.value},  # RocketMQ 5's TopicConfig.attributes
     }
 
 

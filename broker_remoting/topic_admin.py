@@ -1,8 +1,10 @@
 """Topic administration over remoting (RocketMQ's AdminBrokerProcessor), what `mqadmin updateTopic`,
 `deleteTopic` and `topicList` send a broker:
 
-    UPDATE_AND_CREATE_TOPIC 17   topic, readQueueNums, writeQueueNums, perm [, order]: create the topic, or change
-                                 it (its message type and attributes stay)
+    UPDATE_AND_CREATE_TOPIC 17   topic, readQueueNums, writeQueueNums, perm [, order] [, attributes]: create the
+                                 topic, or change it. attributes: RocketMQ 5's "+message.type=FIFO" (NORMAL, FIFO,
+                                 DELAY, TRANSACTION or MIXED; unset, a new topic is NORMAL and a topic's stays);
+                                 any other attribute, or a "-" that deletes one, is refused, naming it
     GET_ALL_TOPIC_CONFIG 21      body: TopicConfigSerializeWrapper's JSON, every topic
     DELETE_TOPIC_IN_BROKER 215   topic: the topic, its queues and every group's offsets in it
 
@@ -15,11 +17,34 @@ import json
 import time
 
 from broker_remoting.registration import topic_json
-from core import Broker, Perm
+from core import Broker, MessageType, Perm
 from remoting.channel import Channel
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
+from remoting.errors import RemotingRequestError
 from remoting.request_headers import HeaderFields
+
+# RocketMQ 5's topic attribute of the message type (TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE).
+MESSAGE_TYPE_ATTRIBUTE = "message.type"
+
+
+def message_type_of(attributes: str) -> MessageType | None:
+    """The message type an UPDATE_AND_CREATE_TOPIC's attributes set ("+message.type=FIFO", items joined by
+    commas, as RocketMQ's AttributeParser writes them); None when they set none. RemotingRequestError for an
+    attribute mqgate does not keep, rather than dropping it."""
+    message_type = None
+    for item in filter(None, (part.strip() for part in attributes.split(","))):
+        key, _, value = item[1:].partition("=")
+        if item[0] != "+" or key != MESSAGE_TYPE_ATTRIBUTE:
+            raise RemotingRequestError(
+                f"topic attribute {item!r} is not supported: mqgate keeps only +{MESSAGE_TYPE_ATTRIBUTE}=TYPE"
+            )
+        try:
+            message_type = MessageType(value)
+        except ValueError:
+            allowed = ", ".join(kind.value for kind in MessageType)
+            raise RemotingRequestError(f"topic attribute {item!r}: the message type is one of {allowed}") from None
+    return message_type
 
 
 class TopicAdmin:
@@ -31,7 +56,8 @@ class TopicAdmin:
         topic = fields.text("topic")
         reads, writes = fields.int("readQueueNums"), fields.int("writeQueueNums")
         perm = Perm(fields.int("perm", int(Perm.READ | Perm.WRITE)) & 7)
-        self._broker.admin.create_topic(topic, reads, writes, perm, order=fields.bool("order"))
+        message_type = message_type_of(fields.text("attributes", ""))
+        self._broker.admin.create_topic(topic, reads, writes, perm, fields.bool("order"), message_type)
         return request.reply(ResponseCode.SUCCESS)
 
     async def all_configs(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

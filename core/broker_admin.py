@@ -24,7 +24,7 @@ from core.store.message_store import GetStatus, MessageStore
 from core.system_topics import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS, retry_topic
 from core.tables.consumer_offsets import ConsumerOffsetManager
 from core.tables.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager, validate_group
-from core.tables.topic_config import Perm, TopicConfig, TopicConfigManager, validate_topic
+from core.tables.topic_config import MessageType, Perm, TopicConfig, TopicConfigManager, validate_topic
 
 
 @dataclass(slots=True, frozen=True)
@@ -130,14 +130,23 @@ class BrokerAdmin:
         return got.messages[0].store_timestamp
 
     def create_topic(
-        self, topic: str, read_queue_nums: int, write_queue_nums: int, perm: Perm, order: bool = False
+        self,
+        topic: str,
+        read_queue_nums: int,
+        write_queue_nums: int,
+        perm: Perm,
+        order: bool = False,
+        message_type: MessageType | None = None,
     ) -> TopicConfig:
-        """Create a topic with its own read and write queue counts (mqadmin updateTopic on a new topic), or change it
-        if it exists (then `order` stays as it was). TopicConfigError for values out of range."""
+        """Create a topic with its own read and write queue counts and message type (NORMAL unless given: mqadmin
+        updateTopic on a new topic, `-a +message.type=FIFO`), or change it if it exists (then `order` stays as it
+        was, and so does its message type unless one is given). TopicConfigError for values out of range."""
         if self._broker.has_topic(topic):
-            return self.update_topic(topic, read_queue_nums, write_queue_nums, perm)
+            return self.update_topic(topic, read_queue_nums, write_queue_nums, perm, message_type)
         self._check_not_internal(topic, "create")
-        config = TopicConfig(topic, read_queue_nums, write_queue_nums, perm, order=order)
+        config = TopicConfig(
+            topic, read_queue_nums, write_queue_nums, perm, message_type=message_type or MessageType.NORMAL, order=order
+        )
         self._broker.topics.create_or_update(config)
         return config
 
@@ -147,6 +156,7 @@ class BrokerAdmin:
         read_queue_nums: int | None = None,
         write_queue_nums: int | None = None,
         perm: Perm | None = None,
+        message_type: MessageType | None = None,
     ) -> TopicConfig:
         """Change an existing topic's queue counts or permissions (mqadmin updateTopic on a topic that exists); what
         is not given stays. Fewer read queues hide the messages of the queues left out until they come back, as in
@@ -158,7 +168,7 @@ class BrokerAdmin:
             read_queue_nums=current.read_queue_nums if read_queue_nums is None else read_queue_nums,
             write_queue_nums=current.write_queue_nums if write_queue_nums is None else write_queue_nums,
             perm=current.perm if perm is None else perm,
-            message_type=current.message_type,
+            message_type=current.message_type if message_type is None else message_type,
             order=current.order,
             attributes=current.attributes,
             topic_filter_type=current.topic_filter_type,

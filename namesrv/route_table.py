@@ -196,10 +196,15 @@ class RouteTable:
         }
 
     def cluster_info(self) -> dict[str, Any]:
-        """ClusterInfo's JSON (GET_BROKER_CLUSTER_INFO)."""
+        """ClusterInfo's JSON (GET_BROKER_CLUSTER_INFO), and when each broker last registered or beat
+        (`brokerLiveTable`, mqgate's: Java clients read ClusterInfo's two tables and skip it)."""
         return {
             "brokerAddrTable": {name: group.to_json() for name, group in sorted(self.brokers.items())},
             "clusterAddrTable": {cluster: sorted(names) for cluster, names in sorted(self.clusters.items())},
+            "brokerLiveTable": {
+                address: {"lastUpdateTimestamp": live.last_heard_ms, "timeoutMillis": live.timeout_ms}
+                for address, live in sorted(self.live.items())
+            },
         }
 
     def topic_names(self, cluster: str | None = None) -> list[str]:

@@ -15,12 +15,13 @@ from typing import Any
 
 from core import ServiceNotAvailableError
 from remote_client.replies import check
-from remote_client.topic_route import TopicRoute, java_json, parse_route
+from remote_client.topic_route import TopicRoute, parse_route
 from remoting.channel import ChannelClosedError, RemotingTimeoutError
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import RemotingError
+from remoting.java_json import loads
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class NameServers:
         reply = check(
             await self.invoke(RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO)), f"NameServer {self.current}"
         )
-        data: dict[str, Any] = java_json(reply.body) if reply.body else {}
+        data: dict[str, Any] = loads(reply.body) if reply.body else {}
         return data
 
     async def topic_names(self) -> list[str]:
@@ -88,5 +89,5 @@ class NameServers:
             await self.invoke(RemotingCommand(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)),
             f"NameServer {self.current}",
         )
-        data = java_json(reply.body) if reply.body else {}
+        data = loads(reply.body) if reply.body else {}
         return sorted(str(name) for name in data.get("topicList") or ())

@@ -6,27 +6,21 @@ take from it (topicRouteData2TopicPublishInfo, topicRouteData2TopicSubscribeInfo
 
 A producer writes to the write queues of the groups that are writable and have a master, in broker-name order, so
 that every client numbers them alike; a consumer reads the read queues of the readable groups. A Java NameServer
-writes brokerAddrs with bare integer keys (fastjson: `{0:"10.0.0.7:10911"}`), which is not JSON; they are quoted
-before parsing.
+writes brokerAddrs with bare integer keys (fastjson: `{0:"10.0.0.7:10911"}`), which is not JSON:
+remoting.java_json reads it.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from core import MessageQueue
+from remoting.java_json import JavaJsonError, loads
 
 MASTER_ID = 0
 # RocketMQ's PermName bits.
 PERM_WRITE = 0x2
 PERM_READ = 0x4
-
-# fastjson's map keys that are numbers: `{0:"a",1:"b"}` -> `{"0":"a","1":"b"}`. Only after `{` or `,`, where a
-# key starts; a number inside a string value is not followed by a colon at such a place.
-_BARE_KEY = re.compile(r"([{,])\s*(-?\d+)\s*:")
 
 
 class RouteFormatError(ValueError):
@@ -103,19 +97,10 @@ class TopicRoute:
         return {address for broker in self.brokers.values() for address in broker.addresses.values()}
 
 
-def java_json(body: bytes) -> Any:
-    """A JSON body as a Java NameServer or broker writes it, bare integer map keys included."""
-    text = body.decode("utf-8")
-    try:
-        return json.loads(text)
-    except ValueError:
-        return json.loads(_BARE_KEY.sub(r'\1"\2":', text))
-
-
 def parse_route(topic: str, body: bytes) -> TopicRoute:
     """GET_ROUTEINFO_BY_TOPIC's body; RouteFormatError if it is not one."""
     try:
-        data = java_json(body)
+        data = loads(body)
         queue_datas = tuple(
             QueueData(
                 str(item["brokerName"]),
@@ -130,6 +115,6 @@ def parse_route(topic: str, body: bytes) -> TopicRoute:
             name = str(item["brokerName"])
             addresses = {int(key): str(value) for key, value in (item.get("brokerAddrs") or {}).items()}
             brokers[name] = BrokerData(str(item.get("cluster", "")), name, addresses)
-    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as exc:
+    except (JavaJsonError, ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as exc:
         raise RouteFormatError(f"topic {topic!r}: the route is not a TopicRouteData: {exc}") from None
     return TopicRoute(topic, queue_datas, brokers)

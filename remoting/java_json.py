@@ -1,6 +1,10 @@
 """JSON as RocketMQ's Java side writes it (fastjson), for the bodies whose maps are keyed by objects: a
 TopicStatsTable's, ConsumeStats's and ResetOffsetBody's `offsetTable` maps a MessageQueue to its figures, written
-`{{"brokerName":"b","queueId":0,"topic":"t"}:{...}}`, which is not JSON but is what mqadmin and the Java client read.
+`{{"brokerName":"b","queueId":0,"topic":"t"}:{...}}`, which is not JSON but is what mqadmin and the Java client read;
+and maps keyed by numbers (a route's brokerAddrs from a Java NameServer) are written `{0:"10.0.0.7:10911"}`.
+
+`loads` reads such text: a key that is an object becomes its JSON text (sorted keys, no spaces: what `queue_key`
+writes), a number key its digits; everything else as json.loads gives it. JavaJsonError says where it went wrong.
 """
 
 from __future__ import annotations
@@ -8,6 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from typing import Any
+
+_SCALARS = json.JSONDecoder()
+_WHITESPACE = " \t\n\r"
+
+
+class JavaJsonError(ValueError):
+    """Text that is neither JSON nor fastjson's object- or number-keyed maps."""
 
 
 def queue_key(topic: str, broker_name: str, queue_id: int) -> str:
@@ -25,3 +36,78 @@ def body_with(fields: dict[str, Any], **object_keyed_maps: str) -> bytes:
     members = [f"{json.dumps(name)}:{json.dumps(value, separators=(',', ':'))}" for name, value in fields.items()]
     members += [f"{json.dumps(name)}:{text}" for name, text in object_keyed_maps.items()]
     return ("{" + ",".join(members) + "}").encode()
+
+
+def loads(data: bytes | str) -> Any:
+    """JSON, or fastjson's text with object- or number-keyed maps (see the module docstring)."""
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    value, end = _value(text, _skip(text, 0))
+    if _skip(text, end) != len(text):
+        raise JavaJsonError(f"unexpected text at character {end}")
+    return value
+
+
+def _skip(text: str, at: int) -> int:
+    while at < len(text) and text[at] in _WHITESPACE:
+        at += 1
+    return at
+
+
+def _value(text: str, at: int) -> tuple[Any, int]:
+    if at >= len(text):
+        raise JavaJsonError(f"the text ends at character {at} where a value was expected")
+    opening = text[at]
+    if opening == "{":
+        return _object(text, at + 1)
+    if opening == "[":
+        return _array(text, at + 1)
+    try:
+        return _SCALARS.raw_decode(text, at)
+    except json.JSONDecodeError as exc:
+        raise JavaJsonError(f"no value at character {at}: {exc.msg}") from None
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, dict | list):
+        return json.dumps(key, sort_keys=True, separators=(",", ":"))
+    return json.dumps(key)
+
+
+def _object(text: str, at: int) -> tuple[dict[str, Any], int]:
+    result: dict[str, Any] = {}
+    at = _skip(text, at)
+    if at < len(text) and text[at] == "}":
+        return result, at + 1
+    while True:
+        key, at = _value(text, _skip(text, at))
+        at = _skip(text, at)
+        if at >= len(text) or text[at] != ":":
+            raise JavaJsonError(f"':' expected at character {at}")
+        value, at = _value(text, _skip(text, at + 1))
+        result[_key(key)] = value
+        at = _skip(text, at)
+        if at < len(text) and text[at] == ",":
+            at += 1
+        elif at < len(text) and text[at] == "}":
+            return result, at + 1
+        else:
+            raise JavaJsonError(f"',' or '}}' expected at character {at}")
+
+
+def _array(text: str, at: int) -> tuple[list[Any], int]:
+    items: list[Any] = []
+    at = _skip(text, at)
+    if at < len(text) and text[at] == "]":
+        return items, at + 1
+    while True:
+        item, at = _value(text, _skip(text, at))
+        items.append(item)
+        at = _skip(text, at)
+        if at < len(text) and text[at] == ",":
+            at += 1
+        elif at < len(text) and text[at] == "]":
+            return items, at + 1
+        else:
+            raise JavaJsonError(f"',' or ']' expected at character {at}")

@@ -7,10 +7,12 @@ admin HTTP API (mqgate/http/admin_api.py), as RocketMQ's mqadmin does for a brok
     mqgate admin client list
     mqgate admin message query|show|dlq|resend          (admin_message_cli.py)
     mqgate admin store stats
+    mqgate admin --namesrv HOST:PORT cluster list|topic ...|group list|consumer progress   (admin_cluster.py)
 
 Tables by default (whole rows when not printed to a terminal), `--json` for scripts: the API's answer as it came.
 Long operations (reset-offset over several topics, resend) show a progress bar in a terminal. It speaks HTTP to
-`--url` with `--token` as `mqgate connect` does. Exit codes: 0 done, 1 the server refused (its error is shown, e.g.
+`--url` with `--token` as `mqgate connect` does; with `--namesrv` it reads and changes a whole cluster over
+remoting instead, as mqadmin -n does. Exit codes: 0 done, 1 the server refused (its error is shown, e.g.
 an unknown topic) or cannot be reached, 2 a bad command line.
 """
 
@@ -20,6 +22,7 @@ import argparse
 import sys
 from typing import Any
 
+from mqgate.commands import admin_cluster
 from mqgate.commands.admin_message import add_message_parser
 from mqgate.commands.connect import EXIT_USAGE, CliError, RestClient, add_server_options
 from mqgate.commands.output import choose, committed_offset_cell, emit, quote, table, time_arg
@@ -37,6 +40,8 @@ examples:
   mqgate admin message show 7F00000100002A9F0000000000000000
   mqgate admin message resend billing --all
   mqgate admin store stats --json
+  mqgate admin --namesrv 10.0.0.5:9876 cluster list
+  mqgate admin --namesrv 10.0.0.5:9876 topic create orders --cluster DefaultCluster --queues 8
 
 times: ISO 8601 (naive times are UTC) or epoch milliseconds
 exit codes: 0 done, 1 the server refused the request or cannot be reached, 2 bad command line"""
@@ -53,6 +58,12 @@ def add_admin_parser(
         epilog=EPILOG,
     )
     add_server_options(admin)
+    admin.add_argument(
+        "--namesrv",
+        metavar="'HOST:PORT;HOST:PORT'",
+        help="a cluster's NameServers: read and change the whole cluster over remoting, as mqadmin -n"
+        f" ({admin_cluster.SERVED})",
+    )
     output = argparse.ArgumentParser(add_help=False)
     output.add_argument("--json", action="store_true", help="print the API's JSON answer instead of tables")
     nouns = admin.add_subparsers(dest="admin_noun", metavar="SUBJECT", title="subjects")
@@ -61,10 +72,10 @@ def add_admin_parser(
     verbs = topic.add_subparsers(dest="admin_verb", metavar="ACTION", title="actions")
     listing = verbs.add_parser("list", parents=[output], help="topics with queue counts, permissions and messages")
     listing.add_argument("--kind", default="all", choices=["all", "normal", "retry", "dlq", "system"])
-    listing.set_defaults(admin_action=_topic_list)
+    listing.set_defaults(admin_action=_topic_list, cluster_action=admin_cluster.topic_list)
     status = verbs.add_parser("status", parents=[output], help="a topic's route, queues' offsets and groups")
     status.add_argument("topic", metavar="TOPIC")
-    status.set_defaults(admin_action=_topic_status)
+    status.set_defaults(admin_action=_topic_status, cluster_action=admin_cluster.topic_status)
     create = verbs.add_parser("create", parents=[output], help="create a topic")
     create.add_argument("topic", metavar="TOPIC")
     create.add_argument("--queues", type=int, metavar="N", help="read and write queues (default: the broker's)")
@@ -72,7 +83,9 @@ def add_admin_parser(
     create.add_argument(
         "--type", dest="message_type", default="NORMAL", choices=["NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"]
     )
-    create.set_defaults(admin_action=_topic_create)
+    create.add_argument("--cluster", metavar="C", help="with --namesrv: on every broker group of cluster C")
+    create.add_argument("--broker", metavar="B", help="with --namesrv: on broker group B only")
+    create.set_defaults(admin_action=_topic_create, cluster_action=admin_cluster.topic_create)
     update = verbs.add_parser("update", parents=[output], help="change queue counts or permissions")
     update.add_argument("topic", metavar="TOPIC")
     update.add_argument("--read-queues", type=int, metavar="N")
@@ -81,13 +94,13 @@ def add_admin_parser(
     update.set_defaults(admin_action=_topic_update)
     delete = verbs.add_parser("delete", parents=[output], help="delete a topic, its queues and groups' offsets in it")
     delete.add_argument("topic", metavar="TOPIC")
-    delete.set_defaults(admin_action=_topic_delete)
+    delete.set_defaults(admin_action=_topic_delete, cluster_action=admin_cluster.topic_delete)
     topic.set_defaults(admin_action=choose(topic, "list, status, create, update, delete"))
 
     group = nouns.add_parser("group", help="list, create and delete consumer groups; reset their offsets")
     verbs = group.add_subparsers(dest="admin_verb", metavar="ACTION", title="actions")
     verbs.add_parser("list", parents=[output], help="groups with members, topics and lag").set_defaults(
-        admin_action=_group_list
+        admin_action=_group_list, cluster_action=admin_cluster.group_list
     )
     create = verbs.add_parser("create", parents=[output], help="create a group or change its settings")
     create.add_argument("group", metavar="GROUP")
@@ -119,7 +132,7 @@ def add_admin_parser(
     verbs = consumer.add_subparsers(dest="admin_verb", metavar="ACTION", title="actions")
     progress = verbs.add_parser("progress", parents=[output], help="broker offset, committed offset, lag per queue")
     progress.add_argument("group", metavar="GROUP")
-    progress.set_defaults(admin_action=_consumer_progress)
+    progress.set_defaults(admin_action=_consumer_progress, cluster_action=admin_cluster.consumer_progress)
     consumer.set_defaults(admin_action=choose(consumer, "progress"))
 
     client = nouns.add_parser("client", help="connected clients: MQTT sessions and core consumers")
@@ -137,17 +150,33 @@ def add_admin_parser(
         "stats", parents=[output], help="statistics, disk usage, flush state, recovery report"
     ).set_defaults(admin_action=_store_stats)
     store.set_defaults(admin_action=choose(store, "stats"))
-    admin.set_defaults(handler=cmd_admin, admin_action=choose(admin, "topic, group, consumer, client, message, store"))
+    cluster = nouns.add_parser("cluster", help="with --namesrv: the brokers of a cluster")
+    verbs = cluster.add_subparsers(dest="admin_verb", metavar="ACTION", title="actions")
+    verbs.add_parser(
+        "list", parents=[output], help="brokers, addresses, versions and last registrations (needs --namesrv)"
+    ).set_defaults(admin_action=_needs_namesrv, cluster_action=admin_cluster.cluster_list)
+    cluster.set_defaults(admin_action=choose(cluster, "list"))
+    admin.set_defaults(
+        handler=cmd_admin, admin_action=choose(admin, "topic, group, consumer, client, message, store, cluster")
+    )
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
     client = RestClient(args.url, args.token)
     try:
+        if args.namesrv and getattr(args, "admin_verb", None):
+            return admin_cluster.run_cluster_action(args)
+        if getattr(args, "cluster", None) or getattr(args, "broker", None):
+            raise CliError("--cluster and --broker name broker groups of a cluster: give its --namesrv", EXIT_USAGE)
         code: int = args.admin_action(client, args)
     except CliError as exc:
         print(f"mqgate: error: {exc}", file=sys.stderr)
         return exc.code
     return code
+
+
+def _needs_namesrv(client: RestClient, args: argparse.Namespace) -> int:
+    raise CliError("`cluster list` reads a cluster's NameServers: give --namesrv HOST:PORT", EXIT_USAGE)
 
 
 # --- topics ------------------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ Each prints one JSON object per line: a send's result ({"status", "msg_id", "off
 "tags", "keys", "queue_id", "queue_offset", "reconsume_times", "topic", "instance", "properties": those named by
 --property}), a check-back ({"checked"}). `--set NAME=VALUE` gives sent messages a user property.
 `--later N` answers RECONSUME_LATER to the first N deliveries of each message. `--expect N` ends the consumer
-as soon as N messages were consumed, `--want N --want-prefix P` as soon as P-0 .. P-(N-1) all arrived (at most
-`--seconds` either way).
+as soon as N messages were consumed, `--want N --want-prefix P` as soon as P-0 .. P-(N-1) all arrived, `--idle S`
+once S seconds passed without a message after the first (at most `--seconds` in every case).
 """
 
 from __future__ import annotations
@@ -100,8 +100,10 @@ def consume(args: argparse.Namespace) -> None:
     wanted = {f"{args.want_prefix}-{n}".encode() for n in range(args.want)}
     arrived = threading.Event()
     count = [0]
+    last = [0.0]
 
     def callback(msg: object) -> ConsumeStatus:
+        last[0] = time.monotonic()
         body = msg.body  # type: ignore[attr-defined]
         deliveries[body] += 1
         emit(
@@ -121,8 +123,13 @@ def consume(args: argparse.Namespace) -> None:
 
     consumer.subscribe(args.topic, callback, args.expression)
     consumer.start()
-    arrived.wait(args.seconds)
-    if args.expect or wanted:
+    if args.idle:
+        deadline = time.monotonic() + args.seconds
+        while time.monotonic() < deadline and not (last[0] and time.monotonic() - last[0] > args.idle):
+            time.sleep(0.2)
+    else:
+        arrived.wait(args.seconds)
+    if args.expect or wanted or args.idle:
         time.sleep(1.5)  # the consumed offsets reach the broker (the C++ client commits them every 5 s and at stop)
     consumer.shutdown()
 
@@ -175,6 +182,7 @@ def main(argv: list[str]) -> None:
     consume_parser.add_argument("--instance", default="")
     consume_parser.add_argument("--expect", type=int, default=0)
     consume_parser.add_argument("--want", type=int, default=0)
+    consume_parser.add_argument("--idle", type=float, default=0.0)
     consume_parser.add_argument("--property", action="append", default=[])
     consume_parser.add_argument("--want-prefix", default="body")
     transaction_parser = commands.choices["transaction"]

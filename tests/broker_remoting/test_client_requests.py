@@ -155,8 +155,28 @@ async def test_topics_created_changed_listed_and_deleted(door):
     assert (config.read_queue_nums, config.write_queue_nums) == (2, 3)
     table = json.loads((await door.ask(RemotingCommand(RequestCode.GET_ALL_TOPIC_CONFIG))).body)["topicConfigTable"]
     assert table["adm"]["writeQueueNums"] == 3
+    assert table["adm"]["attributes"] == {"message.type": "NORMAL"}
     await door.ask(requests.fields(RequestCode.DELETE_TOPIC_IN_BROKER, topic="adm"))
     assert not door.broker.has_topic("adm")
+
+
+async def test_a_topics_message_type_is_rocketmq_5s_attribute_and_others_are_refused(door):
+    fields = {"topic": "fifo", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}
+    made = await door.ask(
+        requests.fields(RequestCode.UPDATE_AND_CREATE_TOPIC, **fields, attributes="+message.type=FIFO")
+    )
+    assert made.code == ResponseCode.SUCCESS
+    assert door.broker.topic_config("fifo").message_type.value == "FIFO"
+    kept = await door.ask(requests.fields(RequestCode.UPDATE_AND_CREATE_TOPIC, **{**fields, "writeQueueNums": 4}))
+    assert kept.code == ResponseCode.SUCCESS and door.broker.topic_config("fifo").message_type.value == "FIFO"
+    for attributes, said in [
+        ("+queue.type=BatchCQ", "topic attribute '+queue.type=BatchCQ' is not supported"),
+        ("-message.type", "topic attribute '-message.type' is not supported"),
+        ("+message.type=FAST", "the message type is one of NORMAL, FIFO, DELAY, TRANSACTION, MIXED"),
+    ]:
+        refused = await door.ask(requests.fields(RequestCode.UPDATE_AND_CREATE_TOPIC, **fields, attributes=attributes))
+        assert refused.code == ResponseCode.SYSTEM_ERROR and said in refused.remark
+    assert door.broker.topic_config("fifo").write_queue_nums == 4
 
 
 async def test_requests_it_cannot_read_are_refused_with_what_was_wrong_and_the_connection_goes_on(door):

@@ -64,7 +64,11 @@ def test_silent_closed_and_unregistered_brokers_leave_the_routes():
     assert table.channel_closed(channel) == ["m:1"]
     assert not table.unregister("b2", "n:1", 1)  # not its id
     assert table.unregister("b2", "n:1", 0)
-    assert table.route("t") is None and table.cluster_info() == {"brokerAddrTable": {}, "clusterAddrTable": {}}
+    assert table.route("t") is None and table.cluster_info() == {
+        "brokerAddrTable": {},
+        "clusterAddrTable": {},
+        "brokerLiveTable": {},
+    }
 
 
 def test_an_address_that_changes_its_id_keeps_one_entry():

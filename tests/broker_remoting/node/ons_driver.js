@@ -1,9 +1,10 @@
 // A RocketMQ 4 client process for the tests: ali-ons 3.12.0 under Node.js, pointed at mqgate's NameServer.
 //   node ons_driver.js NAMESRV send TOPIC TAGS COUNT BODY
-//   node ons_driver.js NAMESRV consume TOPIC GROUP EXPRESSION EXPECT SECONDS
-// Prints one JSON object per line: a send's result ({status, msgId, queueId, queueOffset}) or a consumed message
-// ({body, tags, queueId, queueOffset, reconsumeTimes}). A consumer ends after EXPECT messages (or SECONDS), closing
-// as an application does, which commits its offsets.
+//   node ons_driver.js NAMESRV consume TOPIC GROUP EXPRESSION EXPECT SECONDS [IDLE]
+// Prints one JSON object per line: a send's result ({status, msgId, brokerName, queueId, queueOffset}) or a consumed
+// message ({body, tags, queueId, queueOffset, reconsumeTimes}). A consumer ends after EXPECT messages (0: any number),
+// or IDLE seconds without a message after the first, or SECONDS, closing as an application does, which commits its
+// offsets.
 'use strict';
 
 const { Producer, Consumer, Message } = require('ali-ons');
@@ -18,24 +19,32 @@ async function send(topic, tags, count, body) {
   await producer.ready();
   for (let n = 0; n < Number(count); n++) {
     const result = await producer.send(new Message(topic, tags, `${body}-${n}`));
-    print({ status: result.sendStatus, msgId: result.msgId, queueId: result.messageQueue.queueId,
+    print({ status: result.sendStatus, msgId: result.msgId, brokerName: result.messageQueue.brokerName,
+            queueId: result.messageQueue.queueId,
             queueOffset: Number(result.queueOffset) });
   }
   await producer.close();
 }
 
-async function consume(topic, group, expression, expect, seconds) {
+async function consume(topic, group, expression, expect, seconds, idle) {
   const consumer = new Consumer({ ...common, consumerGroup: group,
                                   consumeFromWhere: 'CONSUME_FROM_FIRST_OFFSET' });
   let got = 0;
+  let last = 0;
   let done;
   const finished = new Promise(resolve => { done = resolve; });
   consumer.subscribe(topic, expression, async msg => {
     print({ body: msg.body.toString(), tags: msg.tags, queueId: msg.queueId, queueOffset: Number(msg.queueOffset),
             reconsumeTimes: msg.reconsumeTimes });
     got += 1;
+    last = Date.now();
     if (Number(expect) && got >= Number(expect)) done();
   });
+  if (Number(idle)) {
+    const watch = setInterval(() => {
+      if (last && Date.now() - last > Number(idle) * 1000) { clearInterval(watch); done(); }
+    }, 200);
+  }
   consumer.on('error', err => process.stderr.write(`consumer error: ${err.stack}\n`));
   await consumer.ready();
   await Promise.race([finished, new Promise(resolve => setTimeout(resolve, Number(seconds) * 1000))]);

@@ -1,0 +1,110 @@
+"""A cluster of separate processes on loopback, as users start one: `mqgate namesrv` and `mqgate serve` broker
+groups registering with it (`--namesrv-addr --cluster-name --broker-name`), each on free ports; and `mqgate admin
+--namesrv` run as a command."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.serve_process import ROOT, RUNNING, START_TIMEOUT_S, STOP_TIMEOUT_S, ServeProcess
+
+CLUSTER = "C"
+ADMIN_TIMEOUT_S = 60.0
+# Brokers register with their NameServers at start, then every 30 s.
+REGISTERED_WITHIN_S = 30.0
+
+
+class NamesrvProcess:
+    """`mqgate namesrv --port 0` on loopback, with its ready line read."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        with open(log_path, "ab") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "mqgate.cli", "namesrv", "--host", "127.0.0.1", "--port", "0"],
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )  # fmt: skip
+        RUNNING.add(self)  # type: ignore[arg-type]
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        readable, _, _ = select.select([fd], [], [], START_TIMEOUT_S)
+        line = os.read(fd, 4096).decode().strip() if readable else ""
+        assert line.startswith("ready namesrv="), f"{line!r}; stderr: {log_path.read_text(errors='replace')}"
+        self.address = line.split("=", 1)[1]
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=STOP_TIMEOUT_S)
+        self._close()
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+        self._close()
+
+    def _close(self) -> None:
+        RUNNING.discard(self)  # type: ignore[arg-type]
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+class ClusterProcesses:
+    """NameServers and broker groups, each its own process; `namesrv_addr` is what clients are given."""
+
+    def __init__(self, root: Path, groups: tuple[str, ...] = ("broker-a", "broker-b"), namesrvs: int = 1) -> None:
+        self.root = root
+        self.namesrvs = [NamesrvProcess(root / f"namesrv-{n}.stderr") for n in range(namesrvs)]
+        self.brokers: dict[str, ServeProcess] = {}
+        for name in groups:
+            self.start_broker(name)
+        self.wait_registered(groups)
+
+    @property
+    def namesrv_addr(self) -> str:
+        return ";".join(namesrv.address for namesrv in self.namesrvs)
+
+    def start_broker(self, name: str, *args: str) -> ServeProcess:
+        serve = ServeProcess(
+            self.root / name, "--namesrv-addr", self.namesrv_addr, "--cluster-name", CLUSTER, "--broker-name", name,
+            *args,
+        )  # fmt: skip
+        self.brokers[name] = serve
+        return serve
+
+    def admin(self, *args: str, namesrv: str | None = None) -> Any:
+        """`mqgate admin --namesrv ... ARGS --json`: its JSON answer (fails with its stderr if it fails)."""
+        done = subprocess.run(
+            [sys.executable, "-m", "mqgate.cli", "admin", "--namesrv", namesrv or self.namesrv_addr, *args, "--json"],
+            cwd=ROOT, capture_output=True, text=True, timeout=ADMIN_TIMEOUT_S,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def registered(self, namesrv: str | None = None) -> set[str]:
+        """The broker groups the NameServer knows."""
+        return {row["broker"] for row in self.admin("cluster", "list", namesrv=namesrv)}
+
+    def wait_registered(self, groups: tuple[str, ...], namesrv: str | None = None) -> None:
+        deadline = time.monotonic() + REGISTERED_WITHIN_S
+        while not set(groups) <= self.registered(namesrv):
+            assert time.monotonic() < deadline, f"{groups} not registered within {REGISTERED_WITHIN_S} s"
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        for serve in self.brokers.values():
+            if serve.process.poll() is None:
+                assert serve.stop() == 0, serve.stderr()
+        for namesrv in self.namesrvs:
+            if namesrv.process.poll() is None:
+                assert namesrv.stop() == 0
