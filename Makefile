@@ -23,8 +23,10 @@ DEB_PACKAGES += $(if $(shell command -v node 2>/dev/null),,nodejs) $(if $(shell 
 # Tests run it in a child process with PYTHONPATH=$(ROCKETMQ4_PYTHON)/site.
 ROCKETMQ4_PYTHON ?= tests/broker_remoting/python
 ROCKETMQ4_NODE ?= tests/broker_remoting/node
+# The RocketMQ 5 Node.js client (rocketmq-client-nodejs) the gRPC tests drive, installed from its lock file too.
+ROCKETMQ5_NODE ?= tests/proxy/node
 
-.PHONY: run test lint deb clean compiled uncompiled rocketmq4-clients
+.PHONY: run test lint deb clean compiled uncompiled rocketmq4-clients test-clients
 # Modules compiled with mypyc from their own .py: the list is [tool.mqgate] compiled in pyproject.toml.
 COMPILED := $(shell $(PYTHON) -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["tool"]["mqgate"]["compiled"]))')
 COMPILED_STAMP := $(VENV)/.compiled
@@ -95,6 +97,12 @@ $(ROCKETMQ4_NODE)/node_modules: $(ROCKETMQ4_NODE)/package-lock.json | deb
 
 rocketmq4-clients: $(ROCKETMQ4_PYTHON)/site $(ROCKETMQ4_NODE)/node_modules
 
+$(ROCKETMQ5_NODE)/node_modules: $(ROCKETMQ5_NODE)/package-lock.json | deb
+	cd $(ROCKETMQ5_NODE) && npm ci --no-audit --no-fund
+	touch $@
+
+test-clients: rocketmq4-clients $(ROCKETMQ5_NODE)/node_modules
+
 uncompiled:
 	rm -f $(foreach source,$(COMPILED),$(basename $(source)).cpython-*.so) core/mypyc_runtime__mypyc.cpython-*.so \
 	  $(COMPILED_STAMP)
@@ -106,9 +114,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: $(STAMP) $(COMPILED_STAMP) deb lint rocketmq4-clients
+test: $(STAMP) $(COMPILED_STAMP) deb lint test-clients
 	$(BIN)/python -m pytest -q -ra
 
 clean: uncompiled
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build $(ROCKETMQ4_PYTHON)/site \
-	  $(ROCKETMQ4_NODE)/node_modules
+	  $(ROCKETMQ4_NODE)/node_modules $(ROCKETMQ5_NODE)/node_modules

@@ -9,7 +9,8 @@ BrokerAdmin: what `mqgate admin` shows over HTTP, over this protocol.
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200   body: a SubscriptionGroupConfig (updateSubGroup)
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201      every group's config
     DELETE_SUBSCRIPTIONGROUP 207      groupName (deleteSubGroup)
-    GET_BROKER_RUNTIME_INFO 28        a table of figures (brokerStatus)
+    GET_BROKER_RUNTIME_INFO 28        a table of figures (brokerStatus), and mqgate's grpcEndpoint: where this
+                                      process's gRPC endpoint is reached (other groups' routes name it)
     INVOKE_BROKER_TO_RESET_OFFSET 222 topic, group, timestamp: the group's offsets moved to that time
                                       (resetOffsetByTime)
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 from core import Broker
 from remoting.channel import Channel
@@ -33,8 +35,9 @@ _BOOT_MS = time.time_ns() // 1_000_000
 
 
 class AdminRequests:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, grpc_endpoint: Callable[[], str | None] = lambda: None) -> None:
         self._broker = broker
+        self._grpc_endpoint = grpc_endpoint
 
     def _queue(self, topic: str, queue_id: int) -> str:
         return queue_key(topic, self._broker.config.broker_name, queue_id)
@@ -134,6 +137,9 @@ class AdminRequests:
         }
         table["msgPutTotalTodayNow"] = str(sum(c.messages_in for c in counts))
         table["msgGetTotalTodayNow"] = str(sum(c.messages_out for c in counts))
+        endpoint = self._grpc_endpoint()
+        if endpoint is not None:  # mqgate's: where other groups' gRPC endpoints send clients for this group
+            table["grpcEndpoint"] = endpoint
         return request.reply(ResponseCode.SUCCESS, body=json.dumps({"table": table}).encode())
 
     async def reset_offsets(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

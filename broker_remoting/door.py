@@ -15,7 +15,8 @@ and the broker's registration with its NameServers. `mqgate serve` builds one, s
     END_TRANSACTION 37                      transactions.py (and CHECK_TRANSACTION_STATE 39 to producers)
     QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 queries.py
     UPDATE_AND_CREATE_TOPIC 17,             topic_admin.py
-      GET_ALL_TOPIC_CONFIG 21, DELETE_TOPIC_IN_BROKER 215
+      GET_ALL_TOPIC_CONFIG 21, GET_TOPIC_CONFIG 351,
+      DELETE_TOPIC_IN_BROKER 215
     GET_TOPIC_STATS_INFO 202, GET_CONSUME_  admin_requests.py (what mqadmin shows and changes)
       STATS 208, GET_CONSUMER_CONNECTION_
       LIST 203, the subscription groups'
@@ -72,6 +73,9 @@ class BrokerRemoting:
         self.server = RemotingServer("broker")
         self.store_host: Host = (broker_ip(config), config.port)
         self.address = ""  # BROKER_IP:PORT once started: what routes and stored messages name
+        # Where this process's RocketMQ 5 gRPC endpoint is reached (BROKER_IP:PORT), told to other groups' endpoints
+        # in GET_BROKER_RUNTIME_INFO (`grpcEndpoint`), so that their routes point clients here; None: no endpoint.
+        self.grpc_endpoint: str | None = None
         self.registration: BrokerRegistration | None = None
         self._scan: asyncio.Task[None] | None = None
         transactions = TransactionDoor(broker, self._host)
@@ -82,7 +86,7 @@ class BrokerRemoting:
         consumers = ConsumerRequests(broker)
         queries = QueryDoor(broker, self._host)
         topics = TopicAdmin(broker)
-        admin = AdminRequests(broker)
+        admin = AdminRequests(broker, lambda: self.grpc_endpoint)
         handlers = {
             RequestCode.SEND_MESSAGE: sends.send,
             RequestCode.SEND_MESSAGE_V2: sends.send,
@@ -105,6 +109,7 @@ class BrokerRemoting:
             RequestCode.VIEW_MESSAGE_BY_ID: queries.view,
             RequestCode.UPDATE_AND_CREATE_TOPIC: topics.update,
             RequestCode.GET_ALL_TOPIC_CONFIG: topics.all_configs,
+            RequestCode.GET_TOPIC_CONFIG: topics.config,
             RequestCode.DELETE_TOPIC_IN_BROKER: topics.delete,
             RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
             RequestCode.GET_CONSUME_STATS: admin.consume_stats,

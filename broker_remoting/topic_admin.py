@@ -6,6 +6,8 @@
                                  DELAY, TRANSACTION or MIXED; unset, a new topic is NORMAL and a topic's stays);
                                  any other attribute, or a "-" that deletes one, is refused, naming it
     GET_ALL_TOPIC_CONFIG 21      body: TopicConfigSerializeWrapper's JSON, every topic
+    GET_TOPIC_CONFIG 351         topic: body the topic's TopicConfig JSON (RocketMQ 5's TopicConfigAndQueueMapping,
+                                 without a queue mapping), TOPIC_NOT_EXIST when there is none
     DELETE_TOPIC_IN_BROKER 215   topic: the topic, its queues and every group's offsets in it
 
 The registration with the NameServers follows a change at once (registration.py).
@@ -65,6 +67,14 @@ class TopicAdmin:
         version = {"timestamp": time.time_ns() // 1_000_000, "counter": 0}
         body = json.dumps({"topicConfigTable": table, "dataVersion": version}).encode()
         return request.reply(ResponseCode.SUCCESS, body=body)
+
+    async def config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        topic = HeaderFields(request).text("topic")
+        if not self._broker.has_topic(topic):
+            return request.reply(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+        return request.reply(
+            ResponseCode.SUCCESS, body=json.dumps(topic_json(self._broker.topic_config(topic))).encode()
+        )
 
     async def delete(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         self._broker.admin.delete_topic(HeaderFields(request).text("topic"))

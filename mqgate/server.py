@@ -49,7 +49,9 @@ from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
 from namesrv.server import NameServer
+from proxy.cluster_view import ClusterView
 from proxy.server import EndpointError, GrpcEndpoint, PortUnavailableError
+from remote_client import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -201,14 +203,19 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     if settings.mqtt.enabled:
                         mqtt_parts, gateway = await _start_mqtt(settings, broker, parts_stack, tls)
                         parts += mqtt_parts
+                    endpoint = None
                     if settings.grpc.enabled:
-                        parts += await _start_grpc(settings, broker, parts_stack)
+                        grpc_part, endpoint = await _start_grpc(settings, broker, parts_stack)
+                        parts.append(grpc_part)
                     # The NameServer first, so the broker registers at once; the ready line names it second.
                     namesrv_part, embedded_namesrv = "", None
                     if runs_embedded_namesrv(settings):
                         namesrv_part, embedded_namesrv = await _start_namesrv(settings, parts_stack)
                     if settings.remoting.enabled:
-                        parts.append(await _start_remoting(settings, broker, parts_stack, embedded_namesrv))
+                        remoting_part, door = await _start_remoting(settings, broker, parts_stack, embedded_namesrv)
+                        parts.append(remoting_part)
+                        if endpoint is not None:
+                            await _join_grpc_to_cluster(settings, door, endpoint, embedded_namesrv, parts_stack)
                     parts += [namesrv_part] if namesrv_part else []
                     worker = await _start_connectors(settings, broker, parts_stack)
                     eventbridge = await _start_eventbridge(settings, broker, parts_stack, gateway)
@@ -366,8 +373,10 @@ def _acl(section: str, acl_file: str | None) -> AccessControl | None:
         raise ConfigError(f"[{section}] acl_file: {exc}") from None
 
 
-async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> list[str]:
-    """Start the RocketMQ 5 gRPC endpoint; return its ready-line part. Closed by `stack`."""
+async def _start_grpc(
+    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack
+) -> tuple[str, GrpcEndpoint]:
+    """Start the RocketMQ 5 gRPC endpoint; return its ready-line part and itself. Closed by `stack`."""
     config = settings.grpc
     access = _acl("grpc", config.acl_file)
     endpoint = GrpcEndpoint(broker, config, max_body_bytes=settings.store.max_message_size, access=access)
@@ -378,7 +387,29 @@ async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.Asyn
     except EndpointError as exc:  # a certificate or key that cannot be read: the message names the key
         raise ConfigError(str(exc)) from None
     stack.push_async_callback(endpoint.close)
-    return [f"grpc={address}"]
+    return f"grpc={address}", endpoint
+
+
+async def _join_grpc_to_cluster(
+    settings: Settings,
+    door: BrokerRemoting,
+    endpoint: GrpcEndpoint,
+    embedded_namesrv: str | None,
+    stack: contextlib.AsyncExitStack,
+) -> None:
+    """Make the gRPC endpoint one of its cluster's (RocketMQ 5's proxy in local mode): the broker's remoting port
+    tells other groups where it is, and its routes name every group of the NameServers the broker registers
+    with, each at its own endpoint (proxy/cluster_view.py)."""
+    bound = settings.grpc.host
+    host = door.store_host[0] if bound in ("", "0.0.0.0", "::") else bound
+    door.grpc_endpoint = f"{host}:{endpoint.port}"
+    addresses = registration_addresses(settings.broker, embedded_namesrv)
+    if not addresses:
+        return
+    cluster = Cluster(addresses, instance_name=f"grpc-{settings.broker.broker_name}")
+    await cluster.start()
+    stack.push_async_callback(cluster.close)
+    endpoint.service.cluster_view = ClusterView(cluster, settings.broker.broker_name, lambda: endpoint.port)
 
 
 # Added to a remoting or NameServer port's "in use" error: on a developer's machine a RocketMQ may run beside mqgate.
@@ -405,7 +436,7 @@ async def _start_namesrv(settings: Settings, stack: contextlib.AsyncExitStack) -
 
 async def _start_remoting(
     settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, embedded_namesrv: str | None
-) -> str:
+) -> tuple[str, BrokerRemoting]:
     """Start the broker's remoting port, registering with [broker] namesrv_addr, or else with the embedded
     NameServer at `embedded_namesrv`; return its ready-line part. Closed by `stack`."""
     config = settings.remoting
@@ -432,7 +463,7 @@ async def _start_remoting(
         door.address,
         ", ".join(addresses) or "no NameServer",
     )
-    return f"remoting={address}"
+    return f"remoting={address}", door
 
 
 def runs_embedded_namesrv(settings: Settings) -> bool:

@@ -9,14 +9,20 @@ accept the topic's message type (all four for MIXED).
 Assignments: a push consumer of a group that consumes concurrently gets one assignment per broker with queue id -1
 (it receives from every queue of the topic); one of an orderly group gets one per readable queue, so that it keeps
 a receive going per queue. No readable queue: FORBIDDEN, as the proxy answers.
+
+On a cluster (proxy.cluster_view) every broker group's queues are named, each group at its own endpoint, and the
+groups' queues are interleaved (a0, b0, a1, b1, ...): a client that takes the next queue after a send failed (the
+official clients do) tries another group, not another queue of the group that failed.
 """
 
 from __future__ import annotations
 
+from itertools import chain, zip_longest
+
 from core import MessageType as TopicMessageType
 from core import Perm, TopicConfig
 from proxy.status_codes import RequestError
-from proxy.stubs import Code, MessageType, Permission, definition_pb2
+from proxy.stubs import AddressScheme, Code, MessageType, Permission, definition_pb2
 
 _ACCEPTS = {
     TopicMessageType.NORMAL: [MessageType.NORMAL],
@@ -43,6 +49,16 @@ def permission_of(perm: Perm) -> int:
 
 def broker_of(name: str, endpoints: definition_pb2.Endpoints) -> definition_pb2.Broker:
     return definition_pb2.Broker(name=name, id=0, endpoints=endpoints)
+
+
+def endpoints_of(host: str, port: int) -> definition_pb2.Endpoints:
+    scheme = AddressScheme.IPv6 if ":" in host else AddressScheme.IPv4
+    return definition_pb2.Endpoints(scheme=scheme, addresses=[definition_pb2.Address(host=host, port=port)])
+
+
+def interleaved(per_group: list[list[definition_pb2.MessageQueue]]) -> list[definition_pb2.MessageQueue]:
+    """The groups' queues taken in turn: the first of each group, then the second of each, ..."""
+    return [queue for queue in chain.from_iterable(zip_longest(*per_group)) if queue is not None]
 
 
 def message_queues(config: TopicConfig, broker: definition_pb2.Broker) -> list[definition_pb2.MessageQueue]:
@@ -80,8 +96,12 @@ def message_queues(config: TopicConfig, broker: definition_pb2.Broker) -> list[d
     return queues
 
 
+def readable(config: TopicConfig) -> bool:
+    return bool(config.perm & Perm.READ) and config.read_queue_nums > 0
+
+
 def assignments(config: TopicConfig, broker: definition_pb2.Broker, orderly: bool) -> list[definition_pb2.Assignment]:
-    if not config.perm & Perm.READ or config.read_queue_nums <= 0:
+    if not readable(config):
         raise RequestError(Code.FORBIDDEN, f"topic {config.topic_name!r} has no readable queue")
     topic = definition_pb2.Resource(name=config.topic_name)
     permission = permission_of(config.perm)

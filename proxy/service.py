@@ -22,11 +22,12 @@ from typing import Any
 import grpc
 
 from acl.access_control import AccessControl, Action, ResourceKind
-from core import Broker, IllegalArgumentError, LocalTransactionState, SendResult, SendStatus
+from core import Broker, IllegalArgumentError, LocalTransactionState, SendResult, SendStatus, TopicConfig
+from proxy.cluster_view import ClusterView
 from proxy.consumer_rpcs import ConsumerRpcs
 from proxy.message_codec import message_type_of, to_core
 from proxy.offset_rpcs import OffsetRpcs
-from proxy.routes import accepts, assignments, broker_of, message_queues
+from proxy.routes import accepts, assignments, broker_of, endpoints_of, interleaved, message_queues, readable
 from proxy.rpc_support import ServiceState, combined, peer_host, refusal, resource_name, unary
 from proxy.status_codes import RequestError, ok, status
 from proxy.stubs import (
@@ -67,6 +68,8 @@ class MessagingService(MessagingServiceServicer):
                 setattr(self, name, getattr(part, name))
         self._turns: dict[str, int] = {}
         self._renewer: asyncio.Task[None] | None = None
+        # Set when the broker is one group of a cluster: routes then name every group (proxy.cluster_view).
+        self.cluster_view: ClusterView | None = None
 
     @property
     def own_endpoints(self) -> definition_pb2.Endpoints:
@@ -89,22 +92,41 @@ class MessagingService(MessagingServiceServicer):
 
     # --- routes and heartbeats ----------------------------------------------------------------------------------
 
+    async def _groups(
+        self, topic: str, given: definition_pb2.Endpoints
+    ) -> list[tuple[TopicConfig, definition_pb2.Broker]]:
+        """The topic's broker groups, each with its queues' config and where clients reach it: this endpoint's own
+        (at the address the client used), and on a cluster every other group serving it (proxy.cluster_view)."""
+        own_name = self.broker.config.broker_name
+        groups = await self.cluster_view.groups(topic) if self.cluster_view is not None else None
+        if groups is None:
+            return [(self.broker.route(topic).config, broker_of(own_name, self.state.endpoints(given)))]
+        answer = []
+        for group in groups:
+            if group.endpoint is None:
+                own = self.broker.route(topic).config if self.broker.has_topic(topic) else group.config
+                answer.append((own, broker_of(own_name, self.state.endpoints(given))))
+            else:
+                answer.append((group.config, broker_of(group.broker_name, endpoints_of(*group.endpoint))))
+        return answer
+
     @unary(pb.QueryRouteResponse)
     async def QueryRoute(self, request: pb.QueryRouteRequest, context: grpc.aio.ServicerContext) -> Any:
         topic = resource_name(request.topic, "topic")
         self.state.check(context, (ResourceKind.TOPIC, topic, Action.ANY))
-        config = self.broker.route(topic).config
-        broker = broker_of(self.broker.config.broker_name, self.state.endpoints(request.endpoints))
-        return pb.QueryRouteResponse(status=ok(), message_queues=message_queues(config, broker))
+        groups = await self._groups(topic, request.endpoints)
+        queues = interleaved([message_queues(config, broker) for config, broker in groups])
+        return pb.QueryRouteResponse(status=ok(), message_queues=queues)
 
     @unary(pb.QueryAssignmentResponse)
     async def QueryAssignment(self, request: pb.QueryAssignmentRequest, context: grpc.aio.ServicerContext) -> Any:
         topic, group = resource_name(request.topic, "topic"), resource_name(request.group, "consumer group")
         self.state.check(context, (ResourceKind.TOPIC, topic, Action.SUB), (ResourceKind.GROUP, group, Action.SUB))
-        config = self.broker.topic_config(topic)
         orderly = self.broker.groups.get_or_auto_create(group).consume_message_orderly
-        broker = broker_of(self.broker.config.broker_name, self.state.endpoints(request.endpoints))
-        return pb.QueryAssignmentResponse(status=ok(), assignments=assignments(config, broker, orderly))
+        groups = await self._groups(topic, request.endpoints)
+        served = [(config, broker) for config, broker in groups if readable(config)] or groups[:1]
+        found = [a for config, broker in served for a in assignments(config, broker, orderly)]
+        return pb.QueryAssignmentResponse(status=ok(), assignments=found)
 
     @unary(pb.HeartbeatResponse)
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
