@@ -373,9 +373,7 @@ def _acl(section: str, acl_file: str | None) -> AccessControl | None:
         raise ConfigError(f"[{section}] acl_file: {exc}") from None
 
 
-async def _start_grpc(
-    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack
-) -> tuple[str, GrpcEndpoint]:
+async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> tuple[str, GrpcEndpoint]:
     """Start the RocketMQ 5 gRPC endpoint; return its ready-line part and itself. Closed by `stack`."""
     config = settings.grpc
     access = _acl("grpc", config.acl_file)
