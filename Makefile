@@ -114,8 +114,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# The suite runs in TEST_WORKERS processes, each test file whole in one of them (its module fixtures start once):
+# most tests wait on servers, clients and child processes, so two workers keep two cores busy.
+TEST_WORKERS ?= 2
 test: $(STAMP) $(COMPILED_STAMP) deb lint test-clients
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile
 
 clean: uncompiled
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build $(ROCKETMQ4_PYTHON)/site \
