@@ -9,7 +9,8 @@ topic's, `%RETRY%group`):
 
     SEND_MESSAGE 10, _V2 310, _BATCH 320   PUB on the topic (a send to a retry topic: SUB on its group)
     CONSUMER_SEND_MSG_BACK 36              SUB on the group
-    PULL_MESSAGE 11                        SUB on the topic and on the group
+    PULL_MESSAGE 11, POP_MESSAGE 200050,   SUB on the topic and on the group
+      ACK_MESSAGE 200051, CHANGE_MESSAGE_INVISIBLETIME 200053, NOTIFICATION 200054
     QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33  SUB on the topic (by id: none beyond the signature)
     HEART_BEAT 34                          SUB on each consumer group and each topic it subscribes
     UNREGISTER_CLIENT 35, GET_CONSUMER_LIST_BY_GROUP 38   SUB on the group
@@ -63,7 +64,8 @@ def needs(request: RemotingCommand) -> list[Need]:
         return [(ResourceKind.TOPIC, topic, Action.PUB)]
     if code == RequestCode.CONSUMER_SEND_MSG_BACK:
         return [_group(ext.get("group", ""))]
-    if code == RequestCode.PULL_MESSAGE:
+    if code in (RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE,
+                RequestCode.CHANGE_MESSAGE_INVISIBLETIME, RequestCode.NOTIFICATION):  # fmt: skip
         return [(ResourceKind.TOPIC, ext.get("topic", ""), Action.SUB), _group(ext.get("consumerGroup", ""))]
     if code == RequestCode.QUERY_MESSAGE:
         return [(ResourceKind.TOPIC, ext.get("topic", ""), Action.SUB)]

@@ -4,6 +4,9 @@ and the broker's registration with its NameServers. `mqgate serve` builds one, s
     code                                    served by
     SEND_MESSAGE 10, _V2 310, _BATCH 320    send.py
     PULL_MESSAGE 11                         pull.py (long polling)
+    POP_MESSAGE 200050, ACK_MESSAGE 200051, pop.py (the PopService the gRPC endpoint pops from)
+      CHANGE_MESSAGE_INVISIBLETIME 200053,
+      NOTIFICATION 200054
     QUERY_CONSUMER_OFFSET 14, UPDATE_ 15,   offsets.py
       SEARCH_OFFSET_BY_TIMESTAMP 29,
       GET_MAX_OFFSET 30, GET_MIN_OFFSET 31
@@ -44,6 +47,7 @@ from broker_remoting.clients import ClientTable
 from broker_remoting.config import RemotingConfig
 from broker_remoting.consumer_requests import ConsumerRequests
 from broker_remoting.offsets import OffsetDoor
+from broker_remoting.pop import PopDoor
 from broker_remoting.pull import PullService
 from broker_remoting.queries import QueryDoor
 from broker_remoting.refusals import serving
@@ -82,6 +86,7 @@ class BrokerRemoting:
         self.clients = ClientTable(broker, transactions.make_checker)
         sends = SendService(broker, self._host)
         pulls = PullService(broker, self._host, self.clients.subscription_of)
+        pops = PopDoor(broker, self._host)
         offsets = OffsetDoor(broker)
         consumers = ConsumerRequests(broker)
         queries = QueryDoor(broker, self._host)
@@ -92,6 +97,10 @@ class BrokerRemoting:
             RequestCode.SEND_MESSAGE_V2: sends.send,
             RequestCode.SEND_BATCH_MESSAGE: sends.send,
             RequestCode.PULL_MESSAGE: pulls.pull,
+            RequestCode.POP_MESSAGE: pops.pop,
+            RequestCode.ACK_MESSAGE: pops.ack,
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pops.change_invisible_time,
+            RequestCode.NOTIFICATION: pops.notification,
             RequestCode.QUERY_CONSUMER_OFFSET: offsets.query,
             RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offsets.search,

@@ -3,7 +3,8 @@
     QUERY_CONSUMER_OFFSET 14     consumerGroup, topic, queueId -> offset; a group with no committed offset on a
                                  queue whose first message is still stored gets 0, as RocketMQ answers while that
                                  message is in memory; on a queue retention has cut, QUERY_NOT_FOUND 22 (the client
-                                 then starts where its consumeFromWhere says)
+                                 then starts where its consumeFromWhere says); with setZeroIfNotFound=false (RocketMQ
+                                 5), QUERY_NOT_FOUND whenever the group has none
     UPDATE_CONSUMER_OFFSET 15    consumerGroup, topic, queueId, commitOffset
     SEARCH_OFFSET_BY_TIMESTAMP 29  topic, queueId, timestamp -> offset
     GET_MAX_OFFSET 30, GET_MIN_OFFSET 31   topic, queueId -> offset
@@ -29,7 +30,10 @@ class OffsetDoor:
         group, topic, queue_id = fields.text("consumerGroup"), fields.text("topic"), fields.int("queueId")
         offset = self._broker.query_offset(group, topic, queue_id)
         if offset < 0:
-            if self._broker.min_offset(topic, queue_id) > 0:
+            # RocketMQ 5's setZeroIfNotFound (true unless a client says false): a group new to a queue never
+            # trimmed starts at its first message, as the broker finds it in memory.
+            zero_if_not_found = request.ext_fields.get("setZeroIfNotFound", "true").strip().lower() != "false"
+            if not zero_if_not_found or self._broker.min_offset(topic, queue_id) > 0:
                 return request.reply(
                     ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
                 )

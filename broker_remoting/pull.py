@@ -5,6 +5,7 @@ max_long_poll_ms) for a message to arrive, inside its own task: the connection's
 
     messages found                         SUCCESS, the stored records as the body
     none (after the wait)                  PULL_NOT_FOUND 19
+    only messages the filter passes over   PULL_RETRY_IMMEDIATELY 20 (NO_MATCHED_MSG), nextBeginOffset past them
     an offset before the queue's first,    PULL_OFFSET_MOVED 21, nextBeginOffset where to go on
       or past its end
 
@@ -72,6 +73,8 @@ class PullService:
                 ext_fields=fields,
             )
         fields = pull_reply_fields(result.next_begin_offset, result.min_offset, result.max_offset)
+        if result.status is PullStatus.NO_MATCHED_MSG:
+            return request.reply(ResponseCode.PULL_RETRY_IMMEDIATELY, "no matched message", ext_fields=fields)
         return request.reply(ResponseCode.PULL_NOT_FOUND, "no new message", ext_fields=fields)
 
     def _filter(self, header: PullHeader) -> MessageFilter | None:

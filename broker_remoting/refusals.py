@@ -58,7 +58,11 @@ def code_of(error: CoreError) -> int:
 def refused(error: CoreError) -> RemotingRequestError:
     # The core error's class too, in a field RocketMQ's clients ignore: mqgate's remote client raises that class,
     # so a call fails over remoting as it fails in process (remote_client/replies.py).
-    return RemotingRequestError(str(error), code_of(error), {"coreError": type(error).__name__})
+    fields = {"coreError": type(error).__name__}
+    problem = getattr(error, "problem", None)  # ReceiptHandleError's and RecallError's reason, an enum
+    if problem is not None and hasattr(problem, "name"):
+        fields["coreProblem"] = problem.name
+    return RemotingRequestError(str(error), code_of(error), fields)
 
 
 def serving(

@@ -351,11 +351,17 @@ class Cluster:
         groups = [("producerGroup", group) for group in self.producer_groups]
         groups += [("consumerGroup", group) for group in self.consumers]
         for key, group in groups:
-            request = RemotingCommand(
-                RequestCode.UNREGISTER_CLIENT, ext_fields={"clientID": self.client_id, key: group}
-            )
-            with contextlib.suppress(Exception):
-                await self.remoting.invoke(address, request, 1.0)
+            await self._unregister_one(address, key, group)
+
+    async def _unregister_one(self, address: str, key: str, group: str) -> None:
+        request = RemotingCommand(RequestCode.UNREGISTER_CLIENT, ext_fields={"clientID": self.client_id, key: group})
+        with contextlib.suppress(Exception):
+            await self.remoting.invoke(address, request, 1.0)
+
+    async def unregister_group(self, key: str, group: str) -> None:
+        """Tell every master this client no longer has a producer ("producerGroup") or consumer ("consumerGroup")
+        of `group` (UNREGISTER_CLIENT), so that its group's members change at once rather than at expiry."""
+        await asyncio.gather(*(self._unregister_one(address, key, group) for address in set(self._masters.values())))
 
 
 def now_ms() -> float:

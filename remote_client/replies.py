@@ -7,6 +7,8 @@ a reply that does not come is ServiceNotAvailableError or RequestTimeoutError, n
 
 from __future__ import annotations
 
+import enum
+
 import core
 from core import (
     BrokerError,
@@ -15,6 +17,10 @@ from core import (
     GroupNotFoundError,
     IllegalMessageError,
     NoPermissionError,
+    RecallError,
+    RecallProblem,
+    ReceiptHandleError,
+    ReceiptHandleProblem,
     RequestTimeoutError,
     ServiceNotAvailableError,
     TopicNotFoundError,
@@ -22,8 +28,15 @@ from core import (
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 
-# The field an mqgate broker adds to a refusal: the core error's class name (broker_remoting/refusals.py).
+# The fields an mqgate broker adds to a refusal: the core error's class name, and the reason of an error that has
+# one (broker_remoting/refusals.py).
 CORE_ERROR_FIELD = "coreError"
+CORE_PROBLEM_FIELD = "coreProblem"
+# Errors built from (problem, message).
+_PROBLEMS: dict[type[CoreError], type[enum.Enum]] = {
+    ReceiptHandleError: ReceiptHandleProblem,
+    RecallError: RecallProblem,
+}
 
 _BY_CODE: dict[int, type[CoreError]] = {
     ResponseCode.TOPIC_NOT_EXIST: TopicNotFoundError,
@@ -44,6 +57,10 @@ def refusal(reply: RemotingCommand, where: str) -> CoreError:
     message = reply.remark or f"{where} answered code {reply.code}"
     if not (isinstance(kind, type) and issubclass(kind, CoreError)):
         kind = _BY_CODE.get(reply.code, BrokerError)
+    problem = _PROBLEMS.get(kind)
+    named_problem = reply.ext_fields.get(CORE_PROBLEM_FIELD, "")
+    if problem is not None and named_problem in problem.__members__:
+        return kind(problem[named_problem], message)
     try:
         return kind(message)
     except TypeError:

@@ -48,6 +48,10 @@ class RequestCode(enum.IntEnum):
     GET_TOPIC_CONFIG = 351
     SEND_BATCH_MESSAGE = 320
     BROKER_HEARTBEAT = 904
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
 
 
 class ResponseCode(enum.IntEnum):
@@ -81,3 +85,4 @@ class ResponseCode(enum.IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    POLLING_TIMEOUT = 210
