@@ -516,6 +516,10 @@ class Broker:
                 return PullResult(PullStatus.FOUND, got.messages, got.next_begin_offset, got.min_offset, got.max_offset)
             if status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
                 return PullResult(PullStatus.OFFSET_ILLEGAL, [], got.next_begin_offset, got.min_offset, got.max_offset)
+            if offset != 0 and status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+                # A queue that never held a message (or has no consume queue yet) is read from 0: any other offset
+                # is moved there, at once (RocketMQ's PullMessageProcessor answers it PULL_OFFSET_MOVED).
+                return PullResult(PullStatus.OFFSET_ILLEGAL, [], 0, got.min_offset, got.max_offset)
             # Nothing (more) to read: NO_MESSAGE_IN_QUEUE, OFFSET_OVERFLOW_ONE, NO_MATCHED_LOGIC_QUEUE, or
             # every entry up to the end was filtered out. Wait for the next message, if asked to.
             if status is not GetStatus.NO_MATCHED_LOGIC_QUEUE:

@@ -2,15 +2,16 @@
 Python wrapper), run as a child so that its blocking calls and threads stay out of the test's process.
 
     python -m tests.broker_remoting.cpp_driver NAMESRV send TOPIC --mode sync|oneway|orderly|batch [--count N]
-        [--tags T] [--keys K] [--delay-level L] [--key SHARDING_KEY]
+        [--tags T] [--keys K] [--delay-level L] [--key SHARDING_KEY] [--keep-going] [--interval S]
     python -m tests.broker_remoting.cpp_driver NAMESRV consume TOPIC GROUP --seconds S [--model clustering|
         broadcasting] [--orderly] [--expression E] [--later N] [--instance NAME] [--expect N]
     python -m tests.broker_remoting.cpp_driver NAMESRV transaction TOPIC GROUP --state commit|rollback|unknown
         [--check commit|rollback] [--seconds S]
 
-Each prints one JSON object per line: a send's result ({"status", "msg_id", "offset"}), a consumed message ({"body",
-"tags", "keys", "queue_id", "queue_offset", "reconsume_times", "topic", "instance", "properties": those named by
---property}), a check-back ({"checked"}). `--set NAME=VALUE` gives sent messages a user property.
+Each prints one JSON object per line: a send's result ({"status", "msg_id", "offset", "body", "t": its time}; with
+`--keep-going` a failed sync send is {"error", "body", "t"} and the sends go on, `--interval` apart), a consumed
+message ({"body", "tags", "keys", "queue_id", "queue_offset", "reconsume_times", "topic", "instance", "properties":
+those named by --property}), a check-back ({"checked"}). `--set NAME=VALUE` gives sent messages a user property.
 `--later N` answers RECONSUME_LATER to the first N deliveries of each message. `--expect N` ends the consumer
 as soon as N messages were consumed, `--want N --want-prefix P` as soon as P-0 .. P-(N-1) all arrived, `--idle S`
 once S seconds passed without a message after the first (at most `--seconds` in every case).
@@ -84,8 +85,17 @@ def send(args: argparse.Namespace) -> None:
                 r = producer.send_orderly_with_sharding_key(m, args.key)
                 emit(status=int(r.status), msg_id=r.msg_id, offset=int(r.offset))
             else:
-                r = producer.send_sync(m)
-                emit(status=int(r.status), msg_id=r.msg_id, offset=int(r.offset))
+                try:
+                    r = producer.send_sync(m)
+                except Exception as exc:
+                    if not args.keep_going:
+                        raise
+                    emit(error=str(exc)[:300], body=f"{args.body}-{n}", t=time.time())
+                else:
+                    emit(status=int(r.status), msg_id=r.msg_id, offset=int(r.offset), body=f"{args.body}-{n}",
+                         t=time.time())  # fmt: skip
+                if args.interval:
+                    time.sleep(args.interval)
     finally:
         producer.shutdown()
 
@@ -174,6 +184,8 @@ def main(argv: list[str]) -> None:
     send_parser.add_argument("--mode", default="sync", choices=("sync", "oneway", "orderly", "batch"))
     send_parser.add_argument("--count", type=int, default=1)
     send_parser.add_argument("--key", default="order-1")
+    send_parser.add_argument("--keep-going", action="store_true")
+    send_parser.add_argument("--interval", type=float, default=0.0)
     consume_parser = commands.choices["consume"]
     consume_parser.add_argument("--model", default="clustering", choices=("clustering", "broadcasting"))
     consume_parser.add_argument("--orderly", action="store_true")

@@ -1,7 +1,8 @@
 // A RocketMQ 4 client process for the tests: ali-ons 3.12.0 under Node.js, pointed at mqgate's NameServer.
-//   node ons_driver.js NAMESRV send TOPIC TAGS COUNT BODY
+//   node ons_driver.js NAMESRV send TOPIC TAGS COUNT BODY [INTERVAL_MS]
 //   node ons_driver.js NAMESRV consume TOPIC GROUP EXPRESSION EXPECT SECONDS [IDLE]
-// Prints one JSON object per line: a send's result ({status, msgId, brokerName, queueId, queueOffset}) or a consumed
+// Prints one JSON object per line: a send's result ({status, msgId, brokerName, queueId, queueOffset, body, t}, or
+// {error, body, t} for a send that failed: the sends go on, INTERVAL_MS apart) or a consumed
 // message ({body, tags, queueId, queueOffset, reconsumeTimes}). A consumer ends after EXPECT messages (0: any number),
 // or IDLE seconds without a message after the first, or SECONDS, closing as an application does, which commits its
 // offsets.
@@ -14,14 +15,19 @@ const quiet = { info() {}, warn() {}, error(...a) { process.stderr.write(a.join(
 const common = { nameSrv: namesrv, httpclient: {}, logger: quiet };
 const print = value => process.stdout.write(JSON.stringify(value) + '\n');
 
-async function send(topic, tags, count, body) {
+async function send(topic, tags, count, body, interval) {
   const producer = new Producer({ ...common, producerGroup: 'ons_producer' });
   await producer.ready();
   for (let n = 0; n < Number(count); n++) {
-    const result = await producer.send(new Message(topic, tags, `${body}-${n}`));
-    print({ status: result.sendStatus, msgId: result.msgId, brokerName: result.messageQueue.brokerName,
-            queueId: result.messageQueue.queueId,
-            queueOffset: Number(result.queueOffset) });
+    try {
+      const result = await producer.send(new Message(topic, tags, `${body}-${n}`));
+      print({ status: result.sendStatus, msgId: result.msgId, brokerName: result.messageQueue.brokerName,
+              queueId: result.messageQueue.queueId, queueOffset: Number(result.queueOffset), body: `${body}-${n}`,
+              t: Date.now() / 1000 });
+    } catch (err) {
+      print({ error: String(err && err.message || err), body: `${body}-${n}`, t: Date.now() / 1000 });
+    }
+    if (Number(interval)) await new Promise(resolve => setTimeout(resolve, Number(interval)));
   }
   await producer.close();
 }
