@@ -3,6 +3,7 @@ Python wrapper), run as a child so that its blocking calls and threads stay out 
 
     python -m tests.broker_remoting.cpp_driver NAMESRV send TOPIC --mode sync|oneway|orderly|batch [--count N]
         [--tags T] [--keys K] [--delay-level L] [--key SHARDING_KEY] [--keep-going] [--interval S]
+        [--timeout-ms MS]
     python -m tests.broker_remoting.cpp_driver NAMESRV consume TOPIC GROUP --seconds S [--model clustering|
         broadcasting] [--orderly] [--expression E] [--later N] [--instance NAME] [--expect N]
     python -m tests.broker_remoting.cpp_driver NAMESRV transaction TOPIC GROUP --state commit|rollback|unknown
@@ -63,7 +64,7 @@ def message(args: argparse.Namespace, n: int) -> Message:
 
 
 def send(args: argparse.Namespace) -> None:
-    producer = Producer(args.group, timeout=10000)
+    producer = Producer(args.group, timeout=args.timeout_ms)
     producer.set_namesrv_addr(args.namesrv)
     producer.start()
     try:
@@ -185,6 +186,8 @@ def main(argv: list[str]) -> None:
     send_parser.add_argument("--count", type=int, default=1)
     send_parser.add_argument("--key", default="order-1")
     send_parser.add_argument("--keep-going", action="store_true")
+    # Long enough for a loaded CI machine; a failover test gives RocketMQ's default, 3000 ms.
+    send_parser.add_argument("--timeout-ms", type=int, default=10000)
     send_parser.add_argument("--interval", type=float, default=0.0)
     consume_parser = commands.choices["consume"]
     consume_parser.add_argument("--model", default="clustering", choices=("clustering", "broadcasting"))
