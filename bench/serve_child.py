@@ -28,10 +28,11 @@ def serve_command(launcher: Sequence[str], data_dir: Path, *args: str) -> list[s
 
 
 class ServeChild:
-    def __init__(self, data_dir: Path, stderr_path: Path | None = None) -> None:
-        """Start it on `data_dir`; its stderr goes to `stderr_path` (None: discarded)."""
+    def __init__(self, data_dir: Path, stderr_path: Path | None = None, args: Sequence[str] = ()) -> None:
+        """Start it on `data_dir` with `args` after the free ports; its stderr goes to `stderr_path` (None:
+        discarded)."""
         self.stderr_path = stderr_path
-        command = serve_command([sys.executable, *PROFILE, "-m", "mqgate.cli"], data_dir)
+        command = serve_command([sys.executable, *PROFILE, "-m", "mqgate.cli"], data_dir, *args)
         stderr: IO[bytes] | int = open(stderr_path, "wb") if stderr_path is not None else subprocess.DEVNULL  # noqa: SIM115
         try:
             self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr)
