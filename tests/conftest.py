@@ -4,6 +4,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.compiled_modules import stale
+from tests.rocketmq5_client import event_loop_for_client  # noqa: F401 (autouse; imports the client first)
 from tests.serve_process import RUNNING
 
 logging.getLogger("core").setLevel(logging.INFO)

@@ -251,17 +251,20 @@ def test_the_python_client_is_installed_into_its_own_directory_from_its_list(hos
     assert host.log() == [install, install]
 
 
-def test_make_test_installs_both_clients_and_make_run_neither():
+def test_make_test_installs_the_test_clients_and_make_run_none():
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     database = subprocess.run(
         ["make", "--no-print-directory", "-p", "-q", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60
     ).stdout
     rules = dict(
-        line.split(":", 1) for line in database.splitlines() if line.startswith(("test:", "run:", "rocketmq4"))
+        line.split(":", 1)
+        for line in database.splitlines()
+        if line.startswith(("test:", "run:", "rocketmq4", "test-clients"))
     )
-    assert "rocketmq4-clients" in rules["test"].split()
-    assert "rocketmq4-clients" not in rules["run"].split()
+    assert "test-clients" in rules["test"].split()
+    assert not {"test-clients", "rocketmq4-clients"} & set(rules["run"].split())
+    assert rules["test-clients"].split() == ["rocketmq4-clients", "tests/proxy/node/node_modules"]
     assert rules["rocketmq4-clients"].split() == [
         "tests/broker_remoting/python/site",
         "tests/broker_remoting/node/node_modules",

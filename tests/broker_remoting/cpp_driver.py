@@ -7,6 +7,7 @@ Python wrapper), run as a child so that its blocking calls and threads stay out 
     python -m tests.broker_remoting.cpp_driver NAMESRV consume TOPIC GROUP --seconds S [--model clustering|
         broadcasting] [--orderly] [--expression E] [--later N] [--instance NAME] [--expect N]
     python -m tests.broker_remoting.cpp_driver NAMESRV transaction TOPIC GROUP --state commit|rollback|unknown
+        (unknown: ends once checked back, a second after its answer, or after --seconds)
         [--check commit|rollback] [--seconds S]
 
 Each prints one JSON object per line: a send's result ({"status", "msg_id", "offset", "body", "t": its time}; with
@@ -152,8 +153,11 @@ def transaction(args: argparse.Namespace) -> None:
         "unknown": TransactionStatus.UNKNOWN,
     }
 
+    checked = threading.Event()
+
     def check(msg: object) -> TransactionStatus:
         emit(checked=msg.body.decode())  # type: ignore[attr-defined]
+        checked.set()
         return states[args.check]
 
     producer = TransactionMQProducer(args.group, check, timeout=10000)
@@ -162,7 +166,10 @@ def transaction(args: argparse.Namespace) -> None:
     try:
         r = producer.send_message_in_transaction(message(args, 0), lambda msg, user_args: states[args.state], None)
         emit(status=int(r.status), msg_id=r.msg_id, offset=int(r.offset))
-        time.sleep(args.seconds)
+        if args.state == "unknown" and checked.wait(args.seconds):
+            time.sleep(1.0)  # the answer to the check-back (END_TRANSACTION) leaves after the callback returns
+        elif args.state != "unknown":
+            time.sleep(args.seconds)
     finally:
         producer.shutdown()
 

@@ -102,7 +102,7 @@ def test_a_message_consumed_later_comes_back_from_the_retry_topic_then_lands_in_
 
 def test_a_transaction_left_unknown_is_committed_by_the_producers_check_back(namesrv):
     lines = cpp_clients.run(
-        namesrv, "transaction", "t_tx", "pg_tx", "--state", "unknown", "--check", "commit", "--seconds", 6, "--body",
+        namesrv, "transaction", "t_tx", "pg_tx", "--state", "unknown", "--check", "commit", "--seconds", 30, "--body",
         "tx",
     )  # fmt: skip
     assert lines[0]["status"] == 0
