@@ -10,7 +10,8 @@ requests brokers send it (a changed group, a transaction's check-back).
   consumer starts, to the master of every broker group of the routes in use: HEART_BEAT with the producer groups
   and the consumers' groups, models and subscriptions. At close, UNREGISTER_CLIENT to each.
 - Requests from brokers: NOTIFY_CONSUMER_IDS_CHANGED wakes the group's rebalance; CHECK_TRANSACTION_STATE goes to
-  the producer group's checker. Any other is answered REQUEST_CODE_NOT_SUPPORTED.
+  the checker of the half message's producer group (`transaction_checkers`, filled by TransactionProducer). Any
+  other is answered REQUEST_CODE_NOT_SUPPORTED.
 
 A call to a broker raises the core's error for a refusal (replies.py), ServiceNotAvailableError for a broker that
 cannot be reached, RequestTimeoutError for one that does not answer in time.
@@ -28,8 +29,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from core import ServiceNotAvailableError, TopicNotFoundError
+from core import ServiceNotAvailableError, StoredMessage, TopicNotFoundError
 from remote_client.namesrv_client import NameServers, parse_namesrv_addr
+from remote_client.records import stored_messages
 from remote_client.replies import check, timed_out, unreachable
 from remote_client.topic_route import TopicRoute
 from remoting.channel import Channel, ChannelClosedError, RemotingTimeoutError
@@ -48,8 +50,12 @@ REQUEST_TIMEOUT_S = 3.0
 # KEY_TOPIC), and how many queues a producer asks for on first send (DefaultMQProducer.defaultTopicQueueNums).
 AUTO_CREATE_TEMPLATE = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
+# Where a half message names its producer group (MessageConst.PROPERTY_PRODUCER_GROUP).
+PROPERTY_PRODUCER_GROUP = "PGROUP"
 
 BrokerRequestHandler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
+# A transactional producer's answer to a check-back: (the broker's connection, the request, the half message).
+CheckBack = Callable[[Channel, RemotingCommand, StoredMessage], None]
 
 
 def local_ip() -> str:
@@ -116,7 +122,9 @@ class Cluster:
         self.producer_groups: dict[str, int] = {}  # group -> producers of this process in it
         self.consumers: dict[str, ConsumerEntry] = {}
         self._broker_handlers: dict[int, BrokerRequestHandler] = {}
+        self.transaction_checkers: dict[str, CheckBack] = {}  # producer group -> its check-back
         self._tasks: list[asyncio.Task[None]] = []
+        self._pending_heartbeat: asyncio.Task[None] | None = None
         self._started = False
 
     # --- life ---
@@ -129,6 +137,9 @@ class Cluster:
         self._tasks = [loop.create_task(self._refresh_routes_loop()), loop.create_task(self._heartbeat_loop())]
 
     async def close(self) -> None:
+        if self._pending_heartbeat is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await self._pending_heartbeat
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -198,9 +209,13 @@ class Cluster:
         """Keep a route; whether the topic's queues changed."""
         old = self._routes.get(topic)
         self._routes[topic] = route
+        new_master = False
         for name, broker in route.brokers.items():
-            if broker.master is not None:
+            if broker.master is not None and self._masters.get(name) != broker.master:
                 self._masters[name] = broker.master
+                new_master = True
+        if new_master and (self.producer_groups or self.consumers):
+            self._heartbeat_soon()  # a group's master it has not told of its producers and consumers yet
         return old is None or old.queue_datas != route.queue_datas or old.brokers != route.brokers
 
     def forget_route(self, topic: str) -> None:
@@ -304,12 +319,29 @@ class Cluster:
             if consumer is not None and consumer.on_ids_changed is not None:
                 consumer.on_ids_changed()
             return None
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._check_back(channel, request)
+            return None
         handler = self._broker_handlers.get(request.code)
         if handler is not None:
             return await handler(channel, request)
         return request.reply(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {request.code} is not supported by this client"
         )
+
+    def _check_back(self, channel: Channel, request: RemotingCommand) -> None:
+        """A broker asks about an undecided half message: to the producer of its group (PGROUP), if there is one."""
+        try:
+            messages = stored_messages(request.body)
+        except RemotingError as exc:
+            log.warning("a check-back from %s carries no half message that reads: %s", channel.peer, exc)
+            return
+        group = messages[0].properties.get(PROPERTY_PRODUCER_GROUP, "") if messages else ""
+        checker = self.transaction_checkers.get(group)
+        if checker is None:
+            log.info("a check-back from %s for producer group %r, which has no producer here", channel.peer, group)
+            return
+        checker(channel, request, messages[0])
 
     # --- heartbeats ---
 
@@ -340,6 +372,11 @@ class Cluster:
         for (name, _), result in zip(sorted(self._masters.items()), results, strict=True):
             if isinstance(result, BaseException):
                 log.info("heartbeat to broker %s failed: %s", name, result)
+
+    def _heartbeat_soon(self) -> None:
+        if self._pending_heartbeat is None or self._pending_heartbeat.done():
+            with contextlib.suppress(RuntimeError):  # no running loop: the periodic heartbeat will do
+                self._pending_heartbeat = asyncio.get_running_loop().create_task(self.heartbeat())
 
     async def _heartbeat_loop(self) -> None:
         while True:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from typing import TypeVar
 
-from core import MessageView, StoredMessage
+from core import MessageView
+from remote_client.records import stored_message
 from remote_client.replies import refusal
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -62,11 +63,6 @@ def popped_views(
     for record in decode_records(reply.body):
         properties = dict(record.properties)
         handle = properties.pop(PROPERTY_POP_CK, "")
-        message = StoredMessage(
-            record.topic, record.body, record.queue_id, record.queue_offset, record.commit_log_offset, 0,
-            record.body_crc or 0, record.flag, record.sys_flag & ~0x1, record.born_timestamp, record.born_host,
-            record.store_timestamp, record.store_host, record.reconsume_times, record.prepared_transaction_offset,
-            properties,
-        )  # fmt: skip
+        message = stored_message(record, properties)
         views.append(view(message, handle, record.reconsume_times + 1, until, broker_name))  # type: ignore[call-arg]
     return views

@@ -10,11 +10,11 @@ anything else            the refusal's core error (replies.py)
 
 from __future__ import annotations
 
-from core import MessageQueue, PullResult, PullStatus, StoredMessage
+from core import MessageQueue, PullResult, PullStatus
+from remote_client.records import stored_messages
 from remote_client.replies import refusal
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.message_codec import decode_records
 from remoting.request_headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 
 _STATUSES: dict[int, PullStatus] = {
@@ -61,29 +61,7 @@ def pull_result(reply: RemotingCommand, where: str) -> PullResult:
     if status is None:
         raise refusal(reply, where)
     ext = reply.ext_fields
-    messages = []
-    if status is PullStatus.FOUND:
-        for record in decode_records(reply.body):
-            messages.append(
-                StoredMessage(
-                    record.topic,
-                    record.body,
-                    record.queue_id,
-                    record.queue_offset,
-                    record.commit_log_offset,
-                    0,
-                    record.body_crc or 0,
-                    record.flag,
-                    record.sys_flag & ~0x1,
-                    record.born_timestamp,
-                    record.born_host,
-                    record.store_timestamp,
-                    record.store_host,
-                    record.reconsume_times,
-                    record.prepared_transaction_offset,
-                    record.properties,
-                )
-            )
+    messages = stored_messages(reply.body) if status is PullStatus.FOUND else []
     return PullResult(
         status, messages, int(ext.get("nextBeginOffset", "0")), int(ext.get("minOffset", "0")),
         int(ext.get("maxOffset", "0")),
