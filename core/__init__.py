@@ -31,7 +31,8 @@ RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and not
 - Consumer groups' retry policy (GroupRetryPolicy, RetryPolicyType: subscriptionGroup.json's groupRetryPolicy).
 - Transactions for front doors that end them or answer check-backs themselves (the gRPC endpoint):
   LocalTransactionState, TransactionCheck and TransactionChecker, used through `broker.transactions`
-  (core.transactions.service: `end`, `register_checker`).
+  (core.transactions.service: `end`, `register_checker`); `transaction_answer` and `in_worker_thread`, how a
+  producer takes its local transaction's and checker's answers (the remote client's TransactionProducer too).
 - What went through the broker (`Broker.traffic`, TopicTraffic/TopicCounts: messages and bytes in and out per
   topic, store refusals by reason); a front door that delivers from light queues itself counts there.
 - Errors: one hierarchy rooted at CoreError (core/errors.py), store errors included.
@@ -155,7 +156,7 @@ from core.tables.state_table import StateTable
 from core.tables.subscription_group import SubscriptionGroupConfig
 from core.tables.topic_config import MessageType, Perm, TopicConfig, validate_topic
 from core.traffic import TopicCounts, TopicTraffic
-from core.transactions.checkers import TransactionCheck, TransactionChecker
+from core.transactions.checkers import TransactionCheck, TransactionChecker, in_worker_thread, transaction_answer
 
 __all__ = [
     "COMPRESS_OVER",
@@ -274,10 +275,12 @@ __all__ = [
     "dlq_topic",
     "ensure_dlq_topic",
     "ensure_retry_topic",
+    "in_worker_thread",
     "open_store",
     "parse_offset_msg_id",
     "retry_topic",
     "send_back",
     "topic_kind",
+    "transaction_answer",
     "validate_topic",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from core import (
@@ -30,6 +30,8 @@ from core import (
     SendStatus,
     StoredMessage,
     TransactionSendResult,
+    in_worker_thread,
+    transaction_answer,
 )
 from remote_client.cluster import PROPERTY_PRODUCER_GROUP, Cluster
 from remote_client.producer import DEFAULT_RETRY_TIMES, DEFAULT_SEND_TIMEOUT_MS, Producer
@@ -111,7 +113,7 @@ class TransactionProducer(Producer):
                 properties={**message.properties, PROPERTY_TRANSACTION_ID: transaction_id},
                 born_timestamp=message.born_timestamp, born_host=message.born_host,
             )  # fmt: skip
-            state = await _answer(local_executor, (local, arg), f"local transaction {transaction_id}")
+            state = await transaction_answer(local_executor, (local, arg), f"local transaction {transaction_id}")
         else:
             state = LocalTransactionState.ROLLBACK_MESSAGE
         fields = {
@@ -141,9 +143,9 @@ class TransactionProducer(Producer):
         ext = request.ext_fields
         what = f"check of transaction {ext.get('transactionId', '')}"
         if inspect.iscoroutinefunction(checker):
-            state = await _answer(checker, (message,), what)
+            state = await transaction_answer(checker, (message,), what)
         else:
-            state = await _answer(_in_thread(checker), (message,), what)
+            state = await transaction_answer(in_worker_thread(checker), (message,), what)
         fields = {
             "producerGroup": self.group, "tranStateTableOffset": ext.get("tranStateTableOffset", "0"),
             "commitLogOffset": ext.get("commitLogOffset", "0"), "commitOrRollback": _KINDS[state],
@@ -152,28 +154,3 @@ class TransactionProducer(Producer):
         }  # fmt: skip
         if channel.is_open:
             channel.invoke_oneway(RemotingCommand(RequestCode.END_TRANSACTION, ext_fields=fields))
-
-
-def _in_thread(checker: LocalChecker) -> Callable[[StoredMessage], Awaitable[Any]]:
-    async def run(message: StoredMessage) -> Any:
-        answer = await asyncio.to_thread(checker, message)
-        return await answer if inspect.isawaitable(answer) else answer
-
-    return run
-
-
-async def _answer(function: Callable[..., Any], arguments: tuple[Any, ...], what: str) -> LocalTransactionState:
-    """What `function(*arguments)` answers, awaited if need be; UNKNOW for None, a wrong value or an exception."""
-    try:
-        answer = function(*arguments)
-        if inspect.isawaitable(answer):
-            answer = await answer
-    except Exception:
-        log.exception("%s raised; taken as UNKNOW", what)
-        return LocalTransactionState.UNKNOW
-    if answer is None:
-        return LocalTransactionState.UNKNOW
-    if not isinstance(answer, LocalTransactionState):
-        log.error("%s answered %r, not a LocalTransactionState; taken as UNKNOW", what, answer)
-        return LocalTransactionState.UNKNOW
-    return answer

@@ -23,7 +23,6 @@ looks the transaction up in a database does not stall the broker; a coroutine fu
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -38,7 +37,13 @@ from core.errors import CoreError, IllegalArgumentError
 from core.results import TransactionSendResult
 from core.store.message import Message, StoredMessage
 from core.system_topics import PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_ID, PROPERTY_TRANSACTION_PREPARED
-from core.transactions.checkers import LocalTransactionState, TransactionAnswer, TransactionCheck
+from core.transactions.checkers import (
+    LocalTransactionState,
+    TransactionAnswer,
+    TransactionCheck,
+    in_worker_thread,
+    transaction_answer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +115,7 @@ class TransactionProducer(Producer):
                 born_timestamp=message.born_timestamp,
                 born_host=message.born_host,
             )
-            state = await _answer(local_executor, (local, arg), f"local transaction {transaction_id}")
+            state = await transaction_answer(local_executor, (local, arg), f"local transaction {transaction_id}")
         else:
             state = LocalTransactionState.ROLLBACK_MESSAGE
         try:
@@ -138,30 +143,5 @@ class TransactionProducer(Producer):
         checker = self.transaction_checker
         what = f"check of transaction {check.transaction_id}"
         if inspect.iscoroutinefunction(checker):
-            return _answer(checker, (check.message,), what)
-        return _answer(_in_thread(checker), (check.message,), what)
-
-
-def _in_thread(checker: LocalChecker) -> Callable[[StoredMessage], Awaitable[Any]]:
-    async def run(message: StoredMessage) -> Any:
-        answer = await asyncio.to_thread(checker, message)
-        return await answer if inspect.isawaitable(answer) else answer  # an async callable object
-
-    return run
-
-
-async def _answer(function: Callable[..., Any], arguments: tuple[Any, ...], what: str) -> LocalTransactionState:
-    """What `function(*arguments)` answers, awaited if need be; UNKNOW for None, a wrong value or an exception."""
-    try:
-        answer = function(*arguments)
-        if inspect.isawaitable(answer):
-            answer = await answer
-    except Exception:
-        log.exception("%s raised; taken as UNKNOW", what)
-        return LocalTransactionState.UNKNOW
-    if answer is None:
-        return LocalTransactionState.UNKNOW
-    if not isinstance(answer, LocalTransactionState):
-        log.error("%s answered %r, not a LocalTransactionState; taken as UNKNOW", what, answer)
-        return LocalTransactionState.UNKNOW
-    return answer
+            return transaction_answer(checker, (check.message,), what)
+        return transaction_answer(in_worker_thread(checker), (check.message,), what)

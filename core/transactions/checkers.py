@@ -14,12 +14,15 @@ unregisters when it shuts down; a group with several live producers is asked in 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
+import inspect
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from core.compression import decode_for_consumer
 from core.store.message import INTERNAL_PROPERTIES, StoredMessage
@@ -98,6 +101,37 @@ def transaction_id_of(half: StoredMessage) -> str:
 
 TransactionAnswer = LocalTransactionState | None
 TransactionChecker = Callable[[TransactionCheck], TransactionAnswer | Awaitable[TransactionAnswer]]
+
+
+async def transaction_answer(
+    function: Callable[..., Any], arguments: tuple[Any, ...], what: str
+) -> LocalTransactionState:
+    """What a producer's local transaction or checker answers, `function(*arguments)` awaited if need be: UNKNOW for
+    None, a value that is not a LocalTransactionState, or an exception (logged, naming `what`)."""
+    try:
+        answer = function(*arguments)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except Exception:
+        log.exception("%s raised; taken as UNKNOW", what)
+        return LocalTransactionState.UNKNOW
+    if answer is None:
+        return LocalTransactionState.UNKNOW
+    if not isinstance(answer, LocalTransactionState):
+        log.error("%s answered %r, not a LocalTransactionState; taken as UNKNOW", what, answer)
+        return LocalTransactionState.UNKNOW
+    return answer
+
+
+def in_worker_thread(checker: Callable[[StoredMessage], Any]) -> Callable[[StoredMessage], Awaitable[Any]]:
+    """A plain checker run in a worker thread (RocketMQ's checkExecutor), so that one that looks the transaction up
+    in a database does not stall the event loop; an async callable object's answer is awaited."""
+
+    async def run(message: StoredMessage) -> Any:
+        answer = await asyncio.to_thread(checker, message)
+        return await answer if inspect.isawaitable(answer) else answer
+
+    return run
 
 
 class TransactionCheckers:
