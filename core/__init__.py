@@ -24,7 +24,8 @@ RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and not
   (DeadLetters: a group's dead letters listed a page at a time, DeadLetterPage/DeadLetter, and resent,
   ResendSummary/ResendOutcome/ResendStatus).
 - The client API with RocketMQ's names: Producer (send timeouts and retries), TransactionProducer, PushConsumer,
-  PullConsumer, SimpleConsumer and their options.
+  PullConsumer, SimpleConsumer and their options; `allocate` (AllocateStrategy), how a group's members share
+  queues, as RocketMQ's clients compute it.
 - Pop consumption for front doors that serve pop consumers themselves (the gRPC endpoint): PopService (pop, ack,
   change of invisible time, dead-lettering by receipt handle), PoppedMessage and its limits (MAX_POP_BATCH,
   MAX_INVISIBLE_MS, MAX_POP_LONG_POLL_MS); build_filter and MessageFilter compile a subscription's expression.
@@ -49,6 +50,7 @@ core/store knows nothing above it and this package imports the broker: a core/st
 `core` (the package) or any module of core outside core/store.
 """
 
+from core.allocate import AllocateStrategy, allocate
 from core.broker import (
     MAX_BATCH_BYTES,
     Broker,
@@ -181,6 +183,7 @@ __all__ = [
     "RETRY_PREFIX",
     "SCHEDULE_TOPIC",
     "TIMER_TOPIC",
+    "AllocateStrategy",
     "Broker",
     "BrokerAdmin",
     "BrokerConfig",
@@ -270,6 +273,7 @@ __all__ = [
     "TransactionSendResult",
     "UniqueIdGenerator",
     "UnsupportedExpressionTypeError",
+    "allocate",
     "build_filter",
     "build_message",
     "dlq_topic",

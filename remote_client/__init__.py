@@ -1,6 +1,6 @@
 """The client API of the core over RocketMQ 4's remoting protocol, to the brokers of a cluster found through its
-NameServers: what `core` offers in process (Producer, TransactionProducer, PullConsumer, SimpleConsumer), with the
-same calls, results
+NameServers: what `core` offers in process (Producer, TransactionProducer, PullConsumer, PushConsumer,
+SimpleConsumer), with the same calls, results
 and errors, for a program (or a door of mqgate) that is not the broker's process. Calls that reach a broker are
 coroutines here even where core's are not (PullConsumer.committed, fetch_queues, start_offset).
 
@@ -14,6 +14,8 @@ coroutines here even where core's are not (PullConsumer.committed, fetch_queues,
 - records.py: stored records as core's StoredMessage (pure).
 - pull_consumer.py: PullConsumer, with offset_store.py (RemoteOffsetStore: offsets in memory, written to the brokers
   every 5 s) and pull_request.py (pure).
+- push_consumer.py: PushConsumer (CLUSTERING, concurrent): rebalancing over every group's queues, pull loops,
+  listener workers, send-back of failed messages.
 - simple_consumer.py: SimpleConsumer, popping from every group (pop_request.py, pure).
 - admin.py: ClusterAdmin, what `mqgate admin --namesrv` asks (as mqadmin).
 - replies.py: a refusal as the core's error.
@@ -23,6 +25,7 @@ from remote_client.admin import ClusterAdmin
 from remote_client.cluster import Cluster
 from remote_client.producer import Producer
 from remote_client.pull_consumer import PullConsumer
+from remote_client.push_consumer import PushConsumer
 from remote_client.simple_consumer import RemoteMessageView, SimpleConsumer
 from remote_client.transaction_producer import TransactionProducer
 
@@ -31,6 +34,7 @@ __all__ = [
     "ClusterAdmin",
     "Producer",
     "PullConsumer",
+    "PushConsumer",
     "RemoteMessageView",
     "SimpleConsumer",
     "TransactionProducer",

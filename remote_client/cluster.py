@@ -113,7 +113,7 @@ class Cluster:
         self.client_id = f"{local_ip()}@{instance_name or os.getpid()}"
         self.request_timeout_s = request_timeout_s
         self._route_refresh_s = route_refresh_s
-        self._heartbeat_s = heartbeat_s
+        self.heartbeat_s = heartbeat_s
         self.remoting = RemotingClient(self._on_request)
         self.namesrvs = NameServers(parse_namesrv_addr(namesrv_addr), self.remoting)
         self._routes: dict[str, TopicRoute] = {}
@@ -380,7 +380,7 @@ class Cluster:
 
     async def _heartbeat_loop(self) -> None:
         while True:
-            await asyncio.sleep(self._heartbeat_s)
+            await asyncio.sleep(self.heartbeat_s)
             with contextlib.suppress(Exception):
                 await self.heartbeat()
 
