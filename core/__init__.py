@@ -25,7 +25,8 @@ RocketMQ 5 gRPC endpoint proxy) and the wiring (mqgate) use of the core, and not
   ResendSummary/ResendOutcome/ResendStatus).
 - The client API with RocketMQ's names: Producer (send timeouts and retries), TransactionProducer, PushConsumer,
   PullConsumer, SimpleConsumer and their options; `allocate` (AllocateStrategy), how a group's members share
-  queues, as RocketMQ's clients compute it.
+  queues, as RocketMQ's clients compute it; LocalOffsetFile (local_offset_path), a broadcasting consumer's offsets
+  on its own disk.
 - Pop consumption for front doors that serve pop consumers themselves (the gRPC endpoint): PopService (pop, ack,
   change of invisible time, dead-lettering by receipt handle), PoppedMessage and its limits (MAX_POP_BATCH,
   MAX_INVISIBLE_MS, MAX_POP_LONG_POLL_MS); build_filter and MessageFilter compile a subscription's expression.
@@ -82,6 +83,7 @@ from core.client import (
     TransactionSendResult,
     build_message,
 )
+from core.client.local_offset_file import LocalOffsetFile, local_offset_path
 from core.clock import Clock, ManualClock, SystemClock
 from core.compression import COMPRESS_OVER
 from core.consume_state import ConsumeState, MessageTrack
@@ -211,6 +213,7 @@ __all__ = [
     "IllegalArgumentError",
     "IllegalMessageError",
     "InvalidOffsetError",
+    "LocalOffsetFile",
     "LocalTransactionState",
     "ManualClock",
     "Message",
@@ -280,6 +283,7 @@ __all__ = [
     "ensure_dlq_topic",
     "ensure_retry_topic",
     "in_worker_thread",
+    "local_offset_path",
     "open_store",
     "parse_offset_msg_id",
     "retry_topic",

@@ -14,8 +14,8 @@ coroutines here even where core's are not (PullConsumer.committed, fetch_queues,
 - records.py: stored records as core's StoredMessage (pure).
 - pull_consumer.py: PullConsumer, with offset_store.py (RemoteOffsetStore: offsets in memory, written to the brokers
   every 5 s) and pull_request.py (pure).
-- push_consumer.py: PushConsumer (CLUSTERING, concurrent): rebalancing over every group's queues, pull loops,
-  listener workers, send-back of failed messages.
+- push_consumer.py: PushConsumer (clustering or broadcasting, concurrent or orderly): rebalancing over every
+  group's queues, queue locks, pull loops, listener workers, send-back of failed messages.
 - simple_consumer.py: SimpleConsumer, popping from every group (pop_request.py, pure).
 - admin.py: ClusterAdmin, what `mqgate admin --namesrv` asks (as mqadmin).
 - replies.py: a refusal as the core's error.

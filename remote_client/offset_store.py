@@ -1,7 +1,9 @@
-"""A clustering consumer's offsets over remoting (RocketMQ's RemoteBrokerOffsetStore): kept in memory, written to
+"""A consumer's offsets over remoting. Clustering (RocketMQ's RemoteBrokerOffsetStore): kept in memory, written to
 each queue's broker every `persist_interval_s` (RocketMQ's persistConsumerOffsetInterval, 5 s) and at close, read
-from the broker for a queue not yet seen. A process that dies loses at most the last interval's commits: those
-messages are delivered again (at least once), as in RocketMQ.
+from the broker for a queue not yet seen. Broadcasting (RocketMQ's LocalFileOffsetStore): each member's own, in
+memory, and in a local file when given one (core's LocalOffsetFile: loaded at start, written every 5 s and at
+close). A process that dies loses at most the last interval's commits: those messages are delivered again (at least
+once), as in RocketMQ.
 
 Where a group starts on a queue with no committed offset (ConsumeFromWhere), as core's OffsetStore does: LAST_OFFSET
 at the queue's end, FIRST_OFFSET at its first message, TIMESTAMP at the first message stored at or after the time.
@@ -13,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 
-from core import ConsumeFromWhere, CoreError, MessageQueue
+from core import ConsumeFromWhere, CoreError, LocalOffsetFile, MessageQueue
 from remote_client.cluster import Cluster
 from remote_client.replies import check, refusal
 from remoting.codes import RequestCode, ResponseCode
@@ -32,19 +35,29 @@ class RemoteOffsetStore:
         group: str,
         consume_from: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
+        broadcasting: bool = False,
+        local_file: Path | None = None,
     ) -> None:
         self.cluster = cluster
         self.group = group
         self.consume_from = consume_from
         self.consume_timestamp_ms = consume_timestamp_ms
+        self.broadcasting = broadcasting
+        self._file = LocalOffsetFile(local_file) if local_file is not None else None
         self._offsets: dict[MessageQueue, int] = {}
         self._dirty: set[MessageQueue] = set()
+        self._version = 0
+
+    def load(self) -> None:
+        """A broadcasting member's file taken and read (IllegalArgumentError when another consumer holds it)."""
+        if self._file is not None:
+            self._offsets.update(self._file.open())
 
     async def committed(self, queue: MessageQueue) -> int:
         """The committed offset of the queue, or -1 if there is none."""
         known = self._offsets.get(queue)
-        if known is not None:
-            return known
+        if known is not None or self.broadcasting:
+            return -1 if known is None else known
         fields = {"consumerGroup": self.group, "topic": queue.topic, "queueId": str(queue.queue_id),
                   "setZeroIfNotFound": "false"}  # fmt: skip
         reply = await self.cluster.invoke(
@@ -84,6 +97,12 @@ class RemoteOffsetStore:
     async def persist(self, queues: set[MessageQueue] | None = None) -> None:
         """Write the offsets committed since the last write (of `queues`, or all) to their brokers; one that fails
         stays to write."""
+        if self.broadcasting:
+            if self._file is not None and self._dirty:
+                self._dirty = set()
+                self._version += 1  # LocalOffsetFile writes a snapshot only over an older one
+                await asyncio.to_thread(self._file.write, dict(self._offsets), self._version)
+            return
         if queues is None:
             dirty, self._dirty = self._dirty, set()
         else:
@@ -110,6 +129,11 @@ class RemoteOffsetStore:
             await asyncio.sleep(interval_s)
             with contextlib.suppress(Exception):
                 await self.persist()
+
+    async def close(self) -> None:
+        await self.persist()
+        if self._file is not None:
+            self._file.close()
 
     async def release(self, queue: MessageQueue) -> None:
         """A queue this consumer no longer holds (a rebalance gave it away): its offset written, then read from the

@@ -2,10 +2,10 @@
 caller picks queues (of every broker group) and offsets. Those that reach a broker are coroutines here.
 
 Offsets are a clustering group's, kept by the brokers (offset_store.py: in memory, written every 5 s and at
-`shutdown`). Filters are compiled here first (a malformed expression fails before any request, with core's
-FilterExpressionError) and sent with each pull, for the broker to apply. A reader that runs for a while `join`s its
+`shutdown`); a broadcasting consumer keeps its own, in memory, as core's pull consumer does. Filters are compiled
+here first (a malformed expression fails before any request, with core's FilterExpressionError) and sent with each
+pull, for the broker to apply. A reader that runs for a while `join`s its
 group, as in process: its heartbeats make it a live member (consume type PULL) on every broker of its topics.
-BROADCASTING is not served over remoting yet (each member would keep its own offsets on its disk): refused.
 """
 
 from __future__ import annotations
@@ -42,16 +42,12 @@ class PullConsumer:
     ) -> None:
         if consume_from is ConsumeFromWhere.TIMESTAMP and consume_timestamp_ms is None:
             raise IllegalArgumentError("ConsumeFromWhere.TIMESTAMP needs consume_timestamp_ms")
-        if message_model is not MessageModel.CLUSTERING:
-            raise IllegalArgumentError(
-                "a remote pull consumer is CLUSTERING only: BROADCASTING, whose offsets each member keeps, is not"
-                " served over remoting yet (use core.PullConsumer in the broker's process)"
-            )
         self.cluster = cluster
         self.group = group
         self.message_model = message_model
         self.consume_from = consume_from
-        self.offsets = RemoteOffsetStore(cluster, group, consume_from, consume_timestamp_ms)
+        broadcasting = message_model is MessageModel.BROADCASTING
+        self.offsets = RemoteOffsetStore(cluster, group, consume_from, consume_timestamp_ms, broadcasting)
         self._filters: dict[tuple[str, str], MessageFilter] = {}
         self._persisting: asyncio.Task[None] | None = None
 

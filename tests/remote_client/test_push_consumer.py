@@ -1,6 +1,7 @@
 """The remote PushConsumer against an in-process cluster of two broker groups: two members share every group's
-queues (each message consumed once), a failed message comes back from the group's retry topic, and the members
-rebalance when one leaves."""
+queues (each message consumed once), a failed message comes back from the group's retry topic, the members
+rebalance when one leaves, orderly members hold each queue's lock alone and consume in order, and broadcasting
+members each get every message and go on from their own offsets."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from core import ConsumeStatus, IllegalArgumentError, MessageModel, PushConsumerOptions
+from core import ConsumeOrderlyStatus, ConsumeStatus, IllegalArgumentError, MessageModel, PushConsumerOptions
 from remote_client import Cluster, Producer, PushConsumer
 from tests.remote_client.conftest import LocalCluster
 
@@ -95,13 +96,93 @@ def test_what_is_not_there_yet_is_refused(local_cluster: LocalCluster):
         return ConsumeStatus.CONSUME_SUCCESS
 
     cluster = Cluster(local_cluster.namesrv_address)
-    with pytest.raises(IllegalArgumentError, match="orderly"):
-        PushConsumer(cluster, "g", listener, orderly=True)
     for name, value, said in [
-        ("message_model", MessageModel.BROADCASTING, "CLUSTERING only"),
         ("consume_message_batch_max_size", 4, "one message at a time"),
         ("heartbeat_interval_s", 5.0, "give Cluster(heartbeat_s=...)"),
     ]:
         options = PushConsumerOptions(**{name: value})
         with pytest.raises(IllegalArgumentError, match=re.escape(said)):
             PushConsumer(cluster, "g", listener, options=options)
+
+
+async def test_orderly_members_lock_their_queues_and_consume_each_key_in_order(local_cluster: LocalCluster):
+    await local_cluster.create_topic("ordered", 2)
+    seen: dict[str, list[int]] = {}
+    suspended: set[bytes] = set()
+
+    async def listener(messages, context):
+        (message,) = messages
+        if message.body == b"k1-3" and message.body not in suspended:
+            suspended.add(message.body)  # once: the same message comes again, nothing after it first
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        key, n = message.body.decode().split("-")
+        seen.setdefault(key, []).append(int(n))
+        return ConsumeOrderlyStatus.SUCCESS
+
+    options = PushConsumerOptions(rebalance_interval_s=1.0, long_poll_ms=1000, suspend_time_ms=200)
+    async with (
+        Cluster(local_cluster.namesrv_address, instance_name="one") as one,
+        Cluster(local_cluster.namesrv_address, instance_name="two") as two,
+    ):
+        members = [PushConsumer(cluster, "orderers", listener, orderly=True, options=options) for cluster in (one, two)]
+        for member in members:
+            member.subscribe("ordered")
+            await member.start()
+
+        def split() -> bool:
+            held = [{q for q, s in m.queues.items() if q.topic == "ordered" and s.locked} for m in members]
+            return all(len(h) == 2 for h in held) and not held[0] & held[1]
+
+        await until(split)
+        producer = Producer(one)
+        for n in range(10):
+            for key in ("k1", "k2", "k3"):
+                await producer.send("ordered", f"{key}-{n}".encode(), sharding_key=key)
+        await until(lambda: sum(len(v) for v in seen.values()) == 30)
+        assert seen == {key: list(range(10)) for key in ("k1", "k2", "k3")}
+        for member in members:
+            await member.shutdown()
+
+
+async def test_broadcasting_members_each_get_every_message_and_keep_their_own_offsets(
+    local_cluster: LocalCluster, tmp_path
+):
+    await local_cluster.create_topic("told", 2)
+    got: dict[str, list[bytes]] = {"one": [], "two": []}
+
+    def listener_of(name: str):
+        async def listener(messages, context):
+            got[name] += [m.body for m in messages]
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        return listener
+
+    def options(name: str) -> PushConsumerOptions:
+        return PushConsumerOptions(message_model=MessageModel.BROADCASTING, instance_name=name,
+                                   local_offset_dir=tmp_path, rebalance_interval_s=1.0, long_poll_ms=1000)  # fmt: skip
+
+    async with Cluster(local_cluster.namesrv_address, instance_name="b1") as cluster:
+        members = {name: PushConsumer(cluster if name == "one" else Cluster(local_cluster.namesrv_address,
+                                                                            instance_name="b2"),
+                                      "tellers", listener_of(name), options=options(name))
+                   for name in ("one", "two")}  # fmt: skip
+        for member in members.values():
+            member.subscribe("told")
+            await member.start()
+        await until(lambda: all(len(m.queues) == 4 for m in members.values()))
+        producer = Producer(cluster)
+        for i in range(12):
+            await producer.send("told", f"t{i}".encode())
+        await until(lambda: all(len(bodies) == 12 for bodies in got.values()))
+        assert Counter(got["one"]) == Counter(got["two"]) == Counter(f"t{i}".encode() for i in range(12))
+        for member in members.values():
+            await member.shutdown()
+        await members["two"].cluster.close()
+        assert (tmp_path / "two" / "tellers" / "offsets.json").exists()
+        again = PushConsumer(cluster, "tellers", listener_of("one"), options=options("one"))
+        again.subscribe("told")
+        await again.start()
+        await producer.send("told", b"after")
+        await until(lambda: got["one"][-1:] == [b"after"])
+        await again.shutdown()
+    assert len(got["one"]) == 13  # nothing of the first twelve again: its offsets came from its file
