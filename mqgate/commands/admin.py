@@ -19,10 +19,12 @@ an unknown topic) or cannot be reached, 2 a bad command line.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from mqgate.commands import admin_cluster
+from mqgate.commands.admin_cluster import DEFAULT_NAMESRV, NAMESRV_ENV
 from mqgate.commands.admin_message import add_message_parser
 from mqgate.commands.connect import EXIT_USAGE, CliError, RestClient, add_server_options
 from mqgate.commands.output import choose, committed_offset_cell, emit, quote, table, time_arg
@@ -62,7 +64,8 @@ def add_admin_parser(
         "--namesrv",
         metavar="'HOST:PORT;HOST:PORT'",
         help="a cluster's NameServers: read and change the whole cluster over remoting, as mqadmin -n"
-        f" ({admin_cluster.SERVED})",
+        f" ({admin_cluster.SERVED}); `cluster list`, --cluster and --broker use $NAMESRV_ADDR without it, else"
+        f" {DEFAULT_NAMESRV}",
     )
     output = argparse.ArgumentParser(add_help=False)
     output.add_argument("--json", action="store_true", help="print the API's JSON answer instead of tables")
@@ -153,7 +156,7 @@ def add_admin_parser(
     cluster = nouns.add_parser("cluster", help="with --namesrv: the brokers of a cluster")
     verbs = cluster.add_subparsers(dest="admin_verb", metavar="ACTION", title="actions")
     verbs.add_parser(
-        "list", parents=[output], help="brokers, addresses, versions and last registrations (needs --namesrv)"
+        "list", parents=[output], help="brokers, addresses, versions and last registrations (from the NameServers)"
     ).set_defaults(admin_action=_needs_namesrv, cluster_action=admin_cluster.cluster_list)
     cluster.set_defaults(admin_action=choose(cluster, "list"))
     admin.set_defaults(
@@ -164,10 +167,15 @@ def add_admin_parser(
 def cmd_admin(args: argparse.Namespace) -> int:
     client = RestClient(args.url, args.token)
     try:
+        cluster_only = (
+            getattr(args, "cluster", None) or getattr(args, "broker", None) or args.admin_action is _needs_namesrv
+        )
+        if not args.namesrv and cluster_only:
+            # What only a cluster answers goes to the NameServers of $NAMESRV_ADDR (mqadmin's variable), else to the
+            # one a local `mqgate serve` runs.
+            args.namesrv = os.environ.get(NAMESRV_ENV) or DEFAULT_NAMESRV
         if args.namesrv and getattr(args, "admin_verb", None):
             return admin_cluster.run_cluster_action(args)
-        if getattr(args, "cluster", None) or getattr(args, "broker", None):
-            raise CliError("--cluster and --broker name broker groups of a cluster: give its --namesrv", EXIT_USAGE)
         code: int = args.admin_action(client, args)
     except CliError as exc:
         print(f"mqgate: error: {exc}", file=sys.stderr)
@@ -176,6 +184,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
 
 
 def _needs_namesrv(client: RestClient, args: argparse.Namespace) -> int:
+    """The HTTP action of what only a cluster's NameServers answer (cmd_admin sends it to them)."""
     raise CliError("`cluster list` reads a cluster's NameServers: give --namesrv HOST:PORT", EXIT_USAGE)
 
 

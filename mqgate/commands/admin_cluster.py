@@ -8,7 +8,9 @@ does (remote_client/admin.py asks the brokers):
     mqgate admin --namesrv NS group list              groups and the broker groups that have them
     mqgate admin --namesrv NS consumer progress G     offsets and lag per queue, summed over broker groups
 
-Exit codes as `mqgate admin`: 1 when a broker or NameServer refuses or cannot be reached, 2 a bad command line.
+`cluster list` and `topic create --cluster C | --broker B` need no --namesrv: they use $NAMESRV_ADDR (as mqadmin),
+else 127.0.0.1:9876, the NameServer of a local `mqgate serve`. Exit codes as `mqgate admin`: 1 when a broker or
+NameServer refuses or cannot be reached, 2 a bad command line.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ ClusterAction = Callable[[ClusterAdmin, argparse.Namespace], Awaitable[int]]
 # What `--namesrv` serves; the other subjects need a `mqgate serve`'s HTTP port (--url).
 SERVED = "cluster list, topic list|status|create|delete, group list, consumer progress"
 DEFAULT_QUEUES = 8  # mqadmin updateTopic's default read and write queue counts
+# Where a command that only a cluster answers finds its NameServers without --namesrv: RocketMQ's tools read
+# NAMESRV_ADDR; else the NameServer a local `mqgate serve` runs on RocketMQ's port.
+NAMESRV_ENV = "NAMESRV_ADDR"
+DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 
 def run_cluster_action(args: argparse.Namespace) -> int:
