@@ -36,3 +36,10 @@ def no_server_left_running():
     yield
     for server in RUNNING - before:
         server.kill()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first (a stable sort: each file's tests stay together and in order). `make test` hands whole
+    files to two workers in collection order; the longest ones (the README walk, the Spark sink, the cluster tests)
+    started last would leave one worker alone with them at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
