@@ -28,6 +28,9 @@ NODE_DIR = Path(__file__).resolve().parents[1] / "broker_remoting" / "node"
 # Members that joined see each other within this (a heartbeat at start, then the broker's notice to the others).
 MEMBERS_WITHIN_S = 60.0
 SETTLE_S = 6.0
+# ali-ons does not act on NOTIFY_CONSUMER_IDS_CHANGED: it rebalances every 10 s (its rebalanceInterval), so the first
+# member keeps every queue until its next round after the second joins.
+ONS_SETTLE_S = 12.0
 
 
 async def _members(namesrv: str, group: str) -> list[int]:
@@ -46,7 +49,7 @@ async def _members(namesrv: str, group: str) -> list[int]:
         await client.close()
 
 
-def wait_for_members(cluster: ClusterProcesses, group: str, count: int) -> None:
+def wait_for_members(cluster: ClusterProcesses, group: str, count: int, settle_s: float = SETTLE_S) -> None:
     deadline = time.monotonic() + MEMBERS_WITHIN_S
     while asyncio.run(_members(cluster.namesrv_addr, group)) != [count, count]:
         assert time.monotonic() < deadline, f"group {group} did not reach {count} members on both broker groups"
@@ -54,7 +57,7 @@ def wait_for_members(cluster: ClusterProcesses, group: str, count: int) -> None:
     # The notice of the second member reaches the first, which rebalances before sends begin (a queue moved while
     # messages flow is consumed again from its committed offset: at least once, as RocketMQ). Generous: a loaded
     # machine has delayed ali-ons's rebalance by more than 2 s.
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
 
 
 def per_group(cluster: ClusterProcesses, topic: str) -> dict[str, int]:
@@ -108,14 +111,18 @@ def test_ali_ons_spreads_sends_over_both_groups_and_a_two_member_group_takes_eac
     members = [ons(cluster.namesrv_addr, "consume", "ons_spread", "ons_pair", "*", 0, 240, 8) for _ in range(2)]
     with ThreadPoolExecutor(len(members)) as readers:
         outputs = [readers.submit(ons_finish, member) for member in members]
-        wait_for_members(cluster, "ons_pair", 2)
+        wait_for_members(cluster, "ons_pair", 2, ONS_SETTLE_S)
         sent = ons_finish(ons(cluster.namesrv_addr, "send", "ons_spread", "t", MESSAGES, "o"))
         assert [line["status"] for line in sent] == ["SEND_OK"] * MESSAGES
         consumed = [output.result() for output in outputs]
     by_group = Counter(line["brokerName"] for line in sent)
     assert set(by_group) == {"broker-a", "broker-b"} and min(by_group.values()) >= MESSAGES // 4
-    bodies = Counter(line["body"] for lines in consumed for line in lines)
-    assert set(bodies) == {f"o-{n}" for n in range(MESSAGES)}
-    assert bodies.most_common(1)[0][1] == 1, "a message was consumed twice"
-    assert all(consumed), "a member consumed nothing: the group did not share the queues"
+    deliveries = [line for lines in consumed for line in lines if "body" in line]
+    assert {line["body"] for line in deliveries} == {f"o-{n}" for n in range(MESSAGES)}
+    # Once a member closes, the other takes its queues from their committed offsets and may repeat what the first
+    # consumed since it last committed (at least once, as RocketMQ): exactly once while both are members.
+    first_close = min(line["closing"] for lines in consumed for line in lines if "closing" in line)
+    while_both = Counter(line["body"] for line in deliveries if line["t"] < first_close)
+    assert while_both.most_common(1)[0][1] == 1, "a message was consumed twice while both members were in the group"
+    assert all(any("body" in line for line in lines) for lines in consumed), "a member consumed nothing"
     assert per_group(cluster, "ons_spread") == dict(by_group)

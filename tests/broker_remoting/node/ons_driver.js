@@ -3,7 +3,8 @@
 //   node ons_driver.js NAMESRV consume TOPIC GROUP EXPRESSION EXPECT SECONDS [IDLE]
 // Prints one JSON object per line: a send's result ({status, msgId, brokerName, queueId, queueOffset, body, t}, or
 // {error, body, t} for a send that failed: the sends go on, INTERVAL_MS apart) or a consumed
-// message ({body, tags, queueId, queueOffset, reconsumeTimes}). A consumer ends after EXPECT messages (0: any number),
+// message ({body, tags, queueId, queueOffset, reconsumeTimes, t}), and {closing: t} as a consumer closes. A consumer
+// ends after EXPECT messages (0: any number),
 // or IDLE seconds without a message after the first, or SECONDS, closing as an application does, which commits its
 // offsets.
 'use strict';
@@ -41,7 +42,7 @@ async function consume(topic, group, expression, expect, seconds, idle) {
   const finished = new Promise(resolve => { done = resolve; });
   consumer.subscribe(topic, expression, async msg => {
     print({ body: msg.body.toString(), tags: msg.tags, queueId: msg.queueId, queueOffset: Number(msg.queueOffset),
-            reconsumeTimes: msg.reconsumeTimes });
+            reconsumeTimes: msg.reconsumeTimes, t: Date.now() / 1000 });
     got += 1;
     last = Date.now();
     if (Number(expect) && got >= Number(expect)) done();
@@ -55,6 +56,7 @@ async function consume(topic, group, expression, expect, seconds, idle) {
   await consumer.ready();
   await Promise.race([finished, new Promise(resolve => setTimeout(resolve, Number(seconds) * 1000))]);
   await new Promise(resolve => setTimeout(resolve, 500)); // the last message's consumption is recorded
+  print({ closing: Date.now() / 1000 });
   await consumer.close();
 }
 
