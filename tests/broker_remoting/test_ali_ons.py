@@ -24,7 +24,9 @@ def ons(namesrv: str, *args: object) -> list[dict]:
         cwd=NODE_DIR, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    # A consumer also prints {"closing": t} as it closes (tests/cluster read it): messages and send results only.
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return [line for line in lines if "closing" not in line]
 
 
 @pytest.fixture(scope="module")
