@@ -14,14 +14,16 @@ from rocketmq.client import ConsumeStatus, PushConsumer
 namesrv = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:9876"
 seen = []
 done = threading.Event()
+printing = threading.Lock()  # the client calls on_message from several threads at once
 
 
 def on_message(message):
     topic = (message.get_property("MQTT_TOPIC") or b"").decode()
-    print(topic, message.body.decode(), flush=True)
-    seen.append(message)
-    if len(seen) >= 4:
-        done.set()
+    with printing:
+        print(topic, message.body.decode(), flush=True)
+        seen.append(message)
+        if len(seen) >= 4:
+            done.set()
     return ConsumeStatus.CONSUME_SUCCESS
 
 
