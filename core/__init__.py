@@ -84,6 +84,16 @@ from core.client import (
     build_message,
 )
 from core.client.local_offset_file import LocalOffsetFile, local_offset_path
+from core.client.receive_rules import (
+    DEFAULT_AWAIT_DURATION_S,
+    MIN_RECEIVE_INVISIBLE_S,
+    Subscriptions,
+    check_await_duration,
+    check_change_invisible,
+    check_receive,
+    subscription_items,
+)
+from core.client.send_retry import DEFAULT_RETRY_TIMES, DEFAULT_SEND_TIMEOUT_MS, SendRetryPolicy
 from core.clock import Clock, ManualClock, SystemClock
 from core.compression import COMPRESS_OVER
 from core.consume_state import ConsumeState, MessageTrack
@@ -164,7 +174,10 @@ from core.transactions.checkers import TransactionCheck, TransactionChecker, in_
 
 __all__ = [
     "COMPRESS_OVER",
+    "DEFAULT_AWAIT_DURATION_S",
     "DEFAULT_QUERY_COUNT",
+    "DEFAULT_RETRY_TIMES",
+    "DEFAULT_SEND_TIMEOUT_MS",
     "DLQ_PREFIX",
     "END_OF_TIME_MS",
     "INTERNAL_PROPERTIES",
@@ -176,6 +189,7 @@ __all__ = [
     "MAX_PROPERTIES_LENGTH",
     "MAX_QUERY_COUNT",
     "MAX_TOPIC_LENGTH",
+    "MIN_RECEIVE_INVISIBLE_S",
     "PROPERTY_DELAY_LEVEL",
     "PROPERTY_RETRY_TOPIC",
     "PROPERTY_TIMER_DELAY_MS",
@@ -254,6 +268,7 @@ __all__ = [
     "Route",
     "SendHook",
     "SendResult",
+    "SendRetryPolicy",
     "SendStatus",
     "ServiceNotAvailableError",
     "SimpleConsumer",
@@ -264,6 +279,7 @@ __all__ = [
     "StoredMessage",
     "Subscription",
     "SubscriptionGroupConfig",
+    "Subscriptions",
     "SystemClock",
     "TopicConfig",
     "TopicConfigError",
@@ -279,6 +295,9 @@ __all__ = [
     "allocate",
     "build_filter",
     "build_message",
+    "check_await_duration",
+    "check_change_invisible",
+    "check_receive",
     "dlq_topic",
     "ensure_dlq_topic",
     "ensure_retry_topic",
@@ -288,6 +307,7 @@ __all__ = [
     "parse_offset_msg_id",
     "retry_topic",
     "send_back",
+    "subscription_items",
     "topic_kind",
     "transaction_answer",
     "validate_topic",

@@ -27,6 +27,8 @@ from typing import Any
 
 from core import (
     COMPRESS_OVER,
+    DEFAULT_RETRY_TIMES,
+    DEFAULT_SEND_TIMEOUT_MS,
     PROPERTY_UNIQ_KEY,
     BrokerError,
     IllegalArgumentError,
@@ -35,6 +37,7 @@ from core import (
     NoPermissionError,
     RequestTimeoutError,
     SendResult,
+    SendRetryPolicy,
     SendStatus,
     ServiceNotAvailableError,
     TopicNotFoundError,
@@ -47,8 +50,6 @@ from remote_client.send_request import batch_request, send_request, send_result
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SEND_TIMEOUT_MS = 3_000
-DEFAULT_RETRY_TIMES = 2
 # Refusals another group may not give (RocketMQ's retryResponseCodes, with the errors the core raises for them);
 # a broker that cannot be reached or does not answer is ServiceNotAvailableError or RequestTimeoutError.
 RETRIED = (ServiceNotAvailableError, RequestTimeoutError, TopicNotFoundError, NoPermissionError)
@@ -79,21 +80,15 @@ class Producer:
         retry_another_broker_when_not_store_ok: bool = False,
         send_latency_fault_enable: bool = True,
     ) -> None:
-        for name, value in (("retry_times_when_send_failed", retry_times_when_send_failed),
-                            ("retry_times_when_send_async_failed", retry_times_when_send_async_failed)):  # fmt: skip
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise IllegalArgumentError(f"{name} must be a whole number, 0 or more, not {value!r}")
-        if isinstance(send_msg_timeout_ms, bool) or not isinstance(send_msg_timeout_ms, int) or send_msg_timeout_ms < 1:
-            raise IllegalArgumentError(
-                f"send_msg_timeout_ms must be a whole number of ms, 1 or more, not {send_msg_timeout_ms!r}"
-            )
         self.cluster = cluster
         self.group = group
         self.compress_over = compress_over
-        self.send_msg_timeout_ms = send_msg_timeout_ms
-        self.retry_times_when_send_failed = retry_times_when_send_failed
-        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
-        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
+        self.send_policy = SendRetryPolicy(
+            send_msg_timeout_ms, retry_times_when_send_failed, retry_another_broker_when_not_store_ok
+        )
+        self.send_async_policy = SendRetryPolicy(
+            send_msg_timeout_ms, retry_times_when_send_async_failed, retry_another_broker_when_not_store_ok
+        )
         self.faults = LatencyFaults() if send_latency_fault_enable else None
         self.host = local_ip()
         self._ids = UniqueIdGenerator(self.host)
@@ -168,21 +163,20 @@ class Producer:
         when the time runs out."""
         message = self.message(topic, body, sharding_key=sharding_key, **options)
         fixed = await self._fixed_queue(message, sharding_key, selector, selector_arg)
-        return await self.send_message(message, fixed, self.retry_times_when_send_failed)
+        return await self.send_message(message, fixed)
 
     async def send_message(
-        self, message: Message, queue: MessageQueue | None = None, retries: int | None = None
+        self, message: Message, queue: MessageQueue | None = None, policy: SendRetryPolicy | None = None
     ) -> SendResult:
-        """Send a message built by `message`, to `queue` if given, else to the queues of its topic in turn."""
-        if retries is None:
-            retries = self.retry_times_when_send_failed
+        """Send a message built by `message`, to `queue` if given, else to the queues of its topic in turn, retrying
+        as `policy` (by default `send_policy`) says."""
 
         def request(chosen: MessageQueue) -> Any:
             return send_request(self.group, chosen, message)
 
         unique_id = message.unique_id or ""
         results = await self._send_with_retries(
-            message.topic, f"message {unique_id}", queue, retries, request, [unique_id]
+            message.topic, f"message {unique_id}", queue, policy or self.send_policy, request, [unique_id]
         )
         return results[0]
 
@@ -197,7 +191,7 @@ class Producer:
             selector, selector_arg = options.pop("selector", None), options.pop("selector_arg", None)
             message = self.message(topic, body, sharding_key=sharding_key, **options)
             fixed = await self._fixed_queue(message, sharding_key, selector, selector_arg)
-            return await self.send_message(message, fixed, self.retry_times_when_send_async_failed)
+            return await self.send_message(message, fixed, self.send_async_policy)
 
         task = asyncio.get_running_loop().create_task(sending())
         self._background.add(task)
@@ -242,28 +236,28 @@ class Producer:
 
         unique_ids = [message.unique_id or "" for message in messages]
         what = f"batch of {len(messages)} from message {unique_ids[0]}"
-        return await self._send_with_retries(topic, what, fixed, self.retry_times_when_send_failed, request, unique_ids)
+        return await self._send_with_retries(topic, what, fixed, self.send_policy, request, unique_ids)
 
     async def _send_with_retries(
         self,
         topic: str,
         which: str,
         fixed: MessageQueue | None,
-        retries: int,
+        policy: SendRetryPolicy,
         request: Callable[[MessageQueue], Any],
         unique_ids: list[str],
     ) -> list[SendResult]:
         what = f"topic {topic!r}: {which}"
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.send_msg_timeout_ms / 1000
-        attempts = retries + 1
+        deadline = loop.time() + policy.timeout_ms / 1000
+        attempts = policy.retries + 1
         last_failed: str | None = None
         error: Exception | None = None
         not_ok: list[SendResult] | None = None
         for number in range(1, attempts + 1):
             left = deadline - loop.time()
             if left <= 0:
-                raise _timed_out(what, self.send_msg_timeout_ms, number - 1, error, not_ok is not None)
+                raise _timed_out(what, policy.timeout_ms, number - 1, error, not_ok is not None)
             if fixed is not None:
                 queue = fixed
             else:
@@ -291,7 +285,7 @@ class Producer:
                 continue
             if self.faults is not None:
                 self.faults.update(queue.broker_name, _now_ms() - began, False, _now_ms())
-            if all(r.status is SendStatus.SEND_OK for r in results) or not self.retry_another_broker_when_not_store_ok:
+            if all(r.status is SendStatus.SEND_OK for r in results) or not policy.retry_when_not_stored_ok:
                 return results
             not_ok, last_failed = results, queue.broker_name
         if not_ok is not None:

@@ -15,19 +15,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from core import (
-    MAX_INVISIBLE_MS,
-    MAX_POP_BATCH,
+    DEFAULT_AWAIT_DURATION_S,
     MAX_POP_LONG_POLL_MS,
     CoreError,
     ExpressionType,
     IllegalArgumentError,
     MessageView,
-    PopRequestError,
+    Subscriptions,
     build_filter,
+    check_await_duration,
+    check_change_invisible,
+    check_receive,
+    subscription_items,
 )
 from remote_client.cluster import Cluster, ConsumerEntry
 from remote_client.pop_request import (
@@ -41,12 +43,8 @@ from remote_client.replies import check
 
 log = logging.getLogger(__name__)
 
-MIN_RECEIVE_INVISIBLE_S = 10.0
-DEFAULT_AWAIT_DURATION_S = 30.0
 # A reply may come this much after a broker's long poll ends.
 REPLY_MARGIN_S = 5.0
-
-Subscriptions = Mapping[str, str] | Mapping[str, tuple[str, str]]
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,23 +62,14 @@ class SimpleConsumer:
         subscriptions: Subscriptions,
         await_duration_s: float = DEFAULT_AWAIT_DURATION_S,
     ) -> None:
-        if not await_duration_s >= 0:
-            raise IllegalArgumentError(f"await_duration_s {await_duration_s!r} must be 0 or more seconds")
+        check_await_duration(await_duration_s)
         self.cluster = cluster
         self.group = group
         self.await_duration_s = await_duration_s
         self._subscriptions: dict[str, tuple[str, str]] = {}
         self._next = 0
-        for topic, subscription in subscriptions.items():
-            if isinstance(subscription, str):
-                self._compile(topic, subscription, ExpressionType.TAG)
-            elif isinstance(subscription, tuple) and len(subscription) == 2:
-                self._compile(topic, subscription[1], subscription[0])
-            else:
-                raise IllegalArgumentError(
-                    f"subscription of topic {topic!r} is {subscription!r}; give a TAG expression such as '*' or "
-                    "an (expression type, expression) pair such as ('SQL92', 'a > 1')"
-                )
+        for topic, expression, expression_type in subscription_items(subscriptions):
+            self._compile(topic, expression, expression_type)
 
     def _compile(self, topic: str, expression: str, expression_type: str) -> None:
         build_filter(expression_type, expression)
@@ -118,18 +107,7 @@ class SimpleConsumer:
     async def receive(self, max_message_num: int, invisible_duration_s: float) -> list[MessageView]:
         """Up to `max_message_num` messages (1 to 32), each invisible to the group for `invisible_duration_s`
         (10 s to 12 h); waits up to the await duration when there are none, then returns []."""
-        if not self._subscriptions:
-            raise PopRequestError(f"consumer of group {self.group!r} has no subscription; subscribe to a topic first")
-        if not isinstance(max_message_num, int) or not 1 <= max_message_num <= MAX_POP_BATCH:
-            raise PopRequestError(
-                f"max_message_num {max_message_num!r} is out of range; receive 1 to {MAX_POP_BATCH} at a time"
-            )
-        if not MIN_RECEIVE_INVISIBLE_S <= invisible_duration_s <= MAX_INVISIBLE_MS / 1000:
-            raise PopRequestError(
-                f"invisible duration {invisible_duration_s!r} s is out of range; receive with "
-                f"{MIN_RECEIVE_INVISIBLE_S:g} s to {MAX_INVISIBLE_MS // 1000} s (12 hours)"
-            )
-        invisible_ms = round(invisible_duration_s * 1000)
+        invisible_ms = check_receive(self.group, bool(self._subscriptions), max_message_num, invisible_duration_s)
         pairs = await self._pairs()
         if not pairs:
             return []
@@ -198,12 +176,7 @@ class SimpleConsumer:
     async def change_invisible_duration(self, view: MessageView, invisible_duration_s: float) -> MessageView:
         """Keep the message invisible for `invisible_duration_s` from now (0 to 12 h). Returns a view with the new
         receipt handle; the given view's handle no longer works."""
-        if not 0 <= invisible_duration_s <= MAX_INVISIBLE_MS / 1000:
-            raise PopRequestError(
-                f"invisible duration {invisible_duration_s!r} s is out of range; give 0 s to "
-                f"{MAX_INVISIBLE_MS // 1000} s (12 hours)"
-            )
-        invisible_ms = round(invisible_duration_s * 1000)
+        invisible_ms = check_change_invisible(invisible_duration_s)
         broker = _broker_of(view)
         request = change_invisible_request(self.group, view.topic, view.receipt_handle, invisible_ms)
         reply = check(await self.cluster.invoke(broker, request), f"broker {broker}")

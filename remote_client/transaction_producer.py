@@ -23,6 +23,8 @@ from typing import Any
 
 from core import (
     COMPRESS_OVER,
+    DEFAULT_RETRY_TIMES,
+    DEFAULT_SEND_TIMEOUT_MS,
     CoreError,
     IllegalArgumentError,
     LocalTransactionState,
@@ -34,7 +36,7 @@ from core import (
     transaction_answer,
 )
 from remote_client.cluster import PROPERTY_PRODUCER_GROUP, Cluster
-from remote_client.producer import DEFAULT_RETRY_TIMES, DEFAULT_SEND_TIMEOUT_MS, Producer
+from remote_client.producer import Producer
 from remote_client.replies import check
 from remoting.channel import Channel
 from remoting.codes import RequestCode

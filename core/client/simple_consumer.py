@@ -15,28 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from core.broker import Broker
-from core.errors import IllegalArgumentError
+from core.client.receive_rules import (
+    DEFAULT_AWAIT_DURATION_S,
+    Subscriptions,
+    check_await_duration,
+    check_change_invisible,
+    check_receive,
+    subscription_items,
+)
 from core.filter import ExpressionType, MessageFilter, build_filter
-from core.pop.errors import PopRequestError
-from core.pop.request import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS
+from core.pop.request import MAX_POP_LONG_POLL_MS
 from core.pop.service import PROPERTY_MESSAGE_GROUP, PopService
 from core.store.message import StoredMessage
 
 log = logging.getLogger(__name__)
-
-# The proxy's minInvisibleTimeMillsForRecv: a receive asks for at least 10 s, so that a message is not delivered
-# again while its first consumer is still working on it. A change of invisible time may ask for less.
-MIN_RECEIVE_INVISIBLE_S = 10.0
-# The Java client makes the caller choose awaitDuration and the Python client defaults to 20 s; the proxy waits at
-# most 20 s (MAX_POP_LONG_POLL_MS) whatever is asked, so a longer default only means "as long as allowed".
-DEFAULT_AWAIT_DURATION_S = 30.0
-
-# topic -> expression (TAG) or (expression type, expression)
-Subscriptions = Mapping[str, str] | Mapping[str, tuple[str, str]]
 
 
 @dataclass(slots=True, frozen=True)
@@ -88,8 +83,7 @@ class SimpleConsumer:
         await_duration_s: float = DEFAULT_AWAIT_DURATION_S,
         pop_service: PopService | None = None,
     ) -> None:
-        if not await_duration_s >= 0:
-            raise IllegalArgumentError(f"await_duration_s {await_duration_s!r} must be 0 or more seconds")
+        check_await_duration(await_duration_s)
         broker.groups.get_or_auto_create(group)  # checks the name; refuses an unknown group if auto-create is off
         self.broker = broker
         self.group = group
@@ -98,17 +92,8 @@ class SimpleConsumer:
         self._subscriptions: dict[str, tuple[str, str]] = {}
         self._filters: dict[str, MessageFilter | None] = {}
         self._next_topic = 0
-        for topic, subscription in subscriptions.items():
-            if isinstance(subscription, str):
-                self.subscribe(topic, subscription)
-            elif isinstance(subscription, tuple) and len(subscription) == 2:
-                expression_type, expression = subscription
-                self.subscribe(topic, expression, expression_type)
-            else:
-                raise IllegalArgumentError(
-                    f"subscription of topic {topic!r} is {subscription!r}; give a TAG expression such as '*' or "
-                    "an (expression type, expression) pair such as ('SQL92', 'a > 1')"
-                )
+        for topic, expression, expression_type in subscription_items(subscriptions):
+            self.subscribe(topic, expression, expression_type)
 
     @property
     def subscriptions(self) -> dict[str, tuple[str, str]]:
@@ -132,18 +117,7 @@ class SimpleConsumer:
     async def receive(self, max_message_num: int, invisible_duration_s: float) -> list[MessageView]:
         """Up to `max_message_num` messages (1 to 32), each invisible to the group for `invisible_duration_s`
         (10 s to 12 h); waits up to the consumer's await duration when there are none, then returns []."""
-        if not self._subscriptions:
-            raise PopRequestError(f"consumer of group {self.group!r} has no subscription; subscribe to a topic first")
-        if not isinstance(max_message_num, int) or not 1 <= max_message_num <= MAX_POP_BATCH:
-            raise PopRequestError(
-                f"max_message_num {max_message_num!r} is out of range; receive 1 to {MAX_POP_BATCH} at a time"
-            )
-        if not MIN_RECEIVE_INVISIBLE_S <= invisible_duration_s <= MAX_INVISIBLE_MS / 1000:
-            raise PopRequestError(
-                f"invisible duration {invisible_duration_s!r} s is out of range; receive with "
-                f"{MIN_RECEIVE_INVISIBLE_S:g} s to {MAX_INVISIBLE_MS // 1000} s (12 hours)"
-            )
-        invisible_ms = round(invisible_duration_s * 1000)
+        invisible_ms = check_receive(self.group, bool(self._subscriptions), max_message_num, invisible_duration_s)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(self.await_duration_s, MAX_POP_LONG_POLL_MS / 1000)
         while True:
@@ -177,11 +151,6 @@ class SimpleConsumer:
         """Keep the message invisible for `invisible_duration_s` from now (0 to 12 h: shorter than before is
         allowed, 0 makes it visible again at once). Returns a view with the new receipt handle; the given view's
         handle no longer works, for ack or for another change."""
-        if not 0 <= invisible_duration_s <= MAX_INVISIBLE_MS / 1000:
-            raise PopRequestError(
-                f"invisible duration {invisible_duration_s!r} s is out of range; give 0 s to "
-                f"{MAX_INVISIBLE_MS // 1000} s (12 hours)"
-            )
-        invisible_ms = round(invisible_duration_s * 1000)
+        invisible_ms = check_change_invisible(invisible_duration_s)
         handle = self.pop_service.change_invisible_duration(self.group, view.receipt_handle, invisible_ms)
         return replace(view, receipt_handle=handle, invisible_until=self.pop_service.clock() + invisible_ms / 1000)
