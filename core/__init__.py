@@ -121,6 +121,7 @@ from core.errors import (
 )
 from core.filter import (
     ExpressionType,
+    FilterCache,
     FilterExpressionError,
     MessageFilter,
     UnsupportedExpressionTypeError,
@@ -219,6 +220,7 @@ __all__ = [
     "DeadLetterPage",
     "DeadLetters",
     "ExpressionType",
+    "FilterCache",
     "FilterExpressionError",
     "FlushMode",
     "GroupConfigError",

@@ -16,12 +16,12 @@ from collections.abc import Iterable
 
 from core import (
     ConsumeFromWhere,
+    FilterCache,
     IllegalArgumentError,
     MessageFilter,
     MessageModel,
     MessageQueue,
     PullResult,
-    build_filter,
 )
 from remote_client.cluster import Cluster, ConsumerEntry
 from remote_client.offset_store import PERSIST_INTERVAL_S, RemoteOffsetStore
@@ -48,7 +48,7 @@ class PullConsumer:
         self.consume_from = consume_from
         broadcasting = message_model is MessageModel.BROADCASTING
         self.offsets = RemoteOffsetStore(cluster, group, consume_from, consume_timestamp_ms, broadcasting)
-        self._filters: dict[tuple[str, str], MessageFilter] = {}
+        self._filters = FilterCache()
         self._persisting: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -75,11 +75,8 @@ class PullConsumer:
         return (await self.cluster.route(topic)).read_queues()
 
     def compile(self, expression: str = "*", expression_type: str = "TAG") -> MessageFilter:
-        key = (expression_type, expression)
-        compiled = self._filters.get(key)
-        if compiled is None:
-            compiled = self._filters[key] = build_filter(expression_type, expression)
-        return compiled
+        """The filter for a subscription; a malformed expression raises FilterExpressionError (with position)."""
+        return self._filters.compile(expression, expression_type)
 
     async def pull(
         self,

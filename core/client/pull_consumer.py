@@ -21,7 +21,7 @@ from core.client.offset_store import OffsetStore
 from core.compression import decode_for_consumer
 from core.consumer_registry import ConsumeType
 from core.errors import IllegalArgumentError
-from core.filter import MessageFilter, build_filter
+from core.filter import FilterCache, MessageFilter
 from core.message_queue import MessageQueue
 
 _instances = itertools.count()
@@ -46,7 +46,7 @@ class PullConsumer:
         self.consume_from = consume_from
         self.consume_timestamp_ms = consume_timestamp_ms
         self.offsets = OffsetStore(broker, group, message_model, consume_from, consume_timestamp_ms)
-        self._filters: dict[tuple[str, str], MessageFilter] = {}
+        self._filters = FilterCache()
         broker.groups.get_or_auto_create(group)
 
     def join(self, topics: Iterable[str]) -> None:
@@ -62,11 +62,7 @@ class PullConsumer:
 
     def compile(self, expression: str = "*", expression_type: str = "TAG") -> MessageFilter:
         """The filter for a subscription; a malformed expression raises FilterExpressionError (with position)."""
-        key = (expression_type, expression)
-        compiled = self._filters.get(key)
-        if compiled is None:
-            compiled = self._filters[key] = build_filter(expression_type, expression)
-        return compiled
+        return self._filters.compile(expression, expression_type)
 
     async def pull(
         self,

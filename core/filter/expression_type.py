@@ -25,3 +25,20 @@ def build_filter(expression_type: str | None, expression: str | None) -> Message
     if kind == ExpressionType.SQL92:
         return Sql92Filter.compile(expression or "")
     raise UnsupportedExpressionTypeError(expression_type or "")
+
+
+class FilterCache:
+    """Each subscription's filter compiled once (a pull consumer is asked for the same few again and again)."""
+
+    __slots__ = ("_filters",)
+
+    def __init__(self) -> None:
+        self._filters: dict[tuple[str, str], MessageFilter] = {}
+
+    def compile(self, expression: str = "*", expression_type: str = ExpressionType.TAG) -> MessageFilter:
+        """The filter of a subscription, as `build_filter` makes it (and raises)."""
+        key = (expression_type, expression)
+        compiled = self._filters.get(key)
+        if compiled is None:
+            compiled = self._filters[key] = build_filter(expression_type, expression)
+        return compiled
