@@ -10,7 +10,7 @@ writes), a number key its digits; everything else as json.loads gives it. JavaJs
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 _SCALARS = json.JSONDecoder()
@@ -77,37 +77,40 @@ def _key(key: Any) -> str:
 
 def _object(text: str, at: int) -> tuple[dict[str, Any], int]:
     result: dict[str, Any] = {}
-    at = _skip(text, at)
-    if at < len(text) and text[at] == "}":
-        return result, at + 1
-    while True:
+
+    def member(at: int) -> int:
         key, at = _value(text, _skip(text, at))
         at = _skip(text, at)
         if at >= len(text) or text[at] != ":":
             raise JavaJsonError(f"':' expected at character {at}")
         value, at = _value(text, _skip(text, at + 1))
         result[_key(key)] = value
-        at = _skip(text, at)
-        if at < len(text) and text[at] == ",":
-            at += 1
-        elif at < len(text) and text[at] == "}":
-            return result, at + 1
-        else:
-            raise JavaJsonError(f"',' or '}}' expected at character {at}")
+        return at
+
+    return result, _sequence(text, at, "}", member)
 
 
 def _array(text: str, at: int) -> tuple[list[Any], int]:
     items: list[Any] = []
+
+    def item(at: int) -> int:
+        value, at = _value(text, _skip(text, at))
+        items.append(value)
+        return at
+
+    return items, _sequence(text, at, "]", item)
+
+
+def _sequence(text: str, at: int, close: str, read: Callable[[int], int]) -> int:
+    """Read comma-separated entries with `read` up to `close`; the position after it."""
     at = _skip(text, at)
-    if at < len(text) and text[at] == "]":
-        return items, at + 1
+    if at < len(text) and text[at] == close:
+        return at + 1
     while True:
-        item, at = _value(text, _skip(text, at))
-        items.append(item)
-        at = _skip(text, at)
+        at = _skip(text, read(at))
         if at < len(text) and text[at] == ",":
             at += 1
-        elif at < len(text) and text[at] == "]":
-            return items, at + 1
+        elif at < len(text) and text[at] == close:
+            return at + 1
         else:
-            raise JavaJsonError(f"',' or ']' expected at character {at}")
+            raise JavaJsonError(f"',' or '{close}' expected at character {at}")
