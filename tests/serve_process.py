@@ -22,7 +22,7 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 # Every server started and not yet stopped or killed: tests/conftest.py kills what a test leaves (one that failed
 # between starting a server and stopping it), so that it does not run on beside the rest of the suite.
-RUNNING: set[ServeProcess] = set()
+RUNNING: set[ChildProcess] = set()
 
 
 def serve_command(*args: str | Path) -> list[str]:
@@ -33,26 +33,25 @@ def serve_command(*args: str | Path) -> list[str]:
     ]  # fmt: skip
 
 
-class ServeProcess:
-    def __init__(self, data_dir: Path, *args: str | Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir = data_dir
-        self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
-        with open(self.stderr_path, "ab") as stderr:
+class ChildProcess:
+    """A mqgate command as a child process, its stderr in `stderr_path`, ready once it prints its first line
+    (which must start with `ready_prefix`)."""
+
+    def __init__(
+        self, command: list[str], stderr_path: Path, ready_prefix: str, env: dict[str, str] | None, cwd: Path = ROOT
+    ) -> None:
+        self.stderr_path = stderr_path
+        with open(stderr_path, "ab") as stderr:
             self.process = subprocess.Popen(
-                serve_command("--data-dir", data_dir, *args),
-                cwd=cwd,  # where relative paths of connector configs lead
+                command,
+                cwd=cwd,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )
         RUNNING.add(self)
         self.line = self._read_line()
-        self.ready = dict(part.split("=", 1) for part in self.line.split()[1:])
-
-    @property
-    def http_url(self) -> str:
-        return f"http://{self.ready['http']}"
+        assert self.line.startswith(ready_prefix), f"{self.line!r}; stderr: {self.stderr()}"
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
@@ -70,11 +69,9 @@ class ServeProcess:
             chunk = os.read(fd, 4096)
             if not chunk:
                 code = self.process.wait()
-                raise AssertionError(f"serve exited ({code}) before ready; stderr: {self.stderr()}")
+                raise AssertionError(f"exited ({code}) before ready; stderr: {self.stderr()}")
             data += chunk
-        line = data.decode().strip()
-        assert line.startswith("ready "), line
-        return line
+        return data.decode().strip()
 
     def stop(self) -> int:
         """SIGTERM and wait: the exit code (0 after a clean stop)."""
@@ -94,6 +91,20 @@ class ServeProcess:
             self.process.kill()
             self.process.wait(timeout=STOP_TIMEOUT_S)
         self._close()
+
+
+class ServeProcess(ChildProcess):
+    def __init__(self, data_dir: Path, *args: str | Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = data_dir
+        # cwd: where relative paths of connector configs lead
+        command = serve_command("--data-dir", data_dir, *args)
+        super().__init__(command, data_dir.parent / f"{data_dir.name}.stderr", "ready ", env, cwd)
+        self.ready = dict(part.split("=", 1) for part in self.line.split()[1:])
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.ready['http']}"
 
 
 def mqtt_client(serve: ServeProcess, client_id: str, clean: bool = True, v5: bool = False) -> paho.Client:

@@ -5,16 +5,13 @@ groups registering with it (`--namesrv-addr --cluster-name --broker-name`), each
 from __future__ import annotations
 
 import json
-import os
-import select
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.serve_process import ROOT, RUNNING, START_TIMEOUT_S, STOP_TIMEOUT_S, ServeProcess
+from tests.serve_process import ROOT, ChildProcess, ServeProcess
 
 CLUSTER = "C"
 ADMIN_TIMEOUT_S = 60.0
@@ -22,41 +19,13 @@ ADMIN_TIMEOUT_S = 60.0
 REGISTERED_WITHIN_S = 30.0
 
 
-class NamesrvProcess:
-    """`mqgate namesrv --port 0` on loopback, with its ready line read."""
+class NamesrvProcess(ChildProcess):
+    """`mqgate namesrv --port 0` on loopback; `address` is where it listens."""
 
     def __init__(self, log_path: Path) -> None:
-        self.log_path = log_path
-        with open(log_path, "ab") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "mqgate.cli", "namesrv", "--host", "127.0.0.1", "--port", "0"],
-                cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )  # fmt: skip
-        RUNNING.add(self)  # type: ignore[arg-type]
-        assert self.process.stdout is not None
-        fd = self.process.stdout.fileno()
-        readable, _, _ = select.select([fd], [], [], START_TIMEOUT_S)
-        line = os.read(fd, 4096).decode().strip() if readable else ""
-        assert line.startswith("ready namesrv="), f"{line!r}; stderr: {log_path.read_text(errors='replace')}"
-        self.address = line.split("=", 1)[1]
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout=STOP_TIMEOUT_S)
-        self._close()
-        return code
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=STOP_TIMEOUT_S)
-        self._close()
-
-    def _close(self) -> None:
-        RUNNING.discard(self)  # type: ignore[arg-type]
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        command = [sys.executable, "-m", "mqgate.cli", "namesrv", "--host", "127.0.0.1", "--port", "0"]
+        super().__init__(command, log_path, "ready namesrv=", None)
+        self.address = self.line.split("=", 1)[1]
 
 
 class ClusterProcesses:
