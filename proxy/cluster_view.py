@@ -19,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from core import CoreError, MessageType, Perm, TopicConfig
 from remote_client import Cluster
@@ -33,6 +34,25 @@ log = logging.getLogger(__name__)
 
 # As long as a client keeps a route (RocketMQ's clients query routes every 30 s).
 CACHE_S = 30.0
+
+Key = TypeVar("Key")
+Value = TypeVar("Value")
+
+
+class _Kept(Generic[Key, Value]):
+    """Answers kept CACHE_S each, then asked again."""
+
+    def __init__(self) -> None:
+        self._answers: dict[Key, tuple[float, Value]] = {}  # key -> (until, answer)
+
+    async def get(self, key: Key, ask: Callable[[Key], Awaitable[Value]]) -> Value:
+        now = time.monotonic()
+        known = self._answers.get(key)
+        if known is not None and known[0] > now:
+            return known[1]
+        answer = await ask(key)
+        self._answers[key] = (now + CACHE_S, answer)
+        return answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +69,8 @@ class ClusterView:
         self.cluster = cluster
         self.broker_name = broker_name
         self._own_port = own_port
-        self._endpoints: dict[str, tuple[float, tuple[str, int]]] = {}  # broker address -> (until, endpoint)
-        self._types: dict[tuple[str, str], tuple[float, MessageType]] = {}  # (address, topic) -> (until, type)
+        self._endpoints: _Kept[str, tuple[str, int]] = _Kept()  # broker address -> endpoint
+        self._types: _Kept[tuple[str, str], MessageType] = _Kept()  # (address, topic) -> type
 
     async def groups(self, topic: str) -> list[GroupQueues] | None:
         try:
@@ -68,7 +88,7 @@ class ClusterView:
                 message_type = MessageType.NORMAL
             else:
                 endpoint, message_type = await asyncio.gather(
-                    self._endpoint(address), self._message_type(address, topic)
+                    self._endpoints.get(address, self._endpoint), self._types.get((address, topic), self._message_type)
                 )
             config = TopicConfig(
                 topic, data.read_queue_nums, data.write_queue_nums, Perm(data.perm & 6), message_type=message_type
@@ -77,10 +97,6 @@ class ClusterView:
         return groups
 
     async def _endpoint(self, address: str) -> tuple[str, int]:
-        now = time.monotonic()
-        known = self._endpoints.get(address)
-        if known is not None and known[0] > now:
-            return known[1]
         host = address.rpartition(":")[0]
         endpoint = (host, self._own_port())
         try:
@@ -94,14 +110,10 @@ class ClusterView:
                 endpoint = (named_host, int(port))
         except (CoreError, ValueError) as exc:
             log.info("broker %s does not say where its gRPC endpoint is (%s): %s:%d assumed", address, exc, *endpoint)
-        self._endpoints[address] = (now + CACHE_S, endpoint)
         return endpoint
 
-    async def _message_type(self, address: str, topic: str) -> MessageType:
-        now = time.monotonic()
-        known = self._types.get((address, topic))
-        if known is not None and known[0] > now:
-            return known[1]
+    async def _message_type(self, address_and_topic: tuple[str, str]) -> MessageType:
+        address, topic = address_and_topic
         message_type = MessageType.NORMAL
         try:
             request = RemotingCommand(RequestCode.GET_TOPIC_CONFIG, ext_fields={"topic": topic})
@@ -111,5 +123,4 @@ class ClusterView:
                 message_type = MessageType(named)
         except (CoreError, ValueError) as exc:
             log.info("broker %s does not say the message type of topic %r (%s): NORMAL assumed", address, topic, exc)
-        self._types[(address, topic)] = (now + CACHE_S, message_type)
         return message_type
