@@ -54,7 +54,7 @@ from core.store.message import (
     is_light_queue,
 )
 from core.store.message_id import UniqueIdGenerator
-from core.store.message_store import GetStatus, MessageStore, RecoveryReport
+from core.store.message_store import GetStatus, MessageStore, PutStatus, RecoveryReport
 from core.store.service_thread import PeriodicService
 from core.stored_listeners import StoredListener, StoredListeners
 from core.system_topics import PARKING_PROPERTIES, PROPERTY_REAL_TOPIC
@@ -117,7 +117,7 @@ class Broker:
         # Taken once: MessageStore.append is the store's compiled appender's bound method, and a send makes no
         # attribute look-up for it.
         self._append = store.append
-        self._sync = store.sync_flush
+        self._sync = store.acks_wait
         self._arrival_listeners: list[Callable[[set[tuple[str, int]]], None]] = []
         # Delay-level and timer messages recalled before they are due (core.scheduling.recalls): the services drop
         # them. A handle further ahead than the longest level or timer was not made here.
@@ -335,8 +335,8 @@ class Broker:
 
     @property
     def sends_may_wait(self) -> bool:
-        """Whether `send` and `send_batch` may suspend before they answer: only under SYNC_FLUSH, for the disk.
-        Otherwise they answer (or raise) without awaiting anything, and a caller's timeout cannot expire."""
+        """Whether `send` and `send_batch` may suspend before they answer: only under SYNC_FLUSH, for the disk, and
+        on a SYNC_MASTER, for a slave. Otherwise they answer (or raise) without awaiting anything, and a caller's timeout cannot expire."""
         return self._sync
 
     def _prepare(self, message: Message) -> Route:
@@ -405,8 +405,10 @@ class Broker:
         result = SendResult(
             SendStatus.SEND_OK, unique_id, queue, put.queue_offset, put.commit_log_offset, put.store_host, handle
         )
-        if not await self.store.wait_durable(put.end_offset):
-            result.status = SendStatus.FLUSH_DISK_TIMEOUT
+        if self._sync:
+            status = await self.store.wait_stored(put.end_offset)
+            if status is not PutStatus.PUT_OK:
+                result.status = SendStatus(status.value)
         return result
 
     async def _send_one(self, message: Message) -> SendResult:

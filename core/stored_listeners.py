@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from core.results import SendResult, SendStatus
 from core.store.message import Message
-from core.store.message_store import MessageStore
+from core.store.message_store import MessageStore, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +35,9 @@ class _Unheard:
         self.results = results
         self.settled = False
 
-    def settle_not_durable(self) -> None:
+    def settle(self, status: SendStatus) -> None:
         for result in self.results:
-            result.status = SendStatus.FLUSH_DISK_TIMEOUT
+            result.status = status
         self.settled = True
 
 
@@ -79,35 +79,40 @@ class StoredListeners:
                     _log_failure(listener, message)
 
     async def confirm(self, messages: Sequence[Message], results: Sequence[SendResult], end_offset: int) -> None:
-        """SYNC_FLUSH: wait until the records of `results` (stored up to `end_offset`) are on disk, mark them
-        FLUSH_DISK_TIMEOUT if they are not in time, and have the listeners hear of them in store order.
+        """SYNC_FLUSH or SYNC_MASTER: wait until the records of `results` (stored up to `end_offset`) are stored as
+        promised (MessageStore.wait_stored: on disk, on a slave), mark them with the store's status if they are not
+        (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE), and have the listeners hear of them in store
+        order.
 
         Appended sends queue up in `_unheard`, in store order, and are heard from its head. A send that learns its
-        records are on disk knows every earlier record is too, and settles the earlier sends (SEND_OK) before it
+        records are stored knows every earlier record is too, and settles the earlier sends (SEND_OK) before it
         is heard itself."""
         if not self.listeners:
-            if not await self._store.wait_durable(end_offset):
+            status = await self._store.wait_stored(end_offset)
+            if status is not PutStatus.PUT_OK:
+                failed = SendStatus(status.value)
                 for result in results:
-                    result.status = SendStatus.FLUSH_DISK_TIMEOUT
+                    result.status = failed
             return
         sent = _Unheard(messages, results)
         self._unheard.append(sent)
         try:
-            durable = await self._store.wait_durable(end_offset)
+            status = await self._store.wait_stored(end_offset)
         except BaseException:
-            # Cancelled while waiting for the disk: the records are in the log all the same.
+            # Cancelled while waiting: the records are in the log all the same, not confirmed.
             if not sent.settled:
-                sent.settle_not_durable()
+                sent.settle(SendStatus.FLUSH_SLAVE_TIMEOUT if self._store.acks_wait and not self._store.sync_flush
+                            else SendStatus.FLUSH_DISK_TIMEOUT)  # fmt: skip
                 self._hear_settled()
             raise
         if not sent.settled:
-            if durable:
+            if status is PutStatus.PUT_OK:
                 for earlier in self._unheard:
                     earlier.settled = True  # their results say SEND_OK already
                     if earlier is sent:
                         break
             else:
-                sent.settle_not_durable()
+                sent.settle(SendStatus(status.value))
         self._hear_settled()
 
     def _hear_settled(self) -> None:

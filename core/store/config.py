@@ -6,8 +6,10 @@ Defaults follow Apache RocketMQ's `MessageStoreConfig` where the two designs mee
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from core.store.ha.config import HAConfig
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -18,6 +20,15 @@ class FlushMode(enum.Enum):
     # every `flush_interval_ms`. SYNC_FLUSH acknowledges only after fdatasync, with group commit.
     ASYNC_FLUSH = "ASYNC_FLUSH"
     SYNC_FLUSH = "SYNC_FLUSH"
+
+
+class BrokerRole(enum.Enum):
+    # RocketMQ's BrokerRole. A master takes writes; ASYNC_MASTER acknowledges without waiting for a slave,
+    # SYNC_MASTER only once a slave holds the record. A SLAVE copies its master's log (core.store.ha) and refuses
+    # writes of its own.
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
 
 
 # RocketMQ's mapedFileSizeCommitLog: large segments keep the number of open mappings small.
@@ -86,6 +97,9 @@ class StoreConfig:
     # Written into every record and into offset message ids.
     store_host: str = "127.0.0.1"
     store_port: int = 10911
+    # Replication (core.store.ha): the broker's role (RocketMQ's brokerRole) and the HA link's settings.
+    role: BrokerRole = BrokerRole.ASYNC_MASTER
+    ha: HAConfig = field(default_factory=HAConfig)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "store_dir", Path(self.store_dir))
@@ -120,6 +134,8 @@ class StoreConfig:
                 "logic_flush_least_pages must be at least 0 and logic_flush_thorough_interval_ms at least "
                 "logic_flush_interval_ms"
             )
+        if self.role is BrokerRole.SYNC_MASTER and self.ha.listen_port is None:
+            raise ValueError("a SYNC_MASTER waits for a slave: give it an HA port (ha.listen_port) to connect to")
         for hour in self.delete_hours:
             if not 0 <= hour <= 23:
                 raise ValueError(f"delete_when {self.delete_when!r}: hours go from 00 to 23")

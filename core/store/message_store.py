@@ -34,12 +34,14 @@ import time
 from collections.abc import Callable, Iterable
 
 from core.store.checkpoint import Checkpoint, CheckpointFile
-from core.store.config import FlushMode, StoreConfig
+from core.store.config import BrokerRole, FlushMode, StoreConfig
 from core.store.errors import (
     CorruptRecordError,
     StoreError,
     StoreLockedError,
 )
+from core.store.ha.master import HAMaster
+from core.store.ha.slave import HASlave
 from core.store.index.process import IndexProcess, IndexProcessError, wait_for_orphan
 from core.store.index.service import IndexService
 from core.store.log.appender import Appender
@@ -125,6 +127,10 @@ class MessageStore:
         # below which its index entries are on disk (the checkpoint's index_flushed).
         self.index_process: IndexProcess | None = None
         self._index_flushed = 0
+        # Replication (core.store.ha): a master's HA port and its slaves, or a slave's link to its master.
+        self.ha_master: HAMaster | None = None
+        self.ha_slave: HASlave | None = None
+        self._sync_master = config.role is BrokerRole.SYNC_MASTER
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -168,8 +174,27 @@ class MessageStore:
         self.checkpointer.start()
         self.retention.check_disk()
         self.retention.start()
+        self._start_replication()
         log.info("store %s open: %s", config.store_dir, self.recovery.summary())
         return self.recovery
+
+    def _start_replication(self) -> None:
+        config = self.config
+        if config.role is BrokerRole.SLAVE:
+            dispatcher = self.dispatcher
+            self.ha_slave = HASlave(
+                self.commit_log,
+                dispatcher.wake,
+                config.max_message_size + 4096,
+                config.ha,
+                config.ha.master_address,
+            )
+            self.ha_slave.start()
+        elif config.ha.listen_port is not None:
+            self.ha_master = HAMaster(self.commit_log, config.ha.host, config.ha.listen_port, config.ha)
+            self.dispatcher.listeners.append(self.ha_master.data_appended)
+            self.ha_master.start()
+            log.info("store %s: %s, HA port %s:%d", config.store_dir, config.role.value, *self.ha_master.address)
 
     def _flush_when_due(self, _touched: object) -> None:
         """ASYNC_FLUSH, after each dispatch round: wake the flush thread once flush_after_bytes wait for the disk."""
@@ -210,6 +235,10 @@ class MessageStore:
             return
         self._open = False
         self._refresh_refusal()
+        if self.ha_slave is not None:
+            self.ha_slave.stop()
+        if self.ha_master is not None:
+            self.ha_master.stop()
         self.retention.stop()
         self.checkpointer.stop()
         if self.warmer is not None:
@@ -288,6 +317,11 @@ class MessageStore:
         # Why appends are refused right now, or None: one attribute, so the append path checks it once.
         if not self._open:
             self.appender.refusal = "the store is not open"
+        elif self.config.role is BrokerRole.SLAVE:
+            self.appender.refusal = (
+                "this broker is a slave: it copies its master's log and takes no messages of its own; send to the"
+                " master of its broker group"
+            )
         else:
             self.appender.refusal = self._flush_error or self._disk_refusal
 
@@ -295,17 +329,21 @@ class MessageStore:
     # (`append` and `append_batch` are the appender's own, bound in __init__.)
 
     async def put(self, message: Message) -> PutResult:
-        """Append and, under SYNC_FLUSH, wait until the record is on disk (FLUSH_DISK_TIMEOUT after the timeout)."""
+        """Append and wait as `wait_stored` says (on disk under SYNC_FLUSH, on a slave under SYNC_MASTER)."""
         result = self.append(message)
-        if self._sync and not await self.flush_service.durable(result.end_offset):
-            return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
+        if self._sync or self._sync_master:
+            status = await self.wait_stored(result.end_offset)
+            if status is not PutStatus.PUT_OK:
+                return result.with_status(status)
         return result
 
     async def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
-        """Append several messages and wait once, for the last, under SYNC_FLUSH."""
+        """Append several messages and wait once, for the last, as `put`."""
         results = self.append_batch(messages)
-        if self._sync and results and not await self.flush_service.durable(results[-1].end_offset):
-            return [result.with_status(PutStatus.FLUSH_DISK_TIMEOUT) for result in results]
+        if (self._sync or self._sync_master) and results:
+            status = await self.wait_stored(results[-1].end_offset)
+            if status is not PutStatus.PUT_OK:
+                return [result.with_status(status) for result in results]
         return results
 
     @property
@@ -313,13 +351,37 @@ class MessageStore:
         """True under SYNC_FLUSH: an append is acknowledged only once `wait_durable` says it is on disk."""
         return self._sync
 
+    @property
+    def acks_wait(self) -> bool:
+        """True when an append is acknowledged only after `wait_stored`: under SYNC_FLUSH, or on a SYNC_MASTER."""
+        return self._sync or self._sync_master
+
     async def wait_durable(self, end_offset: int) -> bool:
         """Under SYNC_FLUSH, wait until the log is on disk up to `end_offset` (a PutResult's end_offset): True, or
         False after sync_flush_timeout_ms (FLUSH_DISK_TIMEOUT; the record stays in the log). True at once under
-        ASYNC_FLUSH, where nobody waits for the disk. For callers that `append` and wait apart, as `put` does."""
+        ASYNC_FLUSH, where nobody waits for the disk."""
         if not self._sync:
             return True
         return await self.flush_service.durable(end_offset)
+
+    async def wait_stored(self, end_offset: int) -> PutStatus:
+        """Wait until the log up to `end_offset` (a PutResult's end_offset) is stored as the broker promises before
+        it acknowledges: on disk under SYNC_FLUSH (else FLUSH_DISK_TIMEOUT after sync_flush_timeout_ms), and on a
+        SYNC_MASTER held by a slave too (else FLUSH_SLAVE_TIMEOUT after slave_timeout_ms, or SLAVE_NOT_AVAILABLE at
+        once when no slave is connected within ha_max_gap_not_in_sync). Both waits run at once; a slave's failure
+        is the one told, as RocketMQ's. PUT_OK at once when neither applies. For callers that `append` and wait
+        apart, as `put` does; the record stays in the log whatever the answer."""
+        disk = self.flush_service.durable(end_offset) if self._sync else None
+        status = PutStatus.PUT_OK
+        if self._sync_master:
+            master = self.ha_master
+            if master is None or not master.slave_ok(end_offset):
+                status = PutStatus.SLAVE_NOT_AVAILABLE
+            elif not await master.replicated(end_offset):
+                status = PutStatus.FLUSH_SLAVE_TIMEOUT
+        if disk is not None and not await disk and status is PutStatus.PUT_OK:
+            status = PutStatus.FLUSH_DISK_TIMEOUT
+        return status
 
     def put_blocking(self, message: Message) -> PutResult:
         """`put` for callers on plain threads."""
@@ -328,6 +390,12 @@ class MessageStore:
             self.flush_service.wake()
             if not self.waiters.wait_blocking(result.end_offset):
                 return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
+        if self._sync_master:
+            master = self.ha_master
+            if master is None or not master.slave_ok(result.end_offset):
+                return result.with_status(PutStatus.SLAVE_NOT_AVAILABLE)
+            if not master.replicated_blocking(result.end_offset):
+                return result.with_status(PutStatus.FLUSH_SLAVE_TIMEOUT)
         return result
 
     def flush(self) -> int:

@@ -12,6 +12,10 @@ from core.store.message_id import encode_offset_msg_id
 class PutStatus(enum.Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    # SYNC_MASTER (core.store.ha): no slave held the record within slave_timeout_ms, or none could (no slave, or
+    # one too far behind). The record is in the master's log either way.
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
 @dataclass(slots=True, init=False)

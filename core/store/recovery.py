@@ -23,14 +23,7 @@ from core.store.index.service import IndexService
 from core.store.log.commit_log import CommitLog, DispatchRequest
 from core.store.log.record_codec import HEADER_SIZE
 from core.store.log.scan import ScanResult
-from core.store.message import (
-    MULTI_DISPATCH_SEPARATOR,
-    PROPERTY_KEYS,
-    PROPERTY_MULTI_DISPATCH,
-    PROPERTY_UNIQ_KEY,
-    entry_code,
-    is_light_queue,
-)
+from core.store.message import is_light_queue
 from core.store.queues.consume_queue_table import ConsumeQueueTable
 from core.store.queues.dispatcher import Dispatcher
 
@@ -134,31 +127,7 @@ class StoreRecovery:
                 light_offsets[(queue.topic, queue.queue_id)] = queue.max_offset
         self._commit_log.queue_offsets = light_offsets
         for message in self._commit_log.scan(start, result):
-            properties = message.properties
-            code = entry_code(properties)
-            batch.append(
-                (
-                    message.topic,
-                    message.queue_id,
-                    message.queue_offset,
-                    message.commit_log_offset,
-                    message.store_size,
-                    code,
-                    message.store_timestamp,
-                    properties.get(PROPERTY_KEYS),
-                    properties.get(PROPERTY_UNIQ_KEY),
-                )
-            )
-            light = properties.get(PROPERTY_MULTI_DISPATCH)
-            if light:
-                self._commit_log.add_light_entries(
-                    tuple(dict.fromkeys(light.split(MULTI_DISPATCH_SEPARATOR))),
-                    message.commit_log_offset,
-                    message.store_size,
-                    code,
-                    message.store_timestamp,
-                    batch,
-                )
+            self._commit_log.replay(message, batch)
             if len(batch) >= RECOVERY_BATCH:
                 self._dispatcher.dispatch(batch)
                 batch = []

@@ -38,9 +38,14 @@ from core.store.log.record_codec import (
 from core.store.log.scan import ScanResult, restore_from_ring, scan
 from core.store.log.write_ring import HEADER_PAGE, WRITE_CHUNK, WriteRing
 from core.store.message import (
+    MULTI_DISPATCH_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_MULTI_DISPATCH,
+    PROPERTY_UNIQ_KEY,
     Message,
     StoredMessage,
     encode_host,
+    entry_code,
 )
 
 log = logging.getLogger(__name__)
@@ -296,6 +301,94 @@ class CommitLog:
             light_offset = offsets.get(key, 0)
             offsets[key] = light_offset + 1
             pending.append((name, 0, light_offset, pos, size, code, stamp, None, None))
+
+    def replay(self, message: StoredMessage, out: list[DispatchRequest]) -> None:
+        """The dispatch requests of a record read back from a log (recovery's scan, a master's log copied by a
+        slave): its queue entry at the queue offset it carries, and its light queues' at their next offsets (the
+        records do not carry those: the replay assigns them in log order, as the appends did). Callers that run
+        beside appends hold the lock."""
+        properties = message.properties
+        code = entry_code(properties)
+        offset = message.commit_log_offset
+        size = message.store_size
+        stamp = message.store_timestamp
+        out.append(
+            (
+                message.topic,
+                message.queue_id,
+                message.queue_offset,
+                offset,
+                size,
+                code,
+                stamp,
+                properties.get(PROPERTY_KEYS),
+                properties.get(PROPERTY_UNIQ_KEY),
+            )
+        )
+        light = properties.get(PROPERTY_MULTI_DISPATCH)
+        if light:
+            self.add_light_entries(
+                tuple(dict.fromkeys(light.split(MULTI_DISPATCH_SEPARATOR))), offset, size, code, stamp, out
+            )
+
+    # --- a copy of a master's log (core.store.ha) ------------------------------------------------------
+
+    def start_at(self, pos: int) -> None:
+        """Make an empty log begin at `pos`, a segment's start: a slave's copy begins with the master's last
+        segment. Raises ValueError if the log holds anything."""
+        with self.lock:
+            if self.files.files or self.write_pos:
+                raise ValueError(f"the commit log in {self.files.directory} is not empty: it cannot start at {pos}")
+            if pos % self.segment_size:
+                raise ValueError(f"commit-log offset {pos} is not the start of a segment of {self.segment_size}")
+            self.write_pos = self.committed_pos = self.flushed_pos = pos
+            self._ring_start = pos
+            self._warmed_pos = pos
+            self.ring.set_committed(pos)
+
+    def append_replicated(self, pos: int, data: bytes, messages: list[StoredMessage], filler: bool) -> None:
+        """Append records copied from a master at the write position `pos`: whole and checked records of one
+        segment, decoded in `messages` (core.store.ha.continuation), or the first bytes of the filler that closes the
+        segment (the log then goes on at the next). Their queue entries are queued for the dispatcher as an
+        append's, at the queue offsets the master gave them. Raises ValueError if `pos` is not the write position
+        or the data does not fit in its segment; StoreNotWritableError as `append`."""
+        with self.lock:
+            if pos != self.write_pos:
+                raise ValueError(f"replicated data at commit-log offset {pos}: this log ends at {self.write_pos}")
+            mapped = self._current
+            if mapped is None or not mapped.base <= pos < mapped.end:
+                mapped = self._segment_for(pos)
+            if pos + len(data) + (0 if filler else BLANK_MIN_SIZE) > mapped.end:
+                raise ValueError(f"replicated data at commit-log offset {pos} runs past its segment's end")
+            self._put(pos, data)
+            requests: list[DispatchRequest] = []
+            offsets = self.queue_offsets
+            for message in messages:
+                self.replay(message, requests)
+                key = (message.topic, message.queue_id)
+                if message.queue_offset >= offsets.get(key, 0):
+                    offsets[key] = message.queue_offset + 1
+            self.pending.extend(requests)
+            if filler:
+                self._filled[mapped.base] = pos + BLANK_MIN_SIZE
+                self._current = None
+                self.write_pos = mapped.end
+            else:
+                self.write_pos = pos + len(data)
+
+    def _segment_for(self, pos: int) -> MappedFile:
+        """The segment holding `pos`, made if it is the next one (under the lock)."""
+        existing = self.files.find(pos)
+        if existing is None:
+            base = pos - pos % self.segment_size
+            try:
+                existing = self.files.create(base)
+            except OSError as exc:
+                raise StoreNotWritableError(
+                    f"cannot create commit-log segment {file_name(base)} in {self.files.directory}: {exc.strerror}"
+                ) from exc
+        self._current = existing
+        return existing
 
     def _roll(self, pos: int, size: int) -> MappedFile:
         """Close the current segment with a filler record and map the next one (called under the lock)."""
