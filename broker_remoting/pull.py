@@ -9,7 +9,15 @@ max_long_poll_ms) for a message to arrive, inside its own task: the connection's
     an offset before the queue's first,    PULL_OFFSET_MOVED 21, nextBeginOffset where to go on
       or past its end
 
-The reply names nextBeginOffset, minOffset, maxOffset and suggestWhichBrokerId (0: this master), as strings.
+The reply names nextBeginOffset, minOffset, maxOffset and suggestWhichBrokerId, as strings. Reading from a slave
+(RocketMQ's slaveReadEnable, [broker] slave_read_enable): a master suggests broker 1 (RocketMQ's
+whichBrokerWhenConsumeSlowly) to a reader whose last message lies further behind the log's end than [store]
+access_message_in_memory_max_ratio of memory, else 0, itself. A slave whose master lives serves only such reads, and
+answers any other PULL_RETRY_IMMEDIATELY with suggestWhichBrokerId 0 and no message (RocketMQ 5 serves what it
+found and then redirects; refusing keeps every read that the master should serve on the master); with
+slave_read_enable off it serves none while its master lives (RocketMQ rejects them all, even with its master down).
+A slave whose master is down serves every read: consumers go on from the copy. A slave ignores the commit flag, as
+RocketMQ's (clients clear it towards slaves): offsets reach it by UPDATE_CONSUMER_OFFSET.
 
 The commit-offset flag commits the request's commitOffset once, before the pull waits (a clustering consumer's
 progress, carried on its pulls). The filter is the request's subscription when its subscription flag is set, else
@@ -22,13 +30,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker_remoting.records import records_body
-from core import Broker, MessageFilter, PullStatus, build_filter
+from core import Broker, BrokerRole, MessageFilter, PullStatus, build_filter
 from remoting.channel import Channel
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.message_codec import Host
 from remoting.request_headers import PULL_SUBSCRIPTION, PullHeader, pull_header, pull_reply_fields
 
+# RocketMQ's MixAll.MASTER_ID, and the subscription group's whichBrokerWhenConsumeSlowly (1 by default).
+MASTER_ID = 0
+SLOW_READER_BROKER_ID = 1
 # Compiled filters kept, by (expression type, expression): consumers of one group share theirs.
 MAX_KEPT_FILTERS = 4096
 
@@ -46,7 +57,18 @@ class PullService:
     async def pull(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         header = pull_header(request)
         broker = self._broker
-        if header.commits_offset and header.commit_offset >= 0:
+        slave = broker.role is BrokerRole.SLAVE
+        read_slave = broker.config.slave_read_enable
+        if slave and broker.master_alive() and not (
+            read_slave and broker.far_behind(header.topic, header.queue_id, header.queue_offset)
+        ):
+            fields = pull_reply_fields(header.queue_offset, 0, 0, MASTER_ID)
+            return request.reply(
+                ResponseCode.PULL_RETRY_IMMEDIATELY,
+                "this slave's master lives and serves this read: pull from the master (suggestWhichBrokerId 0)",
+                ext_fields=fields,
+            )
+        if header.commits_offset and header.commit_offset >= 0 and not slave:
             broker.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         message_filter = self._filter(header)
         result = await broker.pull(
@@ -59,7 +81,8 @@ class PullService:
             long_poll_ms=header.suspend_timeout_ms if header.suspends else 0,
         )
         if result.status is PullStatus.FOUND:
-            fields = pull_reply_fields(result.next_begin_offset, result.min_offset, result.max_offset)
+            suggest = SLOW_READER_BROKER_ID if read_slave and broker.record_far_behind(result.messages[-1]) else 0
+            fields = pull_reply_fields(result.next_begin_offset, result.min_offset, result.max_offset, suggest)
             return request.reply(
                 ResponseCode.SUCCESS, ext_fields=fields, body=records_body(result.messages, self._store_host())
             )

@@ -60,6 +60,7 @@ class BrokerRegistration:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self.registered = asyncio.Event()  # set once every NameServer has answered a registration
+        self.master_address: str | None = None  # a slave's master's remoting address, as the NameServers name it
 
     def start(self) -> None:
         if not self._namesrv_addresses:
@@ -111,12 +112,14 @@ class BrokerRegistration:
         return json.dumps({"topicConfigSerializeWrapper": wrapper, "filterServerList": []}).encode()
 
     def _header(self) -> dict[str, str]:
+        ha_port = self._broker.ha_port
+        ha_address = f"{self._address.rpartition(':')[0]}:{ha_port}" if ha_port is not None else ""
         return {
             "brokerAddr": self._address,
             "brokerName": self._broker.config.broker_name,
-            "brokerId": "0",
+            "brokerId": str(self._broker.config.broker_id),
             "clusterName": self._broker.config.cluster_name,
-            "haServerAddr": "",
+            "haServerAddr": ha_address,
             "compressed": "false",
         }
 
@@ -130,6 +133,16 @@ class BrokerRegistration:
         if reply.code != ResponseCode.SUCCESS:
             log.warning("NameServer %s refused the registration: %s (code %d)", address, reply.remark, reply.code)
             return False
+        # A slave learns its master from the reply (RocketMQ's RegisterBrokerResult): its remoting address, for the
+        # slave's copies of topics, groups and offsets, and its HA address, to follow its log.
+        master = reply.ext_fields.get("masterAddr") or None
+        if self._broker.config.broker_id != 0 and master != self.master_address:
+            log.info("NameServer %s names the master of broker group %s: %s", address,
+                     self._broker.config.broker_name, master or "none")  # fmt: skip
+            self.master_address = master
+        ha_address = reply.ext_fields.get("haServerAddr")
+        if ha_address:
+            self._broker.follow_master(ha_address)
         return True
 
     async def _unregister(self, address: str) -> None:

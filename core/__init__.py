@@ -142,7 +142,8 @@ from core.retries.dead_letters import (
 )
 from core.retries.retry_policy import GroupRetryPolicy, RetryPolicyType
 from core.retries.send_back import ensure_dlq_topic, ensure_retry_topic, send_back
-from core.store.config import FlushMode, StoreConfig
+from core.store.config import BrokerRole, FlushMode, StoreConfig
+from core.store.ha.config import HAConfig
 from core.store.message import (
     INTERNAL_PROPERTIES,
     LIGHT_QUEUE_PREFIX,
@@ -205,6 +206,7 @@ __all__ = [
     "BrokerAdmin",
     "BrokerConfig",
     "BrokerError",
+    "BrokerRole",
     "Clock",
     "ConfigFileError",
     "ConsumeContext",
@@ -226,6 +228,7 @@ __all__ = [
     "GroupConfigError",
     "GroupNotFoundError",
     "GroupRetryPolicy",
+    "HAConfig",
     "IllegalArgumentError",
     "IllegalMessageError",
     "InvalidOffsetError",

@@ -46,11 +46,13 @@ from core.scheduling.delay_levels import ScheduleService, parse_delay_levels
 from core.scheduling.recalls import RecallTable
 from core.scheduling.timers import TimerService
 from core.send_hooks import SendHook, name_light_queues
+from core.store.config import BrokerRole
 from core.store.errors import StoreError
 from core.store.message import (
     PROPERTY_MULTI_DISPATCH,
     PROPERTY_UNIQ_KEY,
     Message,
+    StoredMessage,
     is_light_queue,
 )
 from core.store.message_id import UniqueIdGenerator
@@ -106,6 +108,7 @@ class Broker:
             "mqgate-offsets", self.config.offset_persist_interval_s, self.offsets.persist
         )
         self._scanner: asyncio.Task[None] | None = None
+        self._services_started = False
         # Routes by topic: a new, empty dictionary each time the topic table changes (in whichever thread changed
         # it, after the new table is what readers get).
         self._routes: dict[str, Route] = {}
@@ -164,18 +167,60 @@ class Broker:
         # services rebuild their state from it and find the copies a crash left in doubt.
         while not await self.wait_visible(timeout_s=60.0):
             log.warning("broker start: the store is still dispatching what recovery found; parked messages wait")
+        if self.role is BrokerRole.SLAVE:
+            # Delay levels, timers and transaction checks run on the master; the slave holds their records (and
+            # copies their progress) to take over later.
+            return
         self.recalls.load()  # before the services move anything it may hold back
         for service in (self.schedule, self.timers, self.transactions):
             await service.start()
         self.recalls.start(self._recalls_settled_before)
+        self._services_started = True
+
+    # --- replication (core.store.ha) ------------------------------------------------------------------------
+
+    @property
+    def role(self) -> BrokerRole:
+        """ASYNC_MASTER, SYNC_MASTER or SLAVE (the store's, as [broker] broker_role set it)."""
+        return self.store.config.role
+
+    @property
+    def ha_port(self) -> int | None:
+        """The port a master's slaves connect to, or None (a slave; a master that does not listen)."""
+        master = self.store.ha_master
+        return master.address[1] if master is not None else None
+
+    def follow_master(self, ha_address: str) -> None:
+        """A slave follows the master whose HA port is at `ha_address` (host:port), as the NameServers name it in
+        their reply to its registration; unless [ha] master_address fixes it. Nothing on a master."""
+        slave = self.store.ha_slave
+        if slave is not None and not self.store.config.ha.master_address and ha_address:
+            slave.set_master(ha_address)
+
+    def master_alive(self) -> bool:
+        """A master: True. A slave: whether its link to its master is up and the master heard lately."""
+        slave = self.store.ha_slave
+        return slave is None or slave.master_alive()
+
+    def far_behind(self, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """Whether the message at `queue_offset` of a queue lies so far behind the log's end that a slave should
+        serve its reader ([store] access_message_in_memory_max_ratio; RocketMQ's suggestPullingFromSlave). False
+        when the queue has no message there."""
+        entries = self.store.queue_entries(topic, queue_id, queue_offset, 1)
+        return bool(entries) and self.store.far_behind(entries[0][0])
+
+    def record_far_behind(self, message: StoredMessage) -> bool:
+        """`far_behind` for a message read: whether its record lies that far behind the log's end."""
+        return self.store.far_behind(message.commit_log_offset)
 
     def _recalls_settled_before(self) -> int:
         return min(self.timers.settled_before_ms(), self.schedule.settled_before_ms())
 
     async def close(self) -> None:
-        for service in (self.transactions, self.timers, self.schedule):
-            await service.close()
-        await self.recalls.close()
+        if self._services_started:
+            for service in (self.transactions, self.timers, self.schedule):
+                await service.close()
+            await self.recalls.close()
         if self._scanner is not None:
             self._scanner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -336,7 +381,8 @@ class Broker:
     @property
     def sends_may_wait(self) -> bool:
         """Whether `send` and `send_batch` may suspend before they answer: only under SYNC_FLUSH, for the disk, and
-        on a SYNC_MASTER, for a slave. Otherwise they answer (or raise) without awaiting anything, and a caller's timeout cannot expire."""
+        on a SYNC_MASTER, for a slave. Otherwise they answer (or raise) without awaiting anything, and a caller's
+        timeout cannot expire."""
         return self._sync
 
     def _prepare(self, message: Message) -> Route:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from core.consumer_registry import DEFAULT_EXPIRE_AFTER_S
 from core.queue_locks import DEFAULT_LOCK_EXPIRE_S
 from core.scheduling.delay_levels import DEFAULT_DELAY_LEVELS, parse_delay_levels
+from core.store.config import BrokerRole
 
 # A pull waits at most 15 s for a message (the consumer's brokerSuspendMaxTimeMillis).
 DEFAULT_LONG_POLL_MS = 15_000
@@ -19,6 +20,13 @@ OFFSET_PERSIST_INTERVAL_S = 5.0
 class BrokerConfig:
     # The broker group's name (RocketMQ's brokerName): in its message queues, in routes, what it registers under.
     broker_name: str = "broker-a"
+    # Its place in the group (RocketMQ's brokerId): 0 for the master, 1, 2, ... for slaves; and its role
+    # (RocketMQ's brokerRole). A slave copies its master's log (core.store.ha) and serves reads.
+    broker_id: int = 0
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    # A master suggests that consumers far behind read from a slave (RocketMQ's slaveReadEnable), and a slave
+    # serves such reads while its master lives; off, a slave serves reads only while its master is down.
+    slave_read_enable: bool = False
     # The cluster it registers in (RocketMQ's brokerClusterName), and the NameServers it registers with every 30 s
     # (RocketMQ's namesrvAddr, "HOST:PORT;HOST:PORT" there). The broker itself does not use them: its remoting door
     # registers, and the wiring runs a NameServer in the process when no address is given.
@@ -52,6 +60,10 @@ class BrokerConfig:
     transaction_check_max: int = 15
 
     def __post_init__(self) -> None:
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id < 1:
+            raise ValueError("a SLAVE's broker_id must be 1 or more (0 is the master's)")
+        if self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
+            raise ValueError(f'a master\'s broker_id is 0, not {self.broker_id} (give a slave broker_role = "SLAVE")')
         parse_delay_levels(self.message_delay_level)
         if self.timer_max_delay_s < 1:
             raise ValueError(f"timer_max_delay_s must be at least 1, not {self.timer_max_delay_s}")

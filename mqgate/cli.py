@@ -156,6 +156,17 @@ def _settings_options() -> argparse.ArgumentParser:
         " serve runs one in its process)",
     )
     group.add_argument(
+        "--broker-id",
+        type=int,
+        metavar="N",
+        help="0 for the broker group's master, 1, 2, ... for its slaves (broker.broker_id; default 0)",
+    )
+    group.add_argument(
+        "--role",
+        metavar="ROLE",
+        help="ASYNC_MASTER, SYNC_MASTER or SLAVE (broker.broker_role; default ASYNC_MASTER)",
+    )
+    group.add_argument(
         "--mqtt-port",
         type=int,
         metavar="N",

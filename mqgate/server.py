@@ -31,7 +31,7 @@ from broker_remoting.door import BrokerRemoting
 from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
-from core import Broker, BrokerConfig, MessageStore, RecoveryReport, open_store
+from core import Broker, BrokerConfig, BrokerRole, MessageStore, RecoveryReport, open_store
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
@@ -83,6 +83,10 @@ GC_YOUNG_THRESHOLD = 50_000
 # groups included) and EventBridge delivery did not move beyond their run-to-run spread.
 SWITCH_INTERVAL_S = 0.001
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SLAVE_DOORS = (
+    "this broker is a SLAVE: it copies its master's log and serves RocketMQ 4 reads over remoting (and the HTTP"
+    " admin API and metrics); MQTT, the gRPC endpoint, EventBridge and connectors run on its master"
+)
 
 
 def format_ready(parts: Sequence[str]) -> str:
@@ -198,13 +202,19 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
             await broker.start()
             try:
                 parts = [f"store={settings.store.store_dir}", recovery_part(report)]
+                if store.ha_master is not None:
+                    parts.append("ha={}:{}".format(*store.ha_master.address))
+                # A slave copies its master's log and serves reads over remoting; every other door writes.
+                slave = broker.role is BrokerRole.SLAVE
+                if slave:
+                    log.info("%s", SLAVE_DOORS)
                 async with contextlib.AsyncExitStack() as parts_stack:
                     gateway = None
-                    if settings.mqtt.enabled:
+                    if settings.mqtt.enabled and not slave:
                         mqtt_parts, gateway = await _start_mqtt(settings, broker, parts_stack, tls)
                         parts += mqtt_parts
                     endpoint = None
-                    if settings.grpc.enabled:
+                    if settings.grpc.enabled and not slave:
                         grpc_part, endpoint = await _start_grpc(settings, broker, parts_stack)
                         parts.append(grpc_part)
                     # The NameServer first, so the broker registers at once; the ready line names it second.
@@ -217,8 +227,8 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         if endpoint is not None:
                             await _join_grpc_to_cluster(settings, door, endpoint, embedded_namesrv, parts_stack)
                     parts += [namesrv_part] if namesrv_part else []
-                    worker = await _start_connectors(settings, broker, parts_stack)
-                    eventbridge = await _start_eventbridge(settings, broker, parts_stack, gateway)
+                    worker = None if slave else await _start_connectors(settings, broker, parts_stack)
+                    eventbridge = None if slave else await _start_eventbridge(settings, broker, parts_stack, gateway)
                     if settings.http.enabled:
                         metrics = Metrics(Parts(broker, store, gateway, eventbridge, worker))
                         metrics.start()
@@ -519,8 +529,8 @@ async def _start_eventbridge(
 async def _start_http(
     settings: Settings,
     stack: contextlib.AsyncExitStack,
-    worker: Worker,
-    eventbridge: EventBridgeRuntime,
+    worker: Worker | None,
+    eventbridge: EventBridgeRuntime | None,
     admin: AdminContext,
     metrics: Metrics,
 ) -> list[str]:
@@ -534,9 +544,11 @@ async def _start_http(
     add_admin_routes(app, admin)
     add_admin_message_routes(app)
     add_dashboard_routes(app)
-    add_connector_routes(app, worker)
-    add_eventbridge_routes(app, eventbridge)
-    add_replay_routes(app, eventbridge)
+    if worker is not None:
+        add_connector_routes(app, worker)
+    if eventbridge is not None:
+        add_eventbridge_routes(app, eventbridge)
+        add_replay_routes(app, eventbridge)
     add_metrics_routes(app, metrics)
     server = HttpServer(app, config)
     try:

@@ -97,6 +97,9 @@ class StoreConfig:
     # Written into every record and into offset message ids.
     store_host: str = "127.0.0.1"
     store_port: int = 10911
+    # A read whose messages lie further behind the log's end than this percentage of the machine's memory (so no
+    # longer in the page cache, RocketMQ's accessMessageInMemoryMaxRatio) is one a master suggests a slave serve.
+    access_message_in_memory_max_ratio: int = 40
     # Replication (core.store.ha): the broker's role (RocketMQ's brokerRole) and the HA link's settings.
     role: BrokerRole = BrokerRole.ASYNC_MASTER
     ha: HAConfig = field(default_factory=HAConfig)
@@ -133,6 +136,10 @@ class StoreConfig:
             raise ValueError(
                 "logic_flush_least_pages must be at least 0 and logic_flush_thorough_interval_ms at least "
                 "logic_flush_interval_ms"
+            )
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise ValueError(
+                f"access_message_in_memory_max_ratio {self.access_message_in_memory_max_ratio}: a percentage, 0 to 100"
             )
         if self.role is BrokerRole.SYNC_MASTER and self.ha.listen_port is None:
             raise ValueError("a SYNC_MASTER waits for a slave: give it an HA port (ha.listen_port) to connect to")

@@ -131,6 +131,9 @@ class MessageStore:
         self.ha_master: HAMaster | None = None
         self.ha_slave: HASlave | None = None
         self._sync_master = config.role is BrokerRole.SYNC_MASTER
+        # RocketMQ's getMessage: reads further behind the log's end than this are past what memory holds.
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        self.in_memory_bytes = memory * config.access_message_in_memory_max_ratio // 100
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -421,6 +424,12 @@ class MessageStore:
         Messages read from a light queue carry their offset in that queue as `queue_offset`.
         """
         return self.reader.get_messages(topic, queue_id, offset, max_count, tag_filter, message_filter, max_bytes)
+
+    def far_behind(self, commit_log_offset: int) -> bool:
+        """Whether a read at `commit_log_offset` lies further behind the log's end than access_message_in_memory_
+        max_ratio of memory: a master suggests that such readers read from a slave (RocketMQ's
+        suggestPullingFromSlave)."""
+        return self.commit_log.write_pos - commit_log_offset > self.in_memory_bytes
 
     def queue_entries(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[tuple[int, int, int]]:
         """The consume-queue entries (commit-log offset, size, tag code) of a queue from `offset`, without

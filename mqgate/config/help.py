@@ -90,12 +90,25 @@ STORE_KEY_HELP = {
     "disk_refuse_ratio": "disk usage at which writes are refused until space is freed",
     "retention_check_interval_s": "how often retention runs and disk usage is checked (seconds)",
     "store_host": "host written into every record and into offset message ids",
+    "access_message_in_memory_max_ratio": (
+        "reads further behind the log's end than this percentage of memory are sent to a slave when [broker]"
+        " slave_read_enable is on (RocketMQ accessMessageInMemoryMaxRatio)"
+    ),
     "store_port": "port written into every record and into offset message ids",
 }
 
 BROKER_KEY_HELP = {
     "broker_name": "the broker's name in message queues and routes (RocketMQ brokerName, what it registers under)",
     "cluster_name": "the cluster the broker registers in (RocketMQ brokerClusterName)",
+    "broker_id": "0 for the broker group's master, 1, 2, ... for its slaves (RocketMQ brokerId)",
+    "broker_role": (
+        "ASYNC_MASTER (acknowledges at once), SYNC_MASTER (acknowledges once a slave holds the message) or SLAVE"
+        " (copies its master's log; RocketMQ brokerRole)"
+    ),
+    "slave_read_enable": (
+        "consumers far behind are sent to read from a slave, which serves them (RocketMQ slaveReadEnable); off, a"
+        " slave serves reads only while its master is down"
+    ),
     "namesrv_addr": (
         'NameServers the broker registers with every 30 s: "HOST:PORT;HOST:PORT" as RocketMQ\'s namesrvAddr, or a'
         " list; empty: the NameServer `mqgate serve` runs in its process ([namesrv] embedded)"
@@ -170,6 +183,24 @@ MQTT_KEY_HELP = {
     "sys_interval": (
         "seconds between updates of the $SYS/broker/... topics (Mosquitto's sys_interval), 0 to 65535; 0: no $SYS"
     ),
+}
+
+HA_KEY_HELP = {
+    "listen_port": "the master's port for its slaves (RocketMQ haListenPort); unset: the remoting port + 1",
+    "host": "the address the HA port listens on",
+    "master_address": (
+        "a slave's master, HOST:PORT of its HA port (RocketMQ haMasterAddress); empty: learned from the NameServers"
+    ),
+    "send_heartbeat_interval_ms": (
+        "a slave reports its log's end, and a master with nothing to send sends a heartbeat, this often at least"
+    ),
+    "housekeeping_interval_ms": "an HA link silent this long is dropped (RocketMQ haHousekeepingInterval)",
+    "transfer_batch_size": "the most of the log sent to a slave in one frame (RocketMQ haTransferBatchSize)",
+    "max_gap_not_in_sync": (
+        "a SYNC_MASTER waits only for a slave at most this far behind; else SLAVE_NOT_AVAILABLE at once"
+        " (RocketMQ haMaxGapNotInSync)"
+    ),
+    "slave_timeout_ms": "a SYNC_MASTER's send no slave holds within this answers FLUSH_SLAVE_TIMEOUT",
 }
 
 GRPC_KEY_HELP = {

@@ -16,6 +16,12 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
     cluster_name = "east"           # the cluster it joins, and its NameServers (empty: one in the process)
     namesrv_addr = "10.0.0.5:9876;10.0.0.6:9876"    # or ["10.0.0.5:9876", "10.0.0.6:9876"]
 
+    broker_id = 1                   # 0 for the master, 1, 2, ... for its slaves
+    broker_role = "SLAVE"           # ASYNC_MASTER, SYNC_MASTER or SLAVE
+
+    [ha]                            # every field of core.HAConfig (replication, docs/replication.md)
+    master_address = "10.0.0.7:10912"   # a slave's master (empty: learned from the NameServers)
+
     [mqtt]                          # every field of mqtt_bridge.config.MqttConfig
     port = 1883                     # 0: a free port, named in the ready line
     password_file = "/etc/mqgate/passwd"
@@ -55,10 +61,11 @@ from types import MappingProxyType
 import yaml
 
 from broker_remoting.config import RemotingConfig
-from core import BrokerConfig, FlushMode, StoreConfig
+from core import BrokerConfig, BrokerRole, FlushMode, HAConfig, StoreConfig
 from mqgate.config.help import (
     BROKER_KEY_HELP,
     GRPC_KEY_HELP,
+    HA_KEY_HELP,
     HTTP_KEY_HELP,
     MQTT_KEY_HELP,
     NAMESRV_KEY_HELP,
@@ -71,9 +78,11 @@ from mqgate.config.values import (
     describe_value,
     format_size,
     parse_bool,
+    parse_broker_role,
     parse_flush_mode,
     parse_host_port_list,
     parse_log_level,
+    parse_non_negative_int,
     parse_optional_bool,
     parse_optional_ip_address,
     parse_optional_port,
@@ -105,7 +114,11 @@ DEFAULT_ORIGIN = "default"
 # [store] keys that hold byte counts and so also take size strings.
 SIZE_KEYS = frozenset({"segment_size", "max_message_size", "write_ring_size", "flush_after_bytes", "sync_warm_bytes"})
 # StoreConfig fields that are not settable: the store directory is always DATA_DIR/store.
-DERIVED_STORE_FIELDS = {"store_dir": "it is always DATA_DIR/store; choose the data directory with --data-dir"}
+DERIVED_STORE_FIELDS = {
+    "store_dir": "it is always DATA_DIR/store; choose the data directory with --data-dir",
+    "role": "it is [broker] broker_role",
+    "ha": "replication has its own section, [ha]",
+}
 
 # Keys whose values `mqgate config` does not print.
 SECRET_KEYS = {"http": ("token",)}
@@ -119,6 +132,8 @@ FLAGS = {
     "broker.broker_name": "--broker-name",
     "broker.cluster_name": "--cluster-name",
     "broker.namesrv_addr": "--namesrv-addr",
+    "broker.broker_id": "--broker-id",
+    "broker.broker_role": "--role",
     "mqtt.port": "--mqtt-port",
     "grpc.port": "--grpc-port",
     "remoting.port": "--remoting-port",
@@ -211,8 +226,19 @@ class Section:
         return {**values, **self.serve_defaults}
 
 
-STORE_PARSERS = _parsers(StoreConfig, DERIVED_STORE_FIELDS)
-BROKER_PARSERS = _parsers(BrokerConfig, {}, {"namesrv_addr": parse_host_port_list})
+STORE_PARSERS = _parsers(
+    StoreConfig, DERIVED_STORE_FIELDS, {"access_message_in_memory_max_ratio": parse_non_negative_int}
+)
+BROKER_PARSERS = _parsers(
+    BrokerConfig,
+    {},
+    {"namesrv_addr": parse_host_port_list, "broker_id": parse_non_negative_int, "broker_role": parse_broker_role},
+)
+HA_PARSERS = _parsers(
+    HAConfig,
+    {},
+    {"listen_port": parse_optional_port, "max_gap_not_in_sync": parse_size, "transfer_batch_size": parse_size},
+)
 MQTT_PARSERS = _parsers(
     MqttConfig,
     {},
@@ -265,6 +291,7 @@ SECTIONS = {
         "store", StoreConfig, STORE_PARSERS, STORE_KEY_HELP, DERIVED_STORE_FIELDS, {"index_process": True}
     ),
     "broker": Section("broker", BrokerConfig, BROKER_PARSERS, BROKER_KEY_HELP, {}),
+    "ha": Section("ha", HAConfig, HA_PARSERS, HA_KEY_HELP, {}),
     "mqtt": Section("mqtt", MqttConfig, MQTT_PARSERS, MQTT_KEY_HELP, {}),
     "grpc": Section("grpc", GrpcConfig, GRPC_PARSERS, GRPC_KEY_HELP, {}),
     "remoting": Section("remoting", RemotingConfig, REMOTING_PARSERS, REMOTING_KEY_HELP, {}),
@@ -424,7 +451,23 @@ def load_settings(
         origins[override.key] = override.flag
 
     try:
-        store_config = StoreConfig(store_dir=data_dir / STORE_SUBDIR, **store)  # type: ignore[arg-type]
+        ha_config = HAConfig(**values["ha"])  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigError(f"invalid [ha] settings: {exc}") from None
+    if ha_config.listen_port is None:
+        # RocketMQ's haListenPort: the remoting port + 1 (a free port when the remoting port is).
+        remoting_port = values["remoting"]["port"]
+        assert isinstance(remoting_port, int)
+        ha_config = dataclasses.replace(ha_config, listen_port=remoting_port + 1 if remoting_port else 0)
+    role = values["broker"]["broker_role"]
+    assert isinstance(role, BrokerRole)
+    try:
+        store_config = StoreConfig(
+            store_dir=data_dir / STORE_SUBDIR,
+            role=role,
+            ha=ha_config,
+            **store,  # type: ignore[arg-type]
+        )
     except ValueError as exc:
         # Cross-field checks live in StoreConfig; name where the keys it mentions were set.
         involved = [f"{name} from {origins[f'store.{name}']}" for name in store if re.search(rf"\b{name}\b", str(exc))]
@@ -525,7 +568,7 @@ def _did_you_mean(name: object, known: Iterable[str]) -> str:
 
 
 def toml_value(value: object) -> str:
-    if isinstance(value, FlushMode):
+    if isinstance(value, FlushMode | BrokerRole):
         return json.dumps(value.value)
     if isinstance(value, str | Path):
         return json.dumps(str(value))
@@ -558,6 +601,7 @@ def render_toml(settings: Settings) -> str:
     sections = (
         ("store", settings.store),
         ("broker", settings.broker),
+        ("ha", settings.store.ha),
         ("mqtt", settings.mqtt),
         ("grpc", settings.grpc),
         ("remoting", settings.remoting),

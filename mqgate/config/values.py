@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from core import FlushMode
+from core import BrokerRole, FlushMode
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # A parser: the value as the file or flag gave it, checked and converted.
@@ -182,6 +182,24 @@ def parse_flush_mode(value: object) -> FlushMode:
         return FlushMode(value.strip().upper())
     except ValueError:
         raise ValueError(f"{value!r} is not a flush mode; expected {allowed}") from None
+
+
+def parse_broker_role(value: object) -> BrokerRole:
+    allowed = ", ".join(role.value for role in BrokerRole)
+    if not isinstance(value, str):
+        raise ValueError(f"expected {allowed}, got {describe_value(value)}")
+    try:
+        return BrokerRole(value.strip().upper())
+    except ValueError:
+        raise ValueError(f"{value!r} is not a broker role; expected {allowed}") from None
+
+
+def parse_non_negative_int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected an integer, 0 or more, got {describe_value(value)}")
+    if value < 0:
+        raise ValueError(f"{value}: must be 0 or more")
+    return value
 
 
 def parse_log_level(value: object) -> str:
