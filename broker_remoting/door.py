@@ -26,6 +26,9 @@ and the broker's registration with its NameServers. `mqgate serve` builds one, s
       200, 201, 207, GET_BROKER_RUNTIME_
       INFO 28, INVOKE_BROKER_TO_RESET_
       OFFSET 222
+    GET_ALL_CONSUMER_OFFSET 43, GET_ALL_     replication.py (a master's tables for its slaves, and a slave's copy
+      DELAY_OFFSET 45, GET_BROKER_HA_        of them)
+      STATUS 907
 
 Any other code is answered REQUEST_CODE_NOT_SUPPORTED, naming it. With an ACL file, every request is checked first
 (access.py).
@@ -52,10 +55,11 @@ from broker_remoting.pull import PullService
 from broker_remoting.queries import QueryDoor
 from broker_remoting.refusals import serving
 from broker_remoting.registration import BrokerRegistration
+from broker_remoting.replication import ReplicationDoor, SlaveSync
 from broker_remoting.send import SendService
 from broker_remoting.topic_admin import TopicAdmin
 from broker_remoting.transactions import TransactionDoor
-from core import Broker
+from core import Broker, BrokerRole
 from remoting.codes import RequestCode
 from remoting.message_codec import Host
 from remoting.server import RemotingServer
@@ -92,6 +96,13 @@ class BrokerRemoting:
         queries = QueryDoor(broker, self._host)
         topics = TopicAdmin(broker)
         admin = AdminRequests(broker, lambda: self.grpc_endpoint)
+        replication = ReplicationDoor(broker)
+        # A slave copies its master's tables every 10 s (its master as the NameServers name it).
+        self.slave_sync = (
+            SlaveSync(broker, lambda: self.registration.master_address if self.registration else None)
+            if broker.role is BrokerRole.SLAVE
+            else None
+        )
         handlers = {
             RequestCode.SEND_MESSAGE: sends.send,
             RequestCode.SEND_MESSAGE_V2: sends.send,
@@ -128,6 +139,9 @@ class BrokerRemoting:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_group,
             RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: admin.reset_offsets,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: replication.all_offsets,
+            RequestCode.GET_ALL_DELAY_OFFSET: replication.all_delay_offsets,
+            RequestCode.GET_BROKER_HA_STATUS: replication.ha_status,
         }
         check = AccessCheck(access).check if access is not None else None
         for code, handler in handlers.items():
@@ -144,7 +158,11 @@ class BrokerRemoting:
         self.store_host = (self.store_host[0], int(port))
         self.address = f"{self.store_host[0]}:{port}"
         self.registration = BrokerRegistration(self.broker, self.address, namesrv_addresses)
+        if self.slave_sync is not None:
+            self.registration.master_changed = self.slave_sync.wake.set
         self.registration.start()
+        if self.slave_sync is not None:
+            self.slave_sync.start()
         self._scan = asyncio.get_running_loop().create_task(self._scan_clients())
         return f"{host}:{port}"
 
@@ -158,6 +176,8 @@ class BrokerRemoting:
             self._scan.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan
+        if self.slave_sync is not None:
+            await self.slave_sync.close()
         if self.registration is not None:
             await self.registration.close()
         await self.server.close()

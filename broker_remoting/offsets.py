@@ -5,7 +5,8 @@
                                  message is in memory; on a queue retention has cut, QUERY_NOT_FOUND 22 (the client
                                  then starts where its consumeFromWhere says); with setZeroIfNotFound=false (RocketMQ
                                  5), QUERY_NOT_FOUND whenever the group has none
-    UPDATE_CONSUMER_OFFSET 15    consumerGroup, topic, queueId, commitOffset
+    UPDATE_CONSUMER_OFFSET 15    consumerGroup, topic, queueId, commitOffset; with keepLarger=true (a slave giving
+                                 back what consumers committed to it, broker_remoting/replication.py) only forward
     SEARCH_OFFSET_BY_TIMESTAMP 29  topic, queueId, timestamp -> offset
     GET_MAX_OFFSET 30, GET_MIN_OFFSET 31   topic, queueId -> offset
 
@@ -42,9 +43,13 @@ class OffsetDoor:
 
     async def update(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         fields = HeaderFields(request)
-        self._broker.commit_offset(
-            fields.text("consumerGroup"), fields.text("topic"), fields.int("queueId"), fields.int("commitOffset")
+        # keepLarger (mqgate's): a slave gives back an offset committed to it while its master was away.
+        commit = (
+            self._broker.commit_offset_at_least
+            if request.ext_fields.get("keepLarger") == "true"
+            else self._broker.commit_offset
         )
+        commit(fields.text("consumerGroup"), fields.text("topic"), fields.int("queueId"), fields.int("commitOffset"))
         return None if request.is_oneway else request.reply(ResponseCode.SUCCESS)
 
     async def search(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

@@ -59,8 +59,10 @@ class PullService:
         broker = self._broker
         slave = broker.role is BrokerRole.SLAVE
         read_slave = broker.config.slave_read_enable
-        if slave and broker.master_alive() and not (
-            read_slave and broker.far_behind(header.topic, header.queue_id, header.queue_offset)
+        if (
+            slave
+            and broker.master_alive()
+            and not (read_slave and broker.far_behind(header.topic, header.queue_id, header.queue_offset))
         ):
             fields = pull_reply_fields(header.queue_offset, 0, 0, MASTER_ID)
             return request.reply(

@@ -5,7 +5,8 @@ The body is RegisterBrokerBody's JSON: every topic's read and write queue counts
 version that changes with the table. While the broker auto-creates topics it also registers TBW102, the template
 clients route a send to when the NameServer knows no topic of that name (RocketMQ's
 AUTO_CREATE_TOPIC_KEY_TOPIC), with read, write and inherit permissions. A NameServer that cannot be reached is
-logged and asked again at the next round; the others are not held up.
+logged and asked again at the next round; the others are not held up. A slave learns its master from the replies
+(its remoting and HA addresses), and registers every NO_MASTER_INTERVAL_S while they name none.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from core import Broker, TopicConfig
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 # (registerBrokerTimeoutMills); a NameServer drops a broker not heard for 120 s.
 REGISTER_INTERVAL_S = 30.0
 REGISTER_TIMEOUT_S = 6.0
+# How often a slave registers while the NameServers name no master of its group.
+NO_MASTER_INTERVAL_S = 3.0
 AUTO_CREATE_TEMPLATE = "TBW102"
 # PermName: READ 4 | WRITE 2 | INHERIT 1, as RocketMQ gives TBW102.
 _TEMPLATE_PERM = 7
@@ -61,6 +64,7 @@ class BrokerRegistration:
         self._closing = False
         self.registered = asyncio.Event()  # set once every NameServer has answered a registration
         self.master_address: str | None = None  # a slave's master's remoting address, as the NameServers name it
+        self.master_changed: Callable[[], None] = lambda: None
 
     def start(self) -> None:
         if not self._namesrv_addresses:
@@ -92,8 +96,10 @@ class BrokerRegistration:
                 self.registered.set()
             # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that comes as the event is set
             # (a topic created at start), and close would wait for the next round.
+            # A slave that knows no master yet asks again soon: its master may be starting beside it.
+            waiting = self._broker.config.broker_id != 0 and self.master_address is None
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(REGISTER_INTERVAL_S):
+                async with asyncio.timeout(NO_MASTER_INTERVAL_S if waiting else REGISTER_INTERVAL_S):
                     await self._changed.wait()
 
     def body(self) -> bytes:
@@ -140,6 +146,7 @@ class BrokerRegistration:
             log.info("NameServer %s names the master of broker group %s: %s", address,
                      self._broker.config.broker_name, master or "none")  # fmt: skip
             self.master_address = master
+            self.master_changed()
         ha_address = reply.ext_fields.get("haServerAddr")
         if ha_address:
             self._broker.follow_master(ha_address)

@@ -127,6 +127,7 @@ from core.filter import (
     UnsupportedExpressionTypeError,
     build_filter,
 )
+from core.master_copy import MasterCopy, parse_delay_offsets, parse_offset_table
 from core.message_queries import DEFAULT_QUERY_COUNT, MAX_QUERY_COUNT, MessageQueries, parse_offset_msg_id
 from core.message_queue import MessageQueue
 from core.pop.errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
@@ -235,6 +236,7 @@ __all__ = [
     "LocalOffsetFile",
     "LocalTransactionState",
     "ManualClock",
+    "MasterCopy",
     "Message",
     "MessageFilter",
     "MessageModel",
@@ -309,7 +311,9 @@ __all__ = [
     "in_worker_thread",
     "local_offset_path",
     "open_store",
+    "parse_delay_offsets",
     "parse_offset_msg_id",
+    "parse_offset_table",
     "retry_topic",
     "send_back",
     "subscription_items",

@@ -36,6 +36,7 @@ from core.errors import (
 )
 from core.filter import MessageFilter
 from core.long_poll import LongPollWaiters
+from core.master_copy import MasterCopy
 from core.message_queries import MessageQueries
 from core.message_queue import MessageQueue
 from core.parking import parking_for
@@ -48,6 +49,7 @@ from core.scheduling.timers import TimerService
 from core.send_hooks import SendHook, name_light_queues
 from core.store.config import BrokerRole
 from core.store.errors import StoreError
+from core.store.ha.states import ReplicationState
 from core.store.message import (
     PROPERTY_MULTI_DISPATCH,
     PROPERTY_UNIQ_KEY,
@@ -109,6 +111,9 @@ class Broker:
         )
         self._scanner: asyncio.Task[None] | None = None
         self._services_started = False
+        self._slave = store.config.role is BrokerRole.SLAVE
+        # A slave's copies of its master's tables, which its remoting door takes every 10 s.
+        self.master_copy = MasterCopy(self.topics, self.groups, self.offsets)
         # Routes by topic: a new, empty dictionary each time the topic table changes (in whichever thread changed
         # it, after the new table is what readers get).
         self._routes: dict[str, Route] = {}
@@ -196,6 +201,10 @@ class Broker:
         slave = self.store.ha_slave
         if slave is not None and not self.store.config.ha.master_address and ha_address:
             slave.set_master(ha_address)
+
+    def replication(self) -> ReplicationState:
+        """The log's end, a master's slaves with their lag, a slave's link to its master."""
+        return self.store.replication_state()
 
     def master_alive(self) -> bool:
         """A master: True. A slave: whether its link to its master is up and the master heard lately."""
@@ -606,6 +615,22 @@ class Broker:
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.offsets.commit_offset(group, topic, queue_id, offset)
+        if self._slave:
+            self.master_copy.note_commit(group, topic, queue_id, offset)
+
+    def delay_offsets(self) -> dict[int, int]:
+        """Per delay level, the offset in its queue of the next message to move (RocketMQ's delayOffset.json)."""
+        return self.schedule.offsets()
+
+    def take_master_delay_offsets(self, offsets: dict[int, int]) -> None:
+        """A slave keeps its master's delay-level progress (core.master_copy)."""
+        self.schedule.take_master_offsets(offsets)
+
+    def commit_offset_at_least(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Move a committed offset forward to `offset`, never back: a slave gives its master back the offsets
+        consumers committed to it while the master was down (core.master_copy)."""
+        if self.offsets.query_offset(group, topic, queue_id) < offset:
+            self.offsets.commit_offset(group, topic, queue_id, offset)
 
     async def persist_offsets(self) -> None:
         """Write committed offsets to consumerOffset.json now (in a worker thread), rather than at the next round of

@@ -13,6 +13,8 @@ says what the client is sent, by protocol level and QoS:
 | message larger than the store takes              | 0x97               | connection closed              | dropped |
 | written, the disk did not confirm it in time (SYNC_FLUSH's FLUSH_DISK_TIMEOUT)                           |
 |                                                  | 0x80               | connection closed              | dropped |
+| written on a SYNC_MASTER, no slave confirmed it (FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE)                 |
+|                                                  | 0x80               | connection closed              | dropped |
 | any other core error                             | 0x80               | connection closed              | dropped |
 
 MQTT 3.1.1 has no negative acknowledgement: a PUBACK there says "stored", so the only honest answer is none, and
@@ -78,9 +80,17 @@ def refusal_of(error: Exception) -> Refusal:
     return Refusal(UNSPECIFIED_ERROR, str(error))
 
 
+_NOT_CONFIRMED = {
+    SendStatus.FLUSH_DISK_TIMEOUT: "the disk did not confirm the write in time",
+    SendStatus.FLUSH_SLAVE_TIMEOUT: "stored on the master only: no slave confirmed it in time",
+    SendStatus.SLAVE_NOT_AVAILABLE: "stored on the master only: no slave is in sync to hold it",
+}
+
+
 def not_confirmed(status: SendStatus) -> Refusal:
-    """A write the store made but could not confirm as durable (SYNC_FLUSH timed out)."""
-    return Refusal(UNSPECIFIED_ERROR, f"{status.value}: the disk did not confirm the write in time")
+    """A write the store made but could not confirm as promised: on disk (SYNC_FLUSH timed out) or, under a
+    SYNC_MASTER, on a slave."""
+    return Refusal(UNSPECIFIED_ERROR, f"{status.value}: {_NOT_CONFIRMED.get(status, 'not confirmed')}")
 
 
 ACL_DENIED = Refusal(NOT_AUTHORIZED, "not authorized")

@@ -284,6 +284,15 @@ class MessagingService(MessagingServiceServicer):
         raise RequestError(Code.NOT_IMPLEMENTED, "lite topics are not implemented by mqgate yet")
 
 
+# Stored, not confirmed as promised (RocketMQ's proxy maps them so): on disk under SYNC_FLUSH, on a slave under a
+# SYNC_MASTER.
+_NOT_CONFIRMED = {
+    SendStatus.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+    SendStatus.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    SendStatus.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+}
+
+
 def _send_entry(result: SendResult, message: definition_pb2.Message) -> pb.SendResultEntry:
     if result.status is SendStatus.SEND_OK:
         is_transaction = message.system_properties.message_type == definition_pb2.MessageType.TRANSACTION
@@ -294,7 +303,7 @@ def _send_entry(result: SendResult, message: definition_pb2.Message) -> pb.SendR
             offset=result.queue_offset,
             recall_handle=result.recall_handle,
         )
-    code = Code.MASTER_PERSISTENCE_TIMEOUT if result.status is SendStatus.FLUSH_DISK_TIMEOUT else Code.INTERNAL_ERROR
+    code = _NOT_CONFIRMED.get(result.status, Code.INTERNAL_ERROR)
     return pb.SendResultEntry(
         status=status(code, f"send message failed, sendStatus={result.status.value}"), message_id=result.msg_id
     )

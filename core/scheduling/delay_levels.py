@@ -104,6 +104,12 @@ class ScheduleService:
         """Per level, the offset in its queue of the next message to move."""
         return dict(self._offsets)
 
+    def take_master_offsets(self, offsets: dict[int, int]) -> None:
+        """A slave's copy of its master's progress (the service does not run on a slave): persisted as the master's
+        own, for the day this broker moves the messages itself."""
+        self._offsets = dict(offsets)
+        self.persist()
+
     # --- parking -----------------------------------------------------------------------------------------
 
     def park(self, message: Message) -> bool:

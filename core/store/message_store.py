@@ -42,6 +42,7 @@ from core.store.errors import (
 )
 from core.store.ha.master import HAMaster
 from core.store.ha.slave import HASlave
+from core.store.ha.states import ReplicationState
 from core.store.index.process import IndexProcess, IndexProcessError, wait_for_orphan
 from core.store.index.service import IndexService
 from core.store.log.appender import Appender
@@ -198,6 +199,12 @@ class MessageStore:
             self.dispatcher.listeners.append(self.ha_master.data_appended)
             self.ha_master.start()
             log.info("store %s: %s, HA port %s:%d", config.store_dir, config.role.value, *self.ha_master.address)
+
+    def replication_state(self) -> ReplicationState:
+        """The log's end, a master's slaves (each's acknowledged offset and lag) and a slave's link to its master."""
+        slaves = self.ha_master.slaves() if self.ha_master is not None else []
+        master = self.ha_slave.state() if self.ha_slave is not None else None
+        return ReplicationState(self.commit_log.write_pos, slaves, master)
 
     def _flush_when_due(self, _touched: object) -> None:
         """ASYNC_FLUSH, after each dispatch round: wake the flush thread once flush_after_bytes wait for the disk."""

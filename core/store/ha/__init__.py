@@ -6,4 +6,5 @@ log byte for byte and its dispatcher builds its own consume queues and index fro
     continuation.py  the slave's check that what arrives continues its log, and its cut into whole records
     master.py        the master's HA port, a link per slave, and the SYNC_MASTER waiters
     slave.py         the slave's link to its master
+    states.py        what a store says of its replication (slaves' lag, the link to the master)
 """

@@ -20,10 +20,10 @@ import logging
 import socket
 import threading
 import time
-from dataclasses import dataclass
 
 from core.store.ha.config import HAConfig
 from core.store.ha.frames import HAProtocolError, ReportReader, encode_header
+from core.store.ha.states import SlaveState
 from core.store.log.commit_log import CommitLog
 from core.store.log.flush_service import FlushWaiters
 from core.store.service_thread import ServiceThread
@@ -32,17 +32,6 @@ log = logging.getLogger(__name__)
 
 ACCEPT_POLL_S = 0.5
 WRITER_IDLE_WAIT_S = 0.1
-
-
-@dataclass(slots=True, frozen=True)
-class SlaveState:
-    """One connected slave, as the master sees it (for the admin's `cluster list` and /metrics)."""
-
-    address: str
-    acked_offset: int  # how far the slave's log reaches, by its last report
-    lag_bytes: int  # the master's log end minus that
-    lag_s: float  # how long ago the oldest record the slave lacks was stored (0 when it lacks none)
-    in_sync: bool  # within max_gap_not_in_sync of the master's log end
 
 
 class HAMaster(ServiceThread):

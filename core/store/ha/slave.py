@@ -17,11 +17,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from core.store.ha.config import HAConfig
 from core.store.ha.continuation import LogContinuation, ReplicationRefused
 from core.store.ha.frames import FrameReader, HAProtocolError, encode_report
+from core.store.ha.states import MasterState
 from core.store.log.commit_log import CommitLog
 from core.store.service_thread import ServiceThread
 
@@ -34,16 +34,6 @@ RECEIVE_BYTES = 256 * 1024
 # The largest frame accepted: a master sends ha_transfer_batch_size (32 KiB) at a time; this bounds what a
 # broken or hostile peer can make the slave buffer.
 MAX_FRAME_SIZE = 64 * 1024 * 1024
-
-
-@dataclass(slots=True, frozen=True)
-class MasterState:
-    """The link to the master, as this slave sees it."""
-
-    address: str | None
-    connected: bool
-    last_heard_s: float | None  # seconds since the master last sent anything
-    refused: str | None  # why the last data was refused, if it was
 
 
 class HASlave(ServiceThread):

@@ -1,0 +1,110 @@
+"""A slave's copies of its master's tables (RocketMQ's SlaveSynchronize): topics, subscription groups, consumer
+offsets and delay-level progress, taken every 10 s by whoever asks the master (the remoting door), so that the
+slave serves reads with the master's topics and offsets, and holds what a later takeover needs.
+
+Topics and groups are the master's: the slave's tables become copies of them. Offsets are merged, not copied.
+RocketMQ's slave overwrites its offsets with the master's, so offsets that consumers committed to the slave
+while the master was down go back to the master's older ones when it returns, and consumers that start again read
+those messages a second time (apache/rocketmq#1094). Here an offset committed on the slave (`committed_here`) is
+kept while it is ahead of the master's, and given back to the master (`ahead_of_master`, which the door sends with
+"keep the larger"), until the master holds it or more; an offset the slave never took a commit for follows the
+master's, back as well as forward (an administrator's reset on the master reaches the slave).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+
+from core.tables.consumer_offsets import ConsumerOffsetManager
+from core.tables.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from core.tables.topic_config import TopicConfig, TopicConfigManager
+
+log = logging.getLogger(__name__)
+
+OffsetKey = tuple[str, str, int]  # (group, topic, queue id)
+
+
+class MasterCopy:
+    def __init__(
+        self, topics: TopicConfigManager, groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager
+    ) -> None:
+        self._topics = topics
+        self._groups = groups
+        self._offsets = offsets
+        self._lock = threading.Lock()
+        # Offsets consumers committed to this slave, not yet known to be held by the master.
+        self.committed_here: dict[OffsetKey, int] = {}
+
+    def note_commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """A consumer committed `offset` to this slave (its master was down, or it reads here)."""
+        with self._lock:
+            self.committed_here[(group, topic, queue_id)] = offset
+
+    def take_topics(self, configs: Iterable[TopicConfig]) -> int:
+        """Make the topic table the master's; the number of topics changed, added or removed."""
+        theirs = {config.topic_name: config for config in configs}
+        changed = 0
+        for config in theirs.values():
+            if self._topics.get(config.topic_name) != config:
+                self._topics.create_or_update(config)
+                changed += 1
+        for config in self._topics.list():
+            if config.topic_name not in theirs:
+                self._topics.delete(config.topic_name)
+                changed += 1
+        return changed
+
+    def take_groups(self, configs: Iterable[SubscriptionGroupConfig]) -> int:
+        """Make the subscription-group table the master's; the number of groups changed, added or removed."""
+        theirs = {config.group_name: config for config in configs}
+        changed = 0
+        for config in theirs.values():
+            if self._groups.get(config.group_name) != config:
+                self._groups.create_or_update(config)
+                changed += 1
+        for config in self._groups.list():
+            if config.group_name not in theirs:
+                self._groups.delete(config.group_name)
+                changed += 1
+        return changed
+
+    def take_offsets(self, masters: Mapping[OffsetKey, int]) -> list[tuple[str, str, int, int]]:
+        """Merge the master's committed offsets in (see the module's docstring); return the offsets committed here
+        that are ahead of the master's, as (group, topic, queue id, offset), to give back to it."""
+        ahead = []
+        with self._lock:
+            for key, offset in list(self.committed_here.items()):
+                if masters.get(key, -1) >= offset:
+                    del self.committed_here[key]  # the master holds it (or more): follow the master again
+                else:
+                    ahead.append((*key, offset))
+            kept = set(self.committed_here)
+        for (group, topic, queue_id), offset in masters.items():
+            if (group, topic, queue_id) not in kept and self._offsets.query_offset(group, topic, queue_id) != offset:
+                self._offsets.commit_offset(group, topic, queue_id, offset)
+        return ahead
+
+
+def parse_delay_offsets(table: Mapping[object, object]) -> dict[int, int]:
+    """delayOffset.json's offsetTable ({level: offset}) by level."""
+    offsets = {}
+    for level, offset in table.items():
+        number, value = int(str(level)), int(str(offset))
+        if number < 1 or value < 0:
+            raise ValueError(f"delay offset table entry {level!r}: {offset!r}: levels from 1, offsets from 0")
+        offsets[number] = value
+    return offsets
+
+
+def parse_offset_table(table: Mapping[str, Mapping[object, object]]) -> dict[OffsetKey, int]:
+    """ConsumerOffsetSerializeWrapper's offsetTable ({"topic@group": {queue id: offset}}) by (group, topic, queue)."""
+    offsets: dict[OffsetKey, int] = {}
+    for key, queues in table.items():
+        topic, separator, group = str(key).partition("@")
+        if not separator or not isinstance(queues, Mapping):
+            raise ValueError(f"offset table entry {key!r}: expected 'topic@group' with a table of queue offsets")
+        for queue_id, offset in queues.items():
+            offsets[(group, topic, int(str(queue_id)))] = int(str(offset))
+    return offsets
