@@ -95,6 +95,7 @@ def ha_status(broker: Broker) -> dict[str, Any]:
             "lastReadTimestamp": heard_ms,
             "maxOffset": replication.log_end,
             "refused": master.refused or "",
+            "localAddr": master.local_address or "",
         }
     return info
 

@@ -86,11 +86,22 @@ class ClusterAdmin:
                 row["error"] = str(exc)
                 return
             row["version"] = table.get("brokerVersionDesc", "")
+            row["role"] = table.get("brokerRole", "ASYNC_MASTER" if row["id"] == MASTER_ID else "SLAVE")
             row["messages_in_today"] = int(table.get("msgPutTotalTodayNow", 0))
             row["messages_out_today"] = int(table.get("msgGetTotalTodayNow", 0))
             row["topics"] = int(table.get("topicCount", 0))
+            try:
+                reply = await self._ask(row["address"], RemotingCommand(RequestCode.GET_BROKER_HA_STATUS))
+                status = loads(reply.body)
+            except Exception:  # a broker that does not answer 907 (Apache RocketMQ 4 before 5.0)
+                return
+            if row["id"] == MASTER_ID:
+                row["slaves"] = [_slave_row(entry) for entry in status.get("haConnectionInfo") or []]
+            else:
+                row["ha_link"] = str((status.get("haClientRuntimeInfo") or {}).get("localAddr") or "")
 
         await asyncio.gather(*(runtime(row) for row in rows))
+        _match_slaves(rows)
         return rows
 
     # --- topics ---
@@ -243,3 +254,34 @@ class ClusterAdmin:
             raise GroupNotFoundError(f"consumer group {group!r} does not exist on any broker group of the cluster")
         queues = sorted((row for part in found for row in part), key=lambda r: (r["topic"], r["broker"], r["queue_id"]))
         return {"group": group, "queues": queues, "lag": sum(row["lag"] for row in queues)}
+
+
+def _slave_row(entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "address": str(entry.get("addr", "")),
+        "lag_bytes": int(entry.get("diff", 0)),
+        "lag_s": float(entry.get("lagSeconds", 0.0)),
+        "in_sync": bool(entry.get("inSync", False)),
+    }
+
+
+def _match_slaves(rows: list[dict[str, Any]]) -> None:
+    """Give each slave's row its lag as its master sees it (the master knows its slaves by the address their HA
+    link comes from, which each slave names), and each master's row whether a slave is in sync."""
+    masters = {row["broker"]: row for row in rows if row["id"] == MASTER_ID}
+    for row in rows:
+        master = masters.get(row["broker"])
+        if row["id"] == MASTER_ID:
+            slaves = row.get("slaves")
+            if slaves is not None:
+                row["in_sync"] = any(slave["in_sync"] for slave in slaves)
+            continue
+        if master is None:
+            row["replication"] = "no master"
+            continue
+        links = [slave for slave in master.get("slaves") or [] if row.get("ha_link") == slave["address"]]
+        if links:
+            link = links[0]
+            row["lag_bytes"], row["lag_s"], row["in_sync"] = link["lag_bytes"], link["lag_s"], link["in_sync"]
+        else:
+            row["replication"] = "not connected"

@@ -63,14 +63,32 @@ async def cluster_list(admin: ClusterAdmin, args: argparse.Namespace) -> int:
     rows = await admin.clusters()
 
     def render(brokers: list[dict[str, Any]]) -> None:
-        cells = [[b["cluster"], b["broker"], b["id"], b["address"], b.get("version", b.get("error", "")),
-                  _when(b["last_registration_ms"]), b.get("topics", ""), b.get("messages_in_today", ""),
-                  b.get("messages_out_today", "")] for b in brokers]  # fmt: skip
-        columns = ["cluster", "broker", "id", "address", "version", "last registration", "topics", "in today",
-                   "out today"]  # fmt: skip
+        cells = [[b["cluster"], b["broker"], b["id"], b.get("role", ""), b["address"],
+                  b.get("version", b.get("error", "")), _replication(b), _when(b["last_registration_ms"]),
+                  b.get("topics", ""), b.get("messages_in_today", ""), b.get("messages_out_today", "")]
+                 for b in brokers]  # fmt: skip
+        columns = ["cluster", "broker", "id", "role", "address", "version", "replication", "last registration",
+                   "topics", "in today", "out today"]  # fmt: skip
         table(f"brokers known to {args.namesrv}", columns, cells, ("id", "topics", "in today", "out today"))
 
     return emit(args, rows, render)
+
+
+def _replication(row: dict[str, Any]) -> str:
+    """A master: its slaves and whether one is in sync (what a SYNC_MASTER waits for); a slave: its lag."""
+    if "replication" in row:
+        return str(row["replication"])
+    if row["id"] == 0:
+        slaves = row.get("slaves")
+        if slaves is None:
+            return ""
+        if not slaves:
+            return "no slave"
+        return f"{len(slaves)} slave(s), {'in sync' if row.get('in_sync') else 'none in sync'}"
+    if "lag_bytes" not in row:
+        return ""
+    state = "in sync" if row.get("in_sync") else "not in sync"
+    return f"lag {row['lag_bytes']} B, {row['lag_s']:.1f} s, {state}"
 
 
 async def topic_list(admin: ClusterAdmin, args: argparse.Namespace) -> int:

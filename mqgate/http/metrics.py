@@ -113,6 +113,7 @@ class MqgateCollector(Collector):
         yield from self._topics()
         yield from self._offsets()
         yield from self._store()
+        yield from self._replication()
         yield from self._refusals()
         if parts.gateway is not None:
             yield from mqtt_families(parts.gateway)
@@ -227,6 +228,37 @@ class MqgateCollector(Collector):
             buckets=buckets,
             sum_value=total_s,
         )
+
+    def _replication(self) -> Iterator[Metric]:
+        state = self.parts.broker.replication()
+        lag_bytes = GaugeMetricFamily(
+            "mqgate_replication_lag_bytes",
+            "A master's slaves: how far each slave's copy of the commit log is behind the master's, in bytes",
+            labels=["slave"],
+        )
+        lag_seconds = GaugeMetricFamily(
+            "mqgate_replication_lag_seconds",
+            "A master's slaves: how long ago the oldest record a slave lacks was stored (0 when it lacks none)",
+            labels=["slave"],
+        )
+        in_sync = GaugeMetricFamily(
+            "mqgate_replication_in_sync",
+            "A master's slaves: 1 when within [ha] max_gap_not_in_sync of the master (a SYNC_MASTER waits for it)",
+            labels=["slave"],
+        )
+        for slave in state.slaves:
+            lag_bytes.add_metric([slave.address], slave.lag_bytes)
+            lag_seconds.add_metric([slave.address], slave.lag_s)
+            in_sync.add_metric([slave.address], 1 if slave.in_sync else 0)
+        yield lag_bytes
+        yield lag_seconds
+        yield in_sync
+        if state.master is not None:
+            yield GaugeMetricFamily(
+                "mqgate_replication_master_connected",
+                "A slave: 1 while its link to its master is up",
+                value=1 if state.master.connected else 0,
+            )
 
     def _refusals(self) -> Iterator[Metric]:
         parts = self.parts

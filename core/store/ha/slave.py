@@ -74,7 +74,14 @@ class HASlave(ServiceThread):
 
     def state(self) -> MasterState:
         heard = time.monotonic() - self._last_heard if self._last_heard else None
-        return MasterState(self.master_address, self.connected, heard, self.refused)
+        with self._lock:
+            connection = self._socket
+        local = None
+        if connection is not None and self.connected:
+            with contextlib.suppress(OSError):
+                host, port = connection.getsockname()[:2]
+                local = f"{host}:{port}"
+        return MasterState(self.master_address, self.connected, heard, self.refused, local)
 
     def run(self) -> None:
         while not self.stopped:

@@ -24,6 +24,7 @@ class MasterState:
     connected: bool
     last_heard_s: float | None  # seconds since the master last sent anything
     refused: str | None  # why the last data was refused, if it was
+    local_address: str | None = None  # host:port the link comes from (how the master names this slave)
 
 
 @dataclass(slots=True, frozen=True)
