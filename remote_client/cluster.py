@@ -29,11 +29,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from core import ServiceNotAvailableError, StoredMessage, TopicNotFoundError
+from core import MessageQueue, ServiceNotAvailableError, StoredMessage, TopicNotFoundError
 from remote_client.namesrv_client import NameServers, parse_namesrv_addr
 from remote_client.records import stored_messages
 from remote_client.replies import check, timed_out, unreachable
-from remote_client.topic_route import TopicRoute
+from remote_client.topic_route import MASTER_ID, BrokerData, TopicRoute
 from remoting.channel import Channel, ChannelClosedError, RemotingTimeoutError
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -119,6 +119,10 @@ class Cluster:
         self._routes: dict[str, TopicRoute] = {}
         self._fetching: dict[str, asyncio.Future[TopicRoute | None]] = {}
         self._masters: dict[str, str] = {}  # broker name -> master address, from every route seen
+        # Broker name -> its addresses by broker id, as the latest route names them; and the broker id each queue's
+        # broker last suggested its reader pull from (RocketMQ's pullFromWhichNodeTable).
+        self._brokers: dict[str, BrokerData] = {}
+        self._suggested: dict[MessageQueue, int] = {}
         self.producer_groups: dict[str, int] = {}  # group -> producers of this process in it
         self.consumers: dict[str, ConsumerEntry] = {}
         self._broker_handlers: dict[int, BrokerRequestHandler] = {}
@@ -211,7 +215,10 @@ class Cluster:
         self._routes[topic] = route
         new_master = False
         for name, broker in route.brokers.items():
-            if broker.master is not None and self._masters.get(name) != broker.master:
+            self._brokers[name] = broker
+            if broker.master is None:
+                self._masters.pop(name, None)  # gone: its slaves serve reads, nobody takes sends
+            elif self._masters.get(name) != broker.master:
                 self._masters[name] = broker.master
                 new_master = True
         if new_master and (self.producer_groups or self.consumers):
@@ -254,6 +261,35 @@ class Cluster:
         if address is None:
             raise ServiceNotAvailableError(f"broker group {broker_name!r} has no master in the routes known")
         return address
+
+    def read_address(self, queue: MessageQueue) -> str:
+        """Where to pull `queue` from (RocketMQ's findBrokerAddressInSubscribe): the broker its group last suggested
+        (suggestWhichBrokerId), else the master, else a slave (the master is down: consumers go on from a copy)."""
+        return self._reader(queue.broker_name, self._suggested.get(queue, MASTER_ID))
+
+    def _reader(self, broker_name: str, wanted: int) -> str:
+        broker = self._brokers.get(broker_name)
+        if broker is None or not broker.addresses:
+            return self.master_address(broker_name)
+        addresses = broker.addresses
+        return addresses.get(wanted) or addresses.get(MASTER_ID) or addresses[min(addresses)]
+
+    async def invoke_read(
+        self, queue: MessageQueue, request: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """A pull of `queue`, at `read_address`; the broker's suggestion for the next one is kept."""
+        reply = await self.invoke_address(self.read_address(queue), request, timeout_s, queue.broker_name)
+        suggested = reply.ext_fields.get("suggestWhichBrokerId", "")
+        if suggested.isdigit():
+            self._suggested[queue] = int(suggested)
+        return reply
+
+    async def invoke_offsets(
+        self, broker_name: str, request: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """An offset's query or commit: at the group's master, else at a slave (which gives it back to the master
+        when it returns)."""
+        return await self.invoke_address(self._reader(broker_name, MASTER_ID), request, timeout_s, broker_name)
 
     def broker_names(self) -> list[str]:
         return sorted(self._masters)

@@ -60,7 +60,7 @@ class RemoteOffsetStore:
             return -1 if known is None else known
         fields = {"consumerGroup": self.group, "topic": queue.topic, "queueId": str(queue.queue_id),
                   "setZeroIfNotFound": "false"}  # fmt: skip
-        reply = await self.cluster.invoke(
+        reply = await self.cluster.invoke_offsets(
             queue.broker_name, RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, ext_fields=fields)
         )
         if reply.code == ResponseCode.QUERY_NOT_FOUND:
@@ -114,7 +114,7 @@ class RemoteOffsetStore:
                       "commitOffset": str(self._offsets[queue])}  # fmt: skip
             try:
                 check(
-                    await self.cluster.invoke(
+                    await self.cluster.invoke_offsets(
                         queue.broker_name, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=fields)
                     ),
                     f"broker {queue.broker_name}",

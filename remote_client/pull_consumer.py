@@ -93,7 +93,7 @@ class PullConsumer:
         timeout = self.cluster.request_timeout_s + max(long_poll_ms, 0) / 1000 + PULL_TIMEOUT_MARGIN_S
         where = f"broker {queue.broker_name}"
         try:
-            reply = await self.cluster.invoke(queue.broker_name, request, timeout)
+            reply = await self.cluster.invoke_read(queue, request, timeout)
         except Exception:
             self.cluster.forget_route(queue.topic)
             raise

@@ -312,7 +312,7 @@ class PushConsumer:
                                    expression_type, options.long_poll_ms, state.commit_point())  # fmt: skip
             timeout = self.cluster.request_timeout_s + options.long_poll_ms / 1000 + PULL_TIMEOUT_MARGIN_S
             try:
-                result = pull_result(await self.cluster.invoke(queue.broker_name, request, timeout),
+                result = pull_result(await self.cluster.invoke_read(queue, request, timeout),
                                      f"broker {queue.broker_name}")  # fmt: skip
             except CoreError as exc:
                 log.info("group %s: pulling %s failed: %s", self.group, queue, exc)

@@ -94,11 +94,19 @@ class ChildProcess:
 
 
 class ServeProcess(ChildProcess):
-    def __init__(self, data_dir: Path, *args: str | Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *args: str | Path,
+        env: dict[str, str] | None = None,
+        cwd: Path = ROOT,
+        wrapper: tuple[str, ...] = (),
+    ) -> None:
+        """`wrapper`: a command that runs serve (`ip netns exec NS`, for a test that cuts its links)."""
         data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
         # cwd: where relative paths of connector configs lead
-        command = serve_command("--data-dir", data_dir, *args)
+        command = [*wrapper, *serve_command("--data-dir", data_dir, *args)]
         super().__init__(command, data_dir.parent / f"{data_dir.name}.stderr", "ready ", env, cwd)
         self.ready = dict(part.split("=", 1) for part in self.line.split()[1:])
 

@@ -43,13 +43,45 @@ class ClusterProcesses:
     def namesrv_addr(self) -> str:
         return ";".join(namesrv.address for namesrv in self.namesrvs)
 
-    def start_broker(self, name: str, *args: str) -> ServeProcess:
+    def start_broker(self, name: str, *args: str, config: str = "") -> ServeProcess:
+        """A broker group's master, `name` its group and data directory; `config`: its mqgate.toml."""
+        self._write_config(name, config)
         serve = ServeProcess(
             self.root / name, "--namesrv-addr", self.namesrv_addr, "--cluster-name", CLUSTER, "--broker-name", name,
             *args,
         )  # fmt: skip
         self.brokers[name] = serve
         return serve
+
+    def start_slave(self, group: str, broker_id: int = 1, *args: str, config: str = "") -> ServeProcess:
+        """A slave of broker group `group` (`GROUP-sID` its name and data directory)."""
+        name = f"{group}-s{broker_id}"
+        self._write_config(name, config)
+        serve = ServeProcess(
+            self.root / name, "--namesrv-addr", self.namesrv_addr, "--cluster-name", CLUSTER, "--broker-name", group,
+            "--broker-id", str(broker_id), "--role", "SLAVE", *args,
+        )  # fmt: skip
+        self.brokers[name] = serve
+        return serve
+
+    def _write_config(self, name: str, config: str) -> None:
+        if config:
+            (self.root / name).mkdir(parents=True, exist_ok=True)
+            (self.root / name / "mqgate.toml").write_text(config)
+
+    def broker_row(self, group: str, broker_id: int) -> dict[str, Any] | None:
+        rows = self.admin("cluster", "list")
+        return next((row for row in rows if row["broker"] == group and row["id"] == broker_id), None)
+
+    def wait_in_sync(self, group: str, broker_id: int = 1, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Until the slave is registered, linked to its master and holds all of its log; its `cluster list` row."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            row = self.broker_row(group, broker_id)
+            if row is not None and row.get("lag_bytes") == 0:
+                return row
+            assert time.monotonic() < deadline, f"slave {broker_id} of {group} not in sync within {timeout_s} s: {row}"
+            time.sleep(0.5)
 
     def admin(self, *args: str, namesrv: str | None = None) -> Any:
         """`mqgate admin --namesrv ... ARGS --json`: its JSON answer (fails with its stderr if it fails)."""
