@@ -1,7 +1,7 @@
 """A RocketMQ 4 push consumer, as an application writes one: RocketMQ's C++ client (rocketmq-client-python 0.5.0rc2;
 `make rocketmq4-clients` installs it in tests/broker_remoting/python/site) pointed at mqgate's NameServer as at
 Apache RocketMQ's. It reads the topic `sensors` in the consumer group `walk-reader` and prints each message's MQTT
-topic and body: the MQTT readings of the README's walk. It ends after four messages, or 30 s.
+topic and body: the MQTT readings of the README's walk. It ends after four messages, or 90 s.
 
     PYTHONPATH=tests/broker_remoting/python/site .venv/bin/python examples/rocketmq4_consumer.py [HOST:PORT]
 """
@@ -31,5 +31,5 @@ consumer = PushConsumer("walk-reader")
 consumer.set_namesrv_addr(namesrv)
 consumer.subscribe("sensors", on_message)
 consumer.start()
-done.wait(30)
+done.wait(90)  # a loaded machine may take a while to start the client and rebalance
 consumer.shutdown()
