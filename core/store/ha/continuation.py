@@ -12,6 +12,10 @@ says where its segment ends). Refused (ReplicationRefused), and nothing of it ke
 - bytes that are not a record where a record must start, or a record that fails its checks (size, magic, CRCs,
   lengths) or says it is at another offset than where it lies.
 
+- bytes that differ from this log's own last bytes (`overlap`): a slave that holds a log reports its end less
+  OVERLAP_BYTES, so that the master's first bytes are its copy of this log's tail; unless they are the same bytes,
+  this log is not a copy of the master's (another broker's log, or a master that lost what this one holds).
+
 A slave with an empty log takes the master's data from wherever it starts, if that is the start of a segment (the
 master sends a new slave its last segment, as RocketMQ does).
 """
@@ -33,6 +37,10 @@ from core.store.log.record_codec import (
     decode_record,
 )
 from core.store.stored_message import StoredMessage
+
+# How much of its log's tail a slave asks its master again, to compare (4 KiB: records carry their offsets, store
+# times and CRCs, so two logs that differ differ there).
+OVERLAP_BYTES = 4096
 
 
 class ReplicationRefused(Exception):
@@ -58,18 +66,30 @@ class LogContinuation:
     """`end`: where this log ends; `empty`: whether it holds nothing yet (it may then start where the master
     starts, at a segment's start)."""
 
-    __slots__ = ("_buffer", "_empty", "max_record_size", "parsed", "received", "segment_size")
+    __slots__ = ("_buffer", "_empty", "_overlap", "max_record_size", "parsed", "received", "segment_size")
 
-    def __init__(self, end: int, empty: bool, segment_size: int, max_record_size: int) -> None:
+    def __init__(self, end: int, empty: bool, segment_size: int, max_record_size: int, overlap: bytes = b"") -> None:
+        """`overlap`: this log's last bytes, up to `end`; the master is asked for them again first (`start`)."""
         self.segment_size = segment_size
         self.max_record_size = max_record_size
-        self.received = end  # every byte the master sent below this has arrived
+        self.received = end - len(overlap)  # every byte the master sent below this has arrived
         self.parsed = end  # every byte below this is in whole records given out (or in a filler's segment)
         self._empty = empty
+        self._overlap = overlap  # what the master must send first: this log's tail, not yet compared
         self._buffer = bytearray()  # the bytes from `parsed` to `received`
+
+    @property
+    def start(self) -> int:
+        """Where the master is asked to start: this log's end, less the overlap compared."""
+        return self.received
 
     def accept(self, offset: int, data: bytes) -> list[Piece]:
         """The pieces that `data`, sent for commit-log offset `offset`, completes. Raises ReplicationRefused."""
+        if self._overlap and offset == self.received:
+            data = self._compare(offset, data)
+            if not data:
+                return []
+            offset = self.received
         if offset != self.received:
             if not (self._empty and offset % self.segment_size == 0):
                 raise ReplicationRefused(
@@ -87,6 +107,21 @@ class LogContinuation:
         self.received += len(data)
         self._buffer += data
         return self._pieces()
+
+    def _compare(self, offset: int, data: bytes) -> bytes:
+        """Check the master's copy of this log's tail; what follows it."""
+        overlap = self._overlap
+        length = min(len(overlap), len(data))
+        if data[:length] != overlap[:length]:
+            at = offset + next(i for i in range(length) if data[i] != overlap[i])
+            raise ReplicationRefused(
+                f"the master's log differs from this one at commit-log offset {at}: this log is not a copy of the"
+                " master's, and does not continue this log (is the master another broker group's, or did it lose"
+                " what this one holds?)"
+            )
+        self._overlap = overlap[length:]
+        self.received += length
+        return data[length:]
 
     def _pieces(self) -> list[Piece]:
         pieces: list[Piece] = []

@@ -2,7 +2,8 @@
 far this log reaches, and appends what the master sends; the dispatcher then builds the consume queues and the
 index from the copied records, as from the master's own appends (the log is the truth).
 
-Reports go out on connecting, after each append and every `heartbeat_interval_s`. What does not continue this log
+Reports go out on connecting, after each append and every `heartbeat_interval_s`; the first asks for the log's last
+OVERLAP_BYTES again, which must be the same bytes as this log's (core.store.ha.continuation). What does not continue this log
 is refused (core.store.ha.continuation): the link is closed, nothing of it kept, the reason logged and kept in
 `refused`, and the next try waits RECONNECT_WAIT_S. A master silent for `housekeeping_interval_s` (it sends a
 heartbeat every 5 s) is taken for gone, and so is one whose connection closes. The master's address comes from the
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from core.store.ha.config import HAConfig
-from core.store.ha.continuation import LogContinuation, ReplicationRefused
+from core.store.ha.continuation import OVERLAP_BYTES, LogContinuation, ReplicationRefused
 from core.store.ha.frames import FrameReader, HAProtocolError, encode_report
 from core.store.ha.states import MasterState
 from core.store.log.commit_log import CommitLog
@@ -111,10 +112,12 @@ class HASlave(ServiceThread):
         settings = self.settings
         commit_log = self.commit_log
         empty = not commit_log.files.files and commit_log.write_pos == 0
-        continuation = LogContinuation(commit_log.write_pos, empty, commit_log.segment_size, self.max_record_size)
+        end = commit_log.write_pos
+        tail = commit_log.read_bytes(max(end - OVERLAP_BYTES, commit_log.min_offset), end) if not empty else b""
+        continuation = LogContinuation(end, empty, commit_log.segment_size, self.max_record_size, tail)
         frames = FrameReader(MAX_FRAME_SIZE)
-        reported = commit_log.write_pos
-        connection.sendall(encode_report(reported))
+        connection.sendall(encode_report(continuation.start))
+        reported = end
         last_report = time.monotonic()
         self.connected = True
         self._last_heard = time.monotonic()

@@ -376,6 +376,24 @@ class CommitLog:
             else:
                 self.write_pos = pos + len(data)
 
+    def read_bytes(self, start: int, end: int) -> bytes:
+        """The log's bytes from `start` to `end` (committed first), across segments. Raises LookupError outside the
+        log."""
+        if not self.min_offset <= start <= end <= self.write_pos:
+            raise LookupError(f"commit-log bytes {start}..{end} are outside [{self.min_offset}, {self.write_pos}]")
+        if end > self.committed_pos:
+            self.commit()
+        parts = []
+        pos = start
+        while pos < end:
+            mapped = self.files.find(pos)
+            if mapped is None:
+                raise LookupError(f"commit-log offset {pos}: no segment holds it")
+            stop = min(end, mapped.end)
+            parts.append(bytes(mapped.view[pos - mapped.base : stop - mapped.base]))
+            pos = stop
+        return b"".join(parts)
+
     def _segment_for(self, pos: int) -> MappedFile:
         """The segment holding `pos`, made if it is the next one (under the lock)."""
         existing = self.files.find(pos)

@@ -102,3 +102,18 @@ def test_a_master_with_other_segments_is_refused(log_bytes):
     continuation = LogContinuation(0, True, SEGMENT * 2, 300 * 1024)
     with pytest.raises(ReplicationRefused, match="segment_size"):
         continuation.accept(0, data[:SEGMENT])
+
+
+def test_the_masters_copy_of_this_logs_tail_must_be_the_same_bytes(log_bytes):
+    data, offsets = log_bytes
+    end = offsets[5]
+    tail = data[end - 4096 : end]
+    same = LogContinuation(end, False, SEGMENT, 300 * 1024, tail)
+    assert same.start == end - 4096
+    pieces = same.accept(end - 4096, data[end - 4096 : offsets[7]])
+    assert [m.commit_log_offset for piece in pieces for m in piece.messages] == offsets[5:7]
+    other = bytearray(tail)
+    other[100] ^= 1
+    differing = LogContinuation(end, False, SEGMENT, 300 * 1024, bytes(other))
+    with pytest.raises(ReplicationRefused, match=f"differs from this one at commit-log offset {end - 4096 + 100}"):
+        differing.accept(end - 4096, data[end - 4096 : offsets[7]])

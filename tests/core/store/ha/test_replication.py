@@ -178,3 +178,20 @@ def test_a_master_refuses_a_slave_whose_log_is_longer(open_store, tmp_path):
                        **ha(master_address=ha_address(other)))  # fmt: skip
     time.sleep(1)
     assert other.ha_master.slaves() == [] and slave.end_offset == master.end_offset
+
+
+def test_a_slave_refuses_a_master_whose_log_is_another(open_store, tmp_path):
+    """A slave of one master pointed at another whose log is longer: the bytes before its end differ."""
+    master, slave = master_and_slave(open_store, tmp_path)
+    for n in range(100):
+        master.append(msg(n))
+    eventually(lambda: slave.end_offset == master.end_offset)
+    end = slave.end_offset
+    slave.close()
+    other = open_store(tmp_path / "other", **ha(host="127.0.0.1", listen_port=0))
+    for n in range(300):
+        other.append(msg(n + 7, queue_id=1))
+    slave = open_store(tmp_path / "slave", role=BrokerRole.SLAVE, **ha(master_address=ha_address(other)))
+    eventually(lambda: slave.ha_slave.refused is not None)
+    assert "differs from this one" in slave.ha_slave.refused
+    assert slave.end_offset == end
