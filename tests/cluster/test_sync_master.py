@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Iterator
 
-import paho.mqtt.client as paho
 import pytest
 
 from tests.broker_remoting import cpp_clients
