@@ -150,7 +150,7 @@ class Cluster:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
-        await asyncio.gather(*(self._unregister(address) for address in set(self._masters.values())))
+        await asyncio.gather(*(self._unregister(address) for address in {a for _, a in self._heartbeat_targets()}))
         await self.remoting.close()
         self._started = False
 
@@ -215,6 +215,8 @@ class Cluster:
         self._routes[topic] = route
         new_master = False
         for name, broker in route.brokers.items():
+            if self.consumers and broker.addresses.keys() - (self._brokers.get(name) or broker).addresses.keys():
+                new_master = True  # a slave its consumers may read from: tell it of them too
             self._brokers[name] = broker
             if broker.master is None:
                 self._masters.pop(name, None)  # gone: its slaves serve reads, nobody takes sends
@@ -319,6 +321,14 @@ class Cluster:
         reply = await self.invoke(broker_name, request, timeout_s)
         return check(reply, f"broker {broker_name}")
 
+    async def call_any(
+        self, broker_name: str, request: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """A read-only request (a queue's offsets, a group's members) to the group's master, else a slave; raising
+        the core's error for a refusal."""
+        reply = await self.invoke_offsets(broker_name, request, timeout_s)
+        return check(reply, f"broker {broker_name}")
+
     async def oneway(self, broker_name: str, request: RemotingCommand) -> None:
         address = self.master_address(broker_name)
         try:
@@ -398,16 +408,27 @@ class Cluster:
             with contextlib.suppress(Exception):
                 await self._route(topic, False)
         body = self.heartbeat_body()
+        targets = self._heartbeat_targets()
         results = await asyncio.gather(
             *(
                 self.invoke_address(address, RemotingCommand(RequestCode.HEART_BEAT, body=body), name=name)
-                for name, address in sorted(self._masters.items())
+                for name, address in targets
             ),
             return_exceptions=True,
         )
-        for (name, _), result in zip(sorted(self._masters.items()), results, strict=True):
+        for (name, address), result in zip(targets, results, strict=True):
             if isinstance(result, BaseException):
-                log.info("heartbeat to broker %s failed: %s", name, result)
+                log.info("heartbeat to broker %s (%s) failed: %s", name, address, result)
+
+    def _heartbeat_targets(self) -> list[tuple[str, str]]:
+        """Every master; with consumers, every slave too (they read from slaves: RocketMQ's sendHeartbeatToAllBroker
+        skips slaves only for producers alone)."""
+        targets = set(self._masters.items())
+        if self.consumers:
+            targets |= {
+                (name, address) for name, broker in self._brokers.items() for address in broker.addresses.values()
+            }
+        return sorted(targets)
 
     def _heartbeat_soon(self) -> None:
         if self._pending_heartbeat is None or self._pending_heartbeat.done():
@@ -434,7 +455,8 @@ class Cluster:
     async def unregister_group(self, key: str, group: str) -> None:
         """Tell every master this client no longer has a producer ("producerGroup") or consumer ("consumerGroup")
         of `group` (UNREGISTER_CLIENT), so that its group's members change at once rather than at expiry."""
-        await asyncio.gather(*(self._unregister_one(address, key, group) for address in set(self._masters.values())))
+        addresses = {address for _, address in self._heartbeat_targets()}
+        await asyncio.gather(*(self._unregister_one(address, key, group) for address in addresses))
 
 
 def now_ms() -> float:

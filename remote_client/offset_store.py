@@ -91,7 +91,7 @@ class RemoteOffsetStore:
         fields = {"topic": queue.topic, "queueId": str(queue.queue_id)}
         if timestamp_ms is not None:
             fields["timestamp"] = str(timestamp_ms)
-        reply = await self.cluster.call(queue.broker_name, RemotingCommand(code, ext_fields=fields))
+        reply = await self.cluster.call_any(queue.broker_name, RemotingCommand(code, ext_fields=fields))
         return int(reply.ext_fields["offset"])
 
     async def persist(self, queues: set[MessageQueue] | None = None) -> None:

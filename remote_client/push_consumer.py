@@ -207,11 +207,11 @@ class PushConsumer:
     async def _members(self, topic: str) -> list[str]:
         route = await self.cluster.route(topic)
         for name in sorted(route.brokers):
-            if route.master(name) is None:
+            if not route.brokers[name].addresses:
                 continue
             request = RemotingCommand(RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext_fields={"consumerGroup": self.group})
             try:
-                reply = check(await self.cluster.invoke(name, request), f"broker {name}")
+                reply = await self.cluster.call_any(name, request)
                 return sorted(str(cid) for cid in loads(reply.body).get("consumerIdList") or ())
             except CoreError as exc:
                 log.info("group %s: broker %s does not list the members: %s", self.group, name, exc)
