@@ -102,6 +102,13 @@ class ClusterProcesses:
             assert time.monotonic() < deadline, f"{groups} not registered within {REGISTERED_WITHIN_S} s"
             time.sleep(0.5)
 
+    def wait_topic(self, topic: str) -> None:
+        """Until the NameServers route `topic` (a broker registers a new topic soon after it is created)."""
+        deadline = time.monotonic() + REGISTERED_WITHIN_S
+        while topic not in {row["topic"] for row in self.admin("topic", "list")}:
+            assert time.monotonic() < deadline, f"topic {topic} not routed within {REGISTERED_WITHIN_S} s"
+            time.sleep(0.5)
+
     def stop(self) -> None:
         for serve in self.brokers.values():
             if serve.process.poll() is None:
