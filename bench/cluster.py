@@ -7,6 +7,13 @@ docs/cluster.md starts them. One run measures:
   `cluster.send.msgs_per_s_2_groups` and `cluster.send.ratio_2_groups_to_1`. On one machine of 2 cores the two
   groups share the cores with each other and with the client: the ratio shows the cluster's overhead (routing over
   more queues, two processes), not its scale; docs/cluster.md gives the figures expected on separate machines.
+* replication: the same client load against one broker group of a master and a slave, the master an ASYNC_MASTER,
+  then a SYNC_MASTER (a send is acknowledged once the slave holds it). Figures:
+  `cluster.async_master.msgs_per_s`, `cluster.sync_master.msgs_per_s`, `cluster.sync_master.ratio_to_async_master`,
+  and the slave's lag while the load runs, sampled from the master's GET_BROKER_HA_STATUS every 20 ms (how long ago
+  the oldest record the slave lacks was stored): `cluster.replication.lag_ms.p50`, `.p99` and `.max` under the
+  ASYNC_MASTER (under the SYNC_MASTER every send waits for the slave, and the lag is the wait:
+  `cluster.sync_master.lag_ms.p99`).
 * reroute: mqgate's remote client (remote_client.Producer) sends 1 KiB messages one after another to a topic of two
   groups, until the next send is aimed at broker-b (queues go a0..a3, b0..b3 in turn); broker-b is killed with
   SIGKILL and that send made. Figure: `cluster.reroute_s`, from the kill to its SEND_OK by broker-a, median of 5
@@ -28,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -39,6 +47,7 @@ from bench.serve_child import ROOT, ServeChild
 CLUSTER = "C"
 QUEUES = 4
 BODY = b"x" * 1024
+LAG_SAMPLE_S = 0.02
 
 
 def emit(key: str, value: float | str) -> None:
@@ -68,9 +77,10 @@ def admin(namesrv: str, *args: str) -> object:
     return json.loads(done.stdout)
 
 
-def broker(root: Path, namesrv: str, name: str) -> ServeChild:
-    args = ("--namesrv-addr", namesrv, "--cluster-name", CLUSTER, "--broker-name", name)
-    return ServeChild(root / name, root / f"{name}.stderr", args)
+def broker(root: Path, namesrv: str, name: str, *extra: str, data: str | None = None) -> ServeChild:
+    args = ("--namesrv-addr", namesrv, "--cluster-name", CLUSTER, "--broker-name", name, *extra)
+    directory = data or name
+    return ServeChild(root / directory, root / f"{directory}.stderr", args)
 
 
 def wait_registered(namesrv: str, names: set[str]) -> None:
@@ -98,6 +108,69 @@ def send_round(groups: int, count: int) -> float:
                 child.stop()
             namesrv_process.terminate()
             namesrv_process.wait()
+
+
+def lag_samples(address: str, stop: threading.Event, into: list[float]) -> None:
+    """The slave's lag in ms, as the master at `address` reports it, every LAG_SAMPLE_S until `stop`."""
+    from remoting.client import RemotingClient
+    from remoting.codes import RequestCode
+    from remoting.command import RemotingCommand
+    from remoting.java_json import loads
+
+    async def run() -> None:
+        client = RemotingClient()
+        try:
+            while not stop.is_set():
+                reply = await client.invoke(address, RemotingCommand(RequestCode.GET_BROKER_HA_STATUS), 5)
+                for link in loads(reply.body).get("haConnectionInfo") or []:
+                    into.append(float(link.get("lagSeconds", 0)) * 1000)
+                await asyncio.sleep(LAG_SAMPLE_S)
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+
+
+def replication_round(role: str, count: int) -> tuple[float, list[float]]:
+    """Sends per second to a `role` master with one slave, and the slave's lag (ms) sampled meanwhile."""
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as data:
+        root = Path(data)
+        namesrv_process, namesrv = start_namesrv()
+        master = broker(root, namesrv, "broker-a", "--role", role)
+        slave = None
+        try:
+            wait_registered(namesrv, {"broker-a"})
+            slave = broker(root, namesrv, "broker-a", "--role", "SLAVE", "--broker-id", "1", data="broker-a-s1")
+            address = "127.0.0.1:" + master.ready["remoting"].rpartition(":")[2]
+            deadline = time.monotonic() + 60
+            while not [row for row in admin(namesrv, "cluster", "list")  # type: ignore[attr-defined]
+                       if row["id"] == 1 and row.get("lag_bytes") == 0]:  # fmt: skip
+                if time.monotonic() > deadline:
+                    raise SystemExit("the slave did not catch up within 60 s")
+                time.sleep(0.3)
+            admin(namesrv, "topic", "create", "bench", "--cluster", CLUSTER, "--queues", str(QUEUES))
+            stop, lags = threading.Event(), []
+            sampler = threading.Thread(target=lag_samples, args=(address, stop, lags))
+            sampler.start()
+            try:
+                sent = run_client(namesrv, "send", count)
+            finally:
+                stop.set()
+                sampler.join()
+            if sent.get("failed"):
+                emit(f"cluster.{role.lower()}.failed", str(sent["failed"]))
+            return float(sent["rate"]), lags
+        finally:
+            for child in (slave, master):
+                if child is not None:
+                    child.stop()
+            namesrv_process.terminate()
+            namesrv_process.wait()
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
 async def reroute_rounds(rounds: int) -> list[float]:
@@ -150,6 +223,16 @@ def main() -> None:
     emit("cluster.send.msgs_per_s_1_group", one)
     emit("cluster.send.msgs_per_s_2_groups", two)
     emit("cluster.send.ratio_2_groups_to_1", two / one)
+    async_rate, async_lags = replication_round("ASYNC_MASTER", count)
+    sync_rate, sync_lags = replication_round("SYNC_MASTER", count)
+    emit("cluster.async_master.msgs_per_s", async_rate)
+    emit("cluster.sync_master.msgs_per_s", sync_rate)
+    emit("cluster.sync_master.ratio_to_async_master", sync_rate / async_rate)
+    emit("cluster.replication.lag_ms.p50", percentile(async_lags, 0.5))
+    emit("cluster.replication.lag_ms.p99", percentile(async_lags, 0.99))
+    emit("cluster.replication.lag_ms.max", max(async_lags, default=0.0))
+    emit("cluster.sync_master.lag_ms.p99", percentile(sync_lags, 0.99))
+    emit("cluster.replication.lag_samples", str(len(async_lags)))
     figures = asyncio.run(reroute_rounds(rounds))
     emit("cluster.reroute_s", statistics.median(figures))
     emit("cluster.reroute_s_max", max(figures))

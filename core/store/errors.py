@@ -66,3 +66,12 @@ class StoreNotWritableError(StoreError):
 
 class StoreLockedError(StoreError):
     """Another process has the store directory open."""
+
+
+class ReplicationRefused(StoreError):
+    """What a slave's master sent does not continue its log (core.store.ha.continuation); the message says where
+    and why. Nothing of it is kept."""
+
+
+class HAProtocolError(StoreError, ValueError):
+    """Bytes on the HA link that its protocol does not allow (core.store.ha.frames)."""

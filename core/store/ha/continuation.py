@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.store.errors import RecordFormatError
+from core.store.errors import RecordFormatError, ReplicationRefused
 from core.store.log.record_codec import (
     BLANK_MAGIC,
     BLANK_MIN_SIZE,
@@ -41,10 +41,6 @@ from core.store.stored_message import StoredMessage
 # How much of its log's tail a slave asks its master again, to compare (4 KiB: records carry their offsets, store
 # times and CRCs, so two logs that differ differ there).
 OVERLAP_BYTES = 4096
-
-
-class ReplicationRefused(Exception):
-    """What the master sent does not continue this log; the message says where and why."""
 
 
 @dataclass(slots=True)

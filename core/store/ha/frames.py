@@ -11,13 +11,11 @@ from __future__ import annotations
 import struct
 from typing import Final
 
+from core.store.errors import HAProtocolError
+
 REPORT: Final = struct.Struct(">q")
 HEADER: Final = struct.Struct(">qi")
 assert REPORT.size == 8 and HEADER.size == 12
-
-
-class HAProtocolError(Exception):
-    """Bytes on the HA link that the protocol does not allow (a negative offset or size, a frame too large)."""
 
 
 def encode_report(offset: int) -> bytes:

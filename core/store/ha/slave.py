@@ -3,8 +3,8 @@ far this log reaches, and appends what the master sends; the dispatcher then bui
 index from the copied records, as from the master's own appends (the log is the truth).
 
 Reports go out on connecting, after each append and every `heartbeat_interval_s`; the first asks for the log's last
-OVERLAP_BYTES again, which must be the same bytes as this log's (core.store.ha.continuation). What does not continue this log
-is refused (core.store.ha.continuation): the link is closed, nothing of it kept, the reason logged and kept in
+OVERLAP_BYTES again, which must be the same bytes as this log's. What does not continue this log is refused
+(core.store.ha.continuation): the link is closed, nothing of it kept, the reason logged and kept in
 `refused`, and the next try waits RECONNECT_WAIT_S. A master silent for `housekeeping_interval_s` (it sends a
 heartbeat every 5 s) is taken for gone, and so is one whose connection closes. The master's address comes from the
 NameServer's reply to this broker's registration, or from `[ha] master_address` (`set_master`).
