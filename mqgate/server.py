@@ -31,7 +31,16 @@ from broker_remoting.door import BrokerRemoting
 from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
-from core import Broker, BrokerConfig, BrokerRole, MessageStore, RecoveryReport, open_store
+from core import (
+    Broker,
+    BrokerConfig,
+    BrokerRole,
+    HAPortError,
+    MessageStore,
+    RecoveryReport,
+    StorageError,
+    open_store,
+)
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
@@ -195,15 +204,21 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
         log.debug("store settings: %s", settings.store)
         store = MessageStore(settings.store)
         log.info("opening store %s (%s)", settings.store.store_dir, settings.store.flush_mode.value)
-        report = await asyncio.to_thread(open_store, store)
+        try:
+            report = await asyncio.to_thread(open_store, store)
+        except StorageError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, HAPortError):
+                raise cannot_listen("ha", "listen_port", None, cause.host, cause.port, cause.reason) from None
+            raise
         try:
             _log_recovery(store, report)
             broker = Broker(store, settings.data_dir / CONFIG_SUBDIR, settings.broker)
             await broker.start()
             try:
                 parts = [f"store={settings.store.store_dir}", recovery_part(report)]
-                if store.ha_master is not None:
-                    parts.append("ha={}:{}".format(*store.ha_master.address))
+                # A master's HA port (slaves connect to it), named after the remoting port it follows.
+                ha_part = "ha={}:{}".format(*store.ha_master.address) if store.ha_master is not None else ""
                 # A slave copies its master's log and serves reads over remoting; every other door writes.
                 slave = broker.role is BrokerRole.SLAVE
                 if slave:
@@ -226,6 +241,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         parts.append(remoting_part)
                         if endpoint is not None:
                             await _join_grpc_to_cluster(settings, door, endpoint, embedded_namesrv, parts_stack)
+                    parts += [ha_part] if ha_part else []
                     parts += [namesrv_part] if namesrv_part else []
                     worker = None if slave else await _start_connectors(settings, broker, parts_stack)
                     eventbridge = None if slave else await _start_eventbridge(settings, broker, parts_stack, gateway)

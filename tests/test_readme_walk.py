@@ -123,13 +123,16 @@ class Walk:
         self.background: list[Background] = []
 
     def substitute(self, text: str) -> str:
-        ports = r"\b(1883|8081|10911|9876|8082|9000)\b"
+        ports = r"\b(1883|8081|10911|10912|9876|8082|9000)\b"
         return re.sub(ports, lambda match: self.ports.get(match.group(1), match.group(1)), text)
 
     def start_server(self, step: Step) -> None:
         assert step.command.strip() == "make run", "the server step is `make run`"
         self.server = ServeProcess(self.repo / "data", cwd=self.repo, env={"SPARK_LOCAL_IP": "127.0.0.1"})
-        ready_ports = (("mqtt", "1883"), ("grpc", "8081"), ("remoting", "10911"), ("namesrv", "9876"), ("http", "8082"))
+        ready_ports = (
+            ("mqtt", "1883"), ("grpc", "8081"), ("remoting", "10911"), ("ha", "10912"), ("namesrv", "9876"),
+            ("http", "8082"),
+        )  # fmt: skip
         for key, default in ready_ports:
             self.ports[default] = self.server.ready[key].rsplit(":", 1)[1]
         self.env["MQGATE_URL"] = self.server.http_url

@@ -75,3 +75,13 @@ class ReplicationRefused(StoreError):
 
 class HAProtocolError(StoreError, ValueError):
     """Bytes on the HA link that its protocol does not allow (core.store.ha.frames)."""
+
+
+class HAPortError(StoreError):
+    """A master's HA port cannot be listened on (in use, not allowed): the store does not open."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        super().__init__(f"the HA port cannot listen on {host}:{port}: {reason}")
+        self.host = host
+        self.port = port
+        self.reason = reason

@@ -37,6 +37,7 @@ from core.store.checkpoint import Checkpoint, CheckpointFile
 from core.store.config import BrokerRole, FlushMode, StoreConfig
 from core.store.errors import (
     CorruptRecordError,
+    HAPortError,
     StoreError,
     StoreLockedError,
 )
@@ -158,6 +159,7 @@ class MessageStore:
             self.recovery = dataclasses.replace(report, seconds=time.monotonic() - started)
             if config.index_process:
                 self._hand_index_over()
+            self._bind_ha_port()
             abort.touch()
             fsync_dir(config.store_dir)
         except BaseException:
@@ -182,6 +184,17 @@ class MessageStore:
         log.info("store %s open: %s", config.store_dir, self.recovery.summary())
         return self.recovery
 
+    def _bind_ha_port(self) -> None:
+        """A master listens for its slaves before the store counts as open: a port in use stops the open."""
+        config = self.config
+        if config.role is BrokerRole.SLAVE or config.ha.listen_port is None:
+            return
+        try:
+            self.ha_master = HAMaster(self.commit_log, config.ha.host, config.ha.listen_port, config.ha)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise HAPortError(config.ha.host, config.ha.listen_port, reason) from None
+
     def _start_replication(self) -> None:
         config = self.config
         if config.role is BrokerRole.SLAVE:
@@ -194,8 +207,7 @@ class MessageStore:
                 config.ha.master_address,
             )
             self.ha_slave.start()
-        elif config.ha.listen_port is not None:
-            self.ha_master = HAMaster(self.commit_log, config.ha.host, config.ha.listen_port, config.ha)
+        elif self.ha_master is not None:
             self.dispatcher.listeners.append(self.ha_master.data_appended)
             self.ha_master.start()
             log.info("store %s: %s, HA port %s:%d", config.store_dir, config.role.value, *self.ha_master.address)
@@ -271,6 +283,9 @@ class MessageStore:
         self._close_files()
 
     def _close_files(self) -> None:
+        if self.ha_master is not None and self.ha_master._thread is None:  # bound, never started
+            self.ha_master.stop()
+            self.ha_master = None
         if self.index_process is not None:
             self.index_process.close(self.dispatcher.dispatched_offset)
             self.index_process = None

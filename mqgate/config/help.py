@@ -18,6 +18,10 @@ SECTION_HELP = {
         "The broker core: the fields of `core/broker.py` (`BrokerConfig`); topics, groups and offsets live in"
         " `DATA_DIR/config/`."
     ),
+    "ha": (
+        "Replication of a broker group's commit log from its master to its slaves (RocketMQ's HA): the fields of"
+        " `core/store/ha/config.py` (`HAConfig`). The role is [broker] broker_role; docs/replication.md says more."
+    ),
     "mqtt": (
         "The MQTT gateway: the fields of `mqtt_bridge/config.py` (`MqttConfig`); retained messages and sessions are"
         " snapshotted in `DATA_DIR/mqtt/`."

@@ -234,5 +234,7 @@ VALUE_TYPES: dict[Parser, str] = {
     parse_bool: "boolean",
     parse_optional_bool: "boolean, or unset",
     parse_flush_mode: "ASYNC_FLUSH or SYNC_FLUSH",
+    parse_broker_role: "ASYNC_MASTER, SYNC_MASTER or SLAVE",
+    parse_non_negative_int: "integer >= 0",
     parse_log_level: ", ".join(LOG_LEVELS),
 }

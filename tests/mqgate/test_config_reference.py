@@ -59,7 +59,7 @@ def test_every_settings_flag_is_in_the_table_and_sets_its_key(tmp_path):
     values = {"--log-level": "DEBUG", "--flush-mode": "SYNC_FLUSH", "--segment-size": "64MiB", "--mqtt-port": "1999",
               "--grpc-port": "1998", "--http-port": "1997", "--remoting-port": "1996",
               "--namesrv-port": "1995", "--broker-name": "b", "--cluster-name": "c",
-              "--namesrv-addr": "ns:9876"}  # fmt: skip
+              "--namesrv-addr": "ns:9876", "--broker-id": "1", "--role": "SLAVE"}  # fmt: skip
     args = ["config", "--data-dir", str(tmp_path)]
     for flag, value in values.items():
         args += [flag, value]

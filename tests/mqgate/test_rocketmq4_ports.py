@@ -25,7 +25,7 @@ async def test_serve_names_both_ports_in_order_and_both_answer(tmp_path: Path):
     serve = ServeProcess(tmp_path / "data")
     try:
         assert [part.split("=")[0] for part in serve.line.split()[1:]] == [
-            "store", "recovery", "mqtt", "grpc", "remoting", "namesrv", "http",
+            "store", "recovery", "mqtt", "grpc", "remoting", "ha", "namesrv", "http",
         ]  # fmt: skip
         namesrv = f"127.0.0.1:{port_of(serve.ready['namesrv'])}"
         client = RemotingClient()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core import FlushMode, StoreConfig
+from core import FlushMode, HAConfig, StoreConfig
 from core.store.config import DEFAULT_SEGMENT_SIZE
 from mqgate.config.settings import (
     BROKER_KEY_HELP,
@@ -66,7 +66,10 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     assert settings.config_file is None
     assert settings.log_level == "INFO"
     # The server builds its index in a process of its own; a store embedded in a program does not by default.
-    assert settings.store == StoreConfig(store_dir=tmp_path / "store", index_process=True)
+    # ... and listens for slaves on the remoting port + 1, as RocketMQ's haListenPort.
+    assert settings.store == StoreConfig(
+        store_dir=tmp_path / "store", index_process=True, ha=HAConfig(listen_port=10912)
+    )
     assert settings.store.segment_size == DEFAULT_SEGMENT_SIZE
     assert settings.origins["store.flush_mode"] == "default"
 
@@ -149,10 +152,11 @@ def test_yaml_file_takes_the_same_keys(tmp_path: Path) -> None:
 
 
 def test_empty_yaml_file_means_defaults(tmp_path: Path) -> None:
+    default = StoreConfig(store_dir=tmp_path / "store", index_process=True, ha=HAConfig(listen_port=10912))
     settings = load_settings(tmp_path, write(tmp_path / "mqgate.yml", "# nothing yet\n"))
-    assert settings.store == StoreConfig(store_dir=tmp_path / "store", index_process=True)
+    assert settings.store == default
     settings = load_settings(tmp_path, write(tmp_path / "mqgate.yaml", "store:\n"))
-    assert settings.store == StoreConfig(store_dir=tmp_path / "store", index_process=True)
+    assert settings.store == default
 
 
 def test_store_section_must_be_a_table(tmp_path: Path) -> None:
@@ -259,7 +263,7 @@ def test_missing_and_unknown_format_files_are_refused(tmp_path: Path) -> None:
 
 
 def test_every_store_field_is_settable_and_documented() -> None:
-    fields = {spec.name for spec in dataclasses.fields(StoreConfig)} - {"store_dir"}
+    fields = {spec.name for spec in dataclasses.fields(StoreConfig)} - {"store_dir", "role", "ha"}
     assert set(STORE_PARSERS) == fields
     assert set(STORE_KEY_HELP) == fields
 
