@@ -241,7 +241,10 @@ class EventBuses:
             _BEING_PUT.reset(token)
         failed = [result for result in results if result.status is not SendStatus.SEND_OK]
         if failed:
-            raise BusError(f"bus {bus!r}: {len(failed)} event(s) not durable: {failed[0].status.name}")
+            raise BusError(
+                f"bus {bus!r}: {len(failed)} event(s) not confirmed as stored ({failed[0].status.name}: in the"
+                " broker's log, not yet on disk or on a slave)"
+            )
         return results
 
 
