@@ -5,4 +5,6 @@ protocol of remoting/.
 
 - config.py: the [remoting] settings.
 - door.py: the remoting server with every code's handler, started and closed by `mqgate serve`.
+- replication.py: what a master tells its slaves (offsets, delay progress, HA status) and a slave's copy of its
+  master's tables.
 """

@@ -13,6 +13,7 @@ everything else rebuilt from it. It knows nothing above it (core.store imports n
     log/               the commit log and the append path: a record's bytes, the write ring, segments, flush
     queues/            the consume queues and the dispatcher that follows the log to build them
     index/             the index files of message keys, built in a process of their own
+    ha/                replication: a master's log copied to its slaves over the HA link
 
 An append: message_store.py -> log/ (appender -> write_ring -> commit_log -> flush_service when SYNC_FLUSH);
 then queues/dispatcher.py -> queues/consume_queue.py, and index/ (the index process) from the log. A read:
