@@ -157,6 +157,7 @@ from core.store.message import (
 from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import END_OF_TIME_MS, MessageStore, RecoveryReport
 from core.store.topic_name import MAX_TOPIC_LENGTH
+from core.stored_listeners import PROPERTY_WAIT
 from core.system_topics import (
     DLQ_PREFIX,
     PROPERTY_DELAY_LEVEL,
@@ -200,6 +201,7 @@ __all__ = [
     "PROPERTY_TIMER_DELAY_SEC",
     "PROPERTY_TIMER_DELIVER_MS",
     "PROPERTY_UNIQ_KEY",
+    "PROPERTY_WAIT",
     "RETRY_PREFIX",
     "SCHEDULE_TOPIC",
     "TIMER_TOPIC",

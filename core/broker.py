@@ -60,7 +60,7 @@ from core.store.message import (
 from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import GetStatus, MessageStore, PutStatus, RecoveryReport
 from core.store.service_thread import PeriodicService
-from core.stored_listeners import StoredListener, StoredListeners
+from core.stored_listeners import StoredListener, StoredListeners, waits
 from core.system_topics import PARKING_PROPERTIES, PROPERTY_REAL_TOPIC
 from core.tables.consumer_offsets import ConsumerOffsetManager
 from core.tables.subscription_group import SubscriptionGroupManager
@@ -460,7 +460,7 @@ class Broker:
         result = SendResult(
             SendStatus.SEND_OK, unique_id, queue, put.queue_offset, put.commit_log_offset, put.store_host, handle
         )
-        if self._sync:
+        if self._sync and waits((message,)):
             status = await self.store.wait_stored(put.end_offset)
             if status is not PutStatus.PUT_OK:
                 result.status = SendStatus(status.value)
@@ -483,7 +483,10 @@ class Broker:
             put.store_host,
         )
         if self._sync:
-            await self._stored.confirm((message,), (result,), put.end_offset)
+            if waits((message,)):
+                await self._stored.confirm((message,), (result,), put.end_offset)
+            else:
+                self._stored.tell_unconfirmed((message,), (result,))
         elif self._stored_listeners:
             self._stored.tell(message, result)
         return result
@@ -525,7 +528,10 @@ class Broker:
         self.traffic.stored(topic, len(messages), total)
         results = send_results(messages, puts, route.write_queues[queue_id])
         if self._sync:
-            await self._stored.confirm(messages, results, puts[-1].end_offset)
+            if waits(messages):
+                await self._stored.confirm(messages, results, puts[-1].end_offset)
+            else:
+                self._stored.tell_unconfirmed(messages, results)
         elif self._stored_listeners:
             self._stored.tell_all(messages, results)
         return results

@@ -23,6 +23,19 @@ log = logging.getLogger(__name__)
 
 StoredListener = Callable[[Message, SendResult], None]
 
+# RocketMQ's PROPERTY_WAIT_STORE_MSG_OK: "false" asks the broker to answer once the message is appended, without
+# waiting for the disk (SYNC_FLUSH) or a slave (SYNC_MASTER); any other value, or none, waits.
+PROPERTY_WAIT = "WAIT"
+
+
+def waits(messages: Sequence[Message]) -> bool:
+    """Whether a send of `messages` waits to be confirmed: unless every one of them says WAIT=false."""
+    for message in messages:
+        properties = message.properties
+        if not properties or properties.get(PROPERTY_WAIT) != "false":
+            return True
+    return False
+
 
 class _Unheard:
     """The messages of one SYNC_FLUSH send, appended, that the stored listeners have not heard of yet. Settled once
@@ -49,7 +62,7 @@ class StoredListeners:
     __slots__ = ("_store", "_unheard", "listeners")
 
     def __init__(self, store: MessageStore) -> None:
-        # The store, not its wait_durable: that is looked up at each wait, as a test may replace it.
+        # The store, not its wait_stored: that is looked up at each wait, as a test may replace it.
         self._store = store
         self.listeners: list[StoredListener] = []
         # SYNC_FLUSH sends appended whose messages the listeners have not heard of yet, in store order.
@@ -66,6 +79,19 @@ class StoredListeners:
                 listener(message, result)
             except Exception:
                 _log_failure(listener, message)
+
+    def tell_unconfirmed(self, messages: Sequence[Message], results: Sequence[SendResult]) -> None:
+        """Have the listeners hear of a send that does not wait (WAIT=false) under SYNC_FLUSH or SYNC_MASTER: after
+        the sends appended before it that still wait, in store order."""
+        if not self.listeners:
+            return
+        if not self._unheard:
+            self.tell_all(messages, results)
+            return
+        sent = _Unheard(messages, results)
+        sent.settled = True
+        self._unheard.append(sent)
+        self._hear_settled()
 
     def tell_all(self, messages: Sequence[Message], results: Sequence[SendResult]) -> None:
         """`tell` for each message of a batch stored with its result, in order (one call a batch: the MQTT gateway

@@ -17,6 +17,7 @@ from core import (
     SendStatus,
     ServiceNotAvailableError,
 )
+from core.store.message_store import PutStatus
 
 
 class Ear:
@@ -156,10 +157,10 @@ class ManualDisk:
     def __init__(self) -> None:
         self.waiting: dict[int, asyncio.Future[bool]] = {}
 
-    async def wait_durable(self, end_offset: int) -> bool:
+    async def wait_stored(self, end_offset: int) -> PutStatus:
         future = asyncio.get_running_loop().create_future()
         self.waiting[end_offset] = future
-        return await future
+        return PutStatus.PUT_OK if await future else PutStatus.FLUSH_DISK_TIMEOUT
 
     async def until_waiting(self, count: int) -> list[asyncio.Future[bool]]:
         while len(self.waiting) < count:
@@ -171,7 +172,7 @@ class ManualDisk:
 async def sync_broker(make_broker, monkeypatch):
     broker = await make_broker(flush_mode=FlushMode.SYNC_FLUSH)
     disk = ManualDisk()
-    monkeypatch.setattr(broker.store, "wait_durable", disk.wait_durable)
+    monkeypatch.setattr(broker.store, "wait_stored", disk.wait_stored)
     ear = Ear()
     broker.add_stored_listener(ear)
     return broker, disk, ear
@@ -220,3 +221,23 @@ async def test_a_cancelled_sender_s_messages_are_heard_as_not_confirmed_and_in_s
     third_wait.set_result(True)
     await third
     assert ear.bodies == [b"first", b"second", b"third"]
+
+
+async def test_wait_false_is_answered_at_once_under_a_sync_master_and_heard_in_store_order(make_broker):
+    """RocketMQ's WAIT=false: a SYNC_MASTER without a slave answers it SEND_OK at once (nobody waits for a slave);
+    a send without it is SLAVE_NOT_AVAILABLE; the listeners hear both, in store order."""
+    from core import PROPERTY_WAIT, BrokerRole, HAConfig
+
+    broker = await make_broker(role=BrokerRole.SYNC_MASTER, ha=HAConfig(listen_port=0, host="127.0.0.1"))
+    ear = Ear()
+    broker.add_stored_listener(ear)
+    waited = await broker.send(Message(topic="t", body=b"waits"))
+    assert waited.status is SendStatus.SLAVE_NOT_AVAILABLE
+    quick = await broker.send(Message(topic="t", body=b"quick", properties={PROPERTY_WAIT: "false"}))
+    assert quick.status is SendStatus.SEND_OK
+    batch = await broker.send_batch([Message(topic="t", body=b"b", properties={PROPERTY_WAIT: "false"})] * 2)
+    assert [r.status for r in batch] == [SendStatus.SEND_OK] * 2
+    mixed = await broker.send_batch([Message(topic="t", body=b"m", properties={PROPERTY_WAIT: "false"}),
+                                     Message(topic="t", body=b"n")])  # fmt: skip
+    assert [r.status for r in mixed] == [SendStatus.SLAVE_NOT_AVAILABLE] * 2
+    assert ear.bodies == [b"waits", b"quick", b"b", b"b", b"m", b"n"]
