@@ -105,6 +105,7 @@ from core.errors import (
     CoreError,
     GroupConfigError,
     GroupNotFoundError,
+    HAPortUnavailableError,
     IllegalArgumentError,
     IllegalMessageError,
     InvalidOffsetError,
@@ -144,7 +145,6 @@ from core.retries.dead_letters import (
 from core.retries.retry_policy import GroupRetryPolicy, RetryPolicyType
 from core.retries.send_back import ensure_dlq_topic, ensure_retry_topic, send_back
 from core.store.config import BrokerRole, FlushMode, StoreConfig
-from core.store.errors import HAPortError
 from core.store.ha.config import HAConfig
 from core.store.message import (
     INTERNAL_PROPERTIES,
@@ -233,7 +233,7 @@ __all__ = [
     "GroupNotFoundError",
     "GroupRetryPolicy",
     "HAConfig",
-    "HAPortError",
+    "HAPortUnavailableError",
     "IllegalArgumentError",
     "IllegalMessageError",
     "InvalidOffsetError",

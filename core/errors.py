@@ -49,6 +49,7 @@ import enum
 from pathlib import Path
 
 from core.store.errors import (
+    HAPortError,
     InvalidMessageError,
     InvalidTopicError,
     MessageTooLargeError,
@@ -112,6 +113,16 @@ class ServiceNotAvailableError(CoreError):
 
 class StorageError(CoreError):
     """The message store failed otherwise: it is locked by another process, or a file of it cannot be used."""
+
+
+class HAPortUnavailableError(StorageError):
+    """A master's HA port cannot be listened on (in use, not allowed): the store did not open."""
+
+    def __init__(self, message: str, host: str = "", port: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
+        self.reason = reason
 
 
 class RequestTimeoutError(CoreError, TimeoutError):
@@ -189,6 +200,8 @@ def from_store_error(error: StoreError) -> CoreError:
         core_error = IllegalMessageError(str(error))
     elif isinstance(error, InvalidTopicError):
         core_error = TopicConfigError(str(error))
+    elif isinstance(error, HAPortError):
+        core_error = HAPortUnavailableError(str(error), error.host, error.port, error.reason)
     else:
         core_error = StorageError(str(error))
     core_error.__cause__ = error

@@ -35,10 +35,9 @@ from core import (
     Broker,
     BrokerConfig,
     BrokerRole,
-    HAPortError,
+    HAPortUnavailableError,
     MessageStore,
     RecoveryReport,
-    StorageError,
     open_store,
 )
 from eventbridge.replay_rest import add_routes as add_replay_routes
@@ -206,11 +205,8 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
         log.info("opening store %s (%s)", settings.store.store_dir, settings.store.flush_mode.value)
         try:
             report = await asyncio.to_thread(open_store, store)
-        except StorageError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, HAPortError):
-                raise cannot_listen("ha", "listen_port", None, cause.host, cause.port, cause.reason) from None
-            raise
+        except HAPortUnavailableError as exc:
+            raise cannot_listen("ha", "listen_port", None, exc.host, exc.port, exc.reason) from None
         try:
             _log_recovery(store, report)
             broker = Broker(store, settings.data_dir / CONFIG_SUBDIR, settings.broker)
