@@ -9,6 +9,7 @@ from typing import Any
 
 from core import MessageQueue, PullStatus, StoredMessage
 from remote_client.pull_request import pull_request, pull_result
+from remote_client.records import stored_messages
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -56,6 +57,17 @@ def queue_messages(address: str, topic: str, queue_id: int, group: str = "replic
             await client.close()
 
     return asyncio.run(run())
+
+
+def find_by_id(address: str, topic: str, unique_id: str) -> list[StoredMessage]:
+    """The messages of `topic` whose unique id (UNIQ_KEY, a producer's msgId) is `unique_id`, by the broker's index
+    (QUERY_MESSAGE with _UNIQUE_KEY_QUERY, as mqadmin queryMsgById does)."""
+    reply = ask(address, RequestCode.QUERY_MESSAGE, topic=topic, key=unique_id, maxNum=32, beginTimestamp=0,
+                endTimestamp=2**62, _UNIQUE_KEY_QUERY="true")  # fmt: skip
+    if reply.code == ResponseCode.QUERY_NOT_FOUND:
+        return []
+    assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)
+    return stored_messages(reply.body)
 
 
 def committed(address: str, group: str, topic: str, queue_id: int) -> int:

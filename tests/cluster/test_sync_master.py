@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.broker_remoting import cpp_clients
-from tests.cluster.brokers import queue_messages, wait_topics
+from tests.cluster.brokers import find_by_id, queue_messages, wait_topics
 from tests.cluster.processes import CLUSTER, ClusterProcesses
 from tests.serve_process import ServeProcess, mqtt_client
 
@@ -77,6 +77,10 @@ def test_every_send_ok_and_puback_is_on_the_slave_after_a_kill_9_of_the_master(p
     on_slave = {m.body.decode() for q in range(4) for m in queue_messages(address, "sm_cpp", q)}
     missing = sent_ok - on_slave
     assert not missing, f"{len(missing)} SEND_OK messages are not on the slave, e.g. {sorted(missing)[:5]}"
+    # And by id, as an operator looks one up: every SEND_OK's msgId (its UNIQ_KEY) is in the slave's index.
+    for line in (line for line in lines if line.get("status") == 0):
+        found = find_by_id(address, "sm_cpp", line["msg_id"])
+        assert [m.body.decode() for m in found] == [line["body"]], line
     mqtt_on_slave = {m.body for q in range(4) for m in queue_messages(address, "sm", q)}
     missing_mqtt = pubacked - mqtt_on_slave
     assert not missing_mqtt, f"{len(missing_mqtt)} PUBACKed messages are not on the slave"
