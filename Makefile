@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= data
 # Debian packages the tests need; installed when missing (after apt-get update), never by hand.
 DEB_PACKAGES ?= procps mosquitto mosquitto-clients openssl
+# etcd, the consensus service automatic failover stands on (docs/replication.md); the tests start their own.
+DEB_PACKAGES += etcd-server
 # The dashboard's browser test runs Debian's Chromium through Playwright (no browser download).
 DEB_PACKAGES += chromium
 # The Spark sink's PySpark runs a JVM: Java 17, unless a java is already on the PATH.
@@ -70,6 +72,12 @@ deb:
 	    if [ -d "$(SYSTEMD_RUN_DIR)" ]; then \
 	      echo "disabling the mosquitto service this set-up installed (mqgate serves MQTT on 1883)"; \
 	      $$SUDO systemctl disable --now mosquitto; \
+	    fi;; \
+	  esac; \
+	  case " $$missing " in *" etcd-server "*) \
+	    if [ -d "$(SYSTEMD_RUN_DIR)" ]; then \
+	      echo "disabling the etcd service this set-up installed (the tests start their own etcd)"; \
+	      $$SUDO systemctl disable --now etcd; \
 	    fi;; \
 	  esac; \
 	fi

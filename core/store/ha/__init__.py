@@ -7,4 +7,5 @@ log byte for byte and its dispatcher builds its own consume queues and index fro
     master.py        the master's HA port, a link per slave, and the SYNC_MASTER waiters
     slave.py         the slave's link to its master
     states.py        what a store says of its replication (slaves' lag, the link to the master)
+    epoch_file.py    the master epochs of the log and where each begins; how far two logs are the same
 """
