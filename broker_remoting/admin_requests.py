@@ -134,8 +134,8 @@ class AdminRequests:
             "brokerName": broker.config.broker_name,
             "topicCount": str(len(broker.topic_configs())),
             "groupCount": str(len(broker.admin.groups())),
-            "brokerRole": broker.role.value,
-            "commitLogMaxOffset": str(broker.replication().log_end),
+            "brokerRole": broker.ha.role.value,
+            "commitLogMaxOffset": str(broker.ha.state().log_end),
         }
         table["msgPutTotalTodayNow"] = str(sum(c.messages_in for c in counts))
         table["msgGetTotalTodayNow"] = str(sum(c.messages_out for c in counts))

@@ -45,7 +45,7 @@ class OffsetDoor:
         fields = HeaderFields(request)
         # keepLarger (mqgate's): a slave gives back an offset committed to it while its master was away.
         commit = (
-            self._broker.commit_offset_at_least
+            self._broker.master_copy.offset_given_back
             if request.ext_fields.get("keepLarger") == "true"
             else self._broker.commit_offset
         )

@@ -57,12 +57,12 @@ class PullService:
     async def pull(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         header = pull_header(request)
         broker = self._broker
-        slave = broker.role is BrokerRole.SLAVE
+        slave = broker.ha.role is BrokerRole.SLAVE
         read_slave = broker.config.slave_read_enable
         if (
             slave
-            and broker.master_alive()
-            and not (read_slave and broker.far_behind(header.topic, header.queue_id, header.queue_offset))
+            and broker.ha.master_alive()
+            and not (read_slave and broker.ha.far_behind(header.topic, header.queue_id, header.queue_offset))
         ):
             fields = pull_reply_fields(header.queue_offset, 0, 0, MASTER_ID)
             return request.reply(
@@ -83,7 +83,7 @@ class PullService:
             long_poll_ms=header.suspend_timeout_ms if header.suspends else 0,
         )
         if result.status is PullStatus.FOUND:
-            suggest = SLOW_READER_BROKER_ID if read_slave and broker.record_far_behind(result.messages[-1]) else 0
+            suggest = SLOW_READER_BROKER_ID if read_slave and broker.ha.record_far_behind(result.messages[-1]) else 0
             fields = pull_reply_fields(result.next_begin_offset, result.min_offset, result.max_offset, suggest)
             return request.reply(
                 ResponseCode.SUCCESS, ext_fields=fields, body=records_body(result.messages, self._store_host())

@@ -118,7 +118,7 @@ class BrokerRegistration:
         return json.dumps({"topicConfigSerializeWrapper": wrapper, "filterServerList": []}).encode()
 
     def _header(self) -> dict[str, str]:
-        ha_port = self._broker.ha_port
+        ha_port = self._broker.ha.port
         ha_address = f"{self._address.rpartition(':')[0]}:{ha_port}" if ha_port is not None else ""
         return {
             "brokerAddr": self._address,
@@ -149,7 +149,7 @@ class BrokerRegistration:
             self.master_changed()
         ha_address = reply.ext_fields.get("haServerAddr")
         if ha_address:
-            self._broker.follow_master(ha_address)
+            self._broker.ha.follow_master(ha_address)
         return True
 
     async def _unregister(self, address: str) -> None:

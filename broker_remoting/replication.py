@@ -61,7 +61,7 @@ class ReplicationDoor:
         return request.reply(ResponseCode.SUCCESS, body=json.dumps({"offsetTable": table}).encode())
 
     async def all_delay_offsets(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        table = {str(level): offset for level, offset in sorted(self._broker.delay_offsets().items())}
+        table = {str(level): offset for level, offset in sorted(self._broker.master_copy.delay_offsets().items())}
         return request.reply(ResponseCode.SUCCESS, body=json.dumps({"offsetTable": table}).encode())
 
     async def ha_status(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -70,9 +70,9 @@ class ReplicationDoor:
 
 def ha_status(broker: Broker) -> dict[str, Any]:
     """RocketMQ's HARuntimeInfo, as JSON."""
-    replication = broker.replication()
+    replication = broker.ha.state()
     info: dict[str, Any] = {
-        "master": broker.role is not BrokerRole.SLAVE,
+        "master": broker.ha.role is not BrokerRole.SLAVE,
         "masterCommitLogMaxOffset": replication.log_end,
         "inSyncSlaveNums": sum(1 for slave in replication.slaves if slave.in_sync),
         "haConnectionInfo": [
@@ -149,7 +149,7 @@ class SlaveSync:
         offsets = await self._ask(address, RequestCode.GET_ALL_CONSUMER_OFFSET)
         ahead = copy.take_offsets(parse_offset_table(_mapping(offsets, "offsetTable")))
         delay = await self._ask(address, RequestCode.GET_ALL_DELAY_OFFSET)
-        broker.take_master_delay_offsets(parse_delay_offsets(_mapping(delay, "offsetTable")))
+        copy.take_delay_offsets(parse_delay_offsets(_mapping(delay, "offsetTable")))
         for group, topic, queue_id, offset in ahead:
             fields = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "commitOffset": str(offset),
                       "keepLarger": "true"}  # fmt: skip

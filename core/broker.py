@@ -41,6 +41,7 @@ from core.message_queries import MessageQueries
 from core.message_queue import MessageQueue
 from core.parking import parking_for
 from core.queue_locks import QueueLocks
+from core.replication import Replication
 from core.results import PullResult, PullStatus, Route, SendResult, SendStatus
 from core.retries.dead_letters import DeadLetters
 from core.scheduling.delay_levels import ScheduleService, parse_delay_levels
@@ -49,12 +50,10 @@ from core.scheduling.timers import TimerService
 from core.send_hooks import SendHook, name_light_queues
 from core.store.config import BrokerRole
 from core.store.errors import StoreError
-from core.store.ha.states import ReplicationState
 from core.store.message import (
     PROPERTY_MULTI_DISPATCH,
     PROPERTY_UNIQ_KEY,
     Message,
-    StoredMessage,
     is_light_queue,
 )
 from core.store.message_id import UniqueIdGenerator
@@ -112,8 +111,8 @@ class Broker:
         self._scanner: asyncio.Task[None] | None = None
         self._services_started = False
         self._slave = store.config.role is BrokerRole.SLAVE
-        # A slave's copies of its master's tables, which its remoting door takes every 10 s.
-        self.master_copy = MasterCopy(self.topics, self.groups, self.offsets)
+        # The broker's place in its group: its role, its HA port or master, reads a slave should serve.
+        self.ha = Replication(store)
         # Routes by topic: a new, empty dictionary each time the topic table changes (in whichever thread changed
         # it, after the new table is what readers get).
         self._routes: dict[str, Route] = {}
@@ -135,6 +134,8 @@ class Broker:
             max([self.config.timer_max_delay_s * 1000, *parse_delay_levels(self.config.message_delay_level)]),
         )
         self.schedule = ScheduleService(self, self.config.message_delay_level, self.recalls)
+        # A slave's copies of its master's tables, which its remoting door takes every 10 s.
+        self.master_copy = MasterCopy(self.topics, self.groups, self.offsets, self.schedule)
         self.timers = TimerService(self, self.config, self.recalls)
         self.transactions = TransactionService(self, self.config)
         # Admin look-ups and dead letters (core.message_queries, core.retries.dead_letters): no state of their own to
@@ -172,7 +173,7 @@ class Broker:
         # services rebuild their state from it and find the copies a crash left in doubt.
         while not await self.wait_visible(timeout_s=60.0):
             log.warning("broker start: the store is still dispatching what recovery found; parked messages wait")
-        if self.role is BrokerRole.SLAVE:
+        if self._slave:
             # Delay levels, timers and transaction checks run on the master; the slave holds their records (and
             # copies their progress) to take over later.
             return
@@ -181,46 +182,6 @@ class Broker:
             await service.start()
         self.recalls.start(self._recalls_settled_before)
         self._services_started = True
-
-    # --- replication (core.store.ha) ------------------------------------------------------------------------
-
-    @property
-    def role(self) -> BrokerRole:
-        """ASYNC_MASTER, SYNC_MASTER or SLAVE (the store's, as [broker] broker_role set it)."""
-        return self.store.config.role
-
-    @property
-    def ha_port(self) -> int | None:
-        """The port a master's slaves connect to, or None (a slave; a master that does not listen)."""
-        master = self.store.ha_master
-        return master.address[1] if master is not None else None
-
-    def follow_master(self, ha_address: str) -> None:
-        """A slave follows the master whose HA port is at `ha_address` (host:port), as the NameServers name it in
-        their reply to its registration; unless [ha] master_address fixes it. Nothing on a master."""
-        slave = self.store.ha_slave
-        if slave is not None and not self.store.config.ha.master_address and ha_address:
-            slave.set_master(ha_address)
-
-    def replication(self) -> ReplicationState:
-        """The log's end, a master's slaves with their lag, a slave's link to its master."""
-        return self.store.replication_state()
-
-    def master_alive(self) -> bool:
-        """A master: True. A slave: whether its link to its master is up and the master heard lately."""
-        slave = self.store.ha_slave
-        return slave is None or slave.master_alive()
-
-    def far_behind(self, topic: str, queue_id: int, queue_offset: int) -> bool:
-        """Whether the message at `queue_offset` of a queue lies so far behind the log's end that a slave should
-        serve its reader ([store] access_message_in_memory_max_ratio; RocketMQ's suggestPullingFromSlave). False
-        when the queue has no message there."""
-        entries = self.store.queue_entries(topic, queue_id, queue_offset, 1)
-        return bool(entries) and self.store.far_behind(entries[0][0])
-
-    def record_far_behind(self, message: StoredMessage) -> bool:
-        """`far_behind` for a message read: whether its record lies that far behind the log's end."""
-        return self.store.far_behind(message.commit_log_offset)
 
     def _recalls_settled_before(self) -> int:
         return min(self.timers.settled_before_ms(), self.schedule.settled_before_ms())
@@ -623,20 +584,6 @@ class Broker:
         self.offsets.commit_offset(group, topic, queue_id, offset)
         if self._slave:
             self.master_copy.note_commit(group, topic, queue_id, offset)
-
-    def delay_offsets(self) -> dict[int, int]:
-        """Per delay level, the offset in its queue of the next message to move (RocketMQ's delayOffset.json)."""
-        return self.schedule.offsets()
-
-    def take_master_delay_offsets(self, offsets: dict[int, int]) -> None:
-        """A slave keeps its master's delay-level progress (core.master_copy)."""
-        self.schedule.take_master_offsets(offsets)
-
-    def commit_offset_at_least(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """Move a committed offset forward to `offset`, never back: a slave gives its master back the offsets
-        consumers committed to it while the master was down (core.master_copy)."""
-        if self.offsets.query_offset(group, topic, queue_id) < offset:
-            self.offsets.commit_offset(group, topic, queue_id, offset)
 
     async def persist_offsets(self) -> None:
         """Write committed offsets to consumerOffset.json now (in a worker thread), rather than at the next round of

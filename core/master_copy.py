@@ -17,6 +17,7 @@ import logging
 import threading
 from collections.abc import Iterable, Mapping
 
+from core.scheduling.delay_levels import ScheduleService
 from core.tables.consumer_offsets import ConsumerOffsetManager
 from core.tables.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from core.tables.topic_config import TopicConfig, TopicConfigManager
@@ -28,11 +29,16 @@ OffsetKey = tuple[str, str, int]  # (group, topic, queue id)
 
 class MasterCopy:
     def __init__(
-        self, topics: TopicConfigManager, groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager
+        self,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        schedule: ScheduleService,
     ) -> None:
         self._topics = topics
         self._groups = groups
         self._offsets = offsets
+        self._schedule = schedule
         self._lock = threading.Lock()
         # Offsets consumers committed to this slave, not yet known to be held by the master.
         self.committed_here: dict[OffsetKey, int] = {}
@@ -41,6 +47,21 @@ class MasterCopy:
         """A consumer committed `offset` to this slave (its master was down, or it reads here)."""
         with self._lock:
             self.committed_here[(group, topic, queue_id)] = offset
+
+    def delay_offsets(self) -> dict[int, int]:
+        """A master's delay-level progress, for its slaves: per level, the offset in its queue of the next message
+        to move (RocketMQ's delayOffset.json)."""
+        return self._schedule.offsets()
+
+    def take_delay_offsets(self, offsets: dict[int, int]) -> None:
+        """A slave keeps its master's delay-level progress (the service does not run on a slave)."""
+        self._schedule.take_master_offsets(offsets)
+
+    def offset_given_back(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """A master takes an offset a slave gives back (committed there while the master was away): forward only,
+        so that a consumer's newer commit here is never overwritten."""
+        if self._offsets.query_offset(group, topic, queue_id) < offset:
+            self._offsets.commit_offset(group, topic, queue_id, offset)
 
     def take_topics(self, configs: Iterable[TopicConfig]) -> int:
         """Make the topic table the master's; the number of topics changed, added or removed."""

@@ -216,7 +216,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                 # A master's HA port (slaves connect to it), named after the remoting port it follows.
                 ha_part = "ha={}:{}".format(*store.ha_master.address) if store.ha_master is not None else ""
                 # A slave copies its master's log and serves reads over remoting; every other door writes.
-                slave = broker.role is BrokerRole.SLAVE
+                slave = broker.ha.role is BrokerRole.SLAVE
                 if slave:
                     log.info("%s", SLAVE_DOORS)
                 async with contextlib.AsyncExitStack() as parts_stack:

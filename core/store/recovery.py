@@ -22,6 +22,7 @@ from core.store.checkpoint import Checkpoint
 from core.store.index.service import IndexService
 from core.store.log.commit_log import CommitLog, DispatchRequest
 from core.store.log.record_codec import HEADER_SIZE
+from core.store.log.replay import replay
 from core.store.log.scan import ScanResult
 from core.store.message import is_light_queue
 from core.store.queues.consume_queue_table import ConsumeQueueTable
@@ -127,7 +128,7 @@ class StoreRecovery:
                 light_offsets[(queue.topic, queue.queue_id)] = queue.max_offset
         self._commit_log.queue_offsets = light_offsets
         for message in self._commit_log.scan(start, result):
-            self._commit_log.replay(message, batch)
+            replay(self._commit_log, message, batch)
             if len(batch) >= RECOVERY_BATCH:
                 self._dispatcher.dispatch(batch)
                 batch = []

@@ -230,7 +230,7 @@ class MqgateCollector(Collector):
         )
 
     def _replication(self) -> Iterator[Metric]:
-        state = self.parts.broker.replication()
+        state = self.parts.broker.ha.state()
         lag_bytes = GaugeMetricFamily(
             "mqgate_replication_lag_bytes",
             "A master's slaves: how far each slave's copy of the commit log is behind the master's, in bytes",

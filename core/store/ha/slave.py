@@ -24,6 +24,7 @@ from core.store.ha.continuation import OVERLAP_BYTES, LogContinuation, Replicati
 from core.store.ha.frames import FrameReader, HAProtocolError, encode_report
 from core.store.ha.states import MasterState
 from core.store.log.commit_log import CommitLog
+from core.store.log.replay import read_bytes
 from core.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ class HASlave(ServiceThread):
         commit_log = self.commit_log
         empty = not commit_log.files.files and commit_log.write_pos == 0
         end = commit_log.write_pos
-        tail = commit_log.read_bytes(max(end - OVERLAP_BYTES, commit_log.min_offset), end) if not empty else b""
+        tail = read_bytes(commit_log, max(end - OVERLAP_BYTES, commit_log.min_offset), end) if not empty else b""
         continuation = LogContinuation(end, empty, commit_log.segment_size, self.max_record_size, tail)
         frames = FrameReader(MAX_FRAME_SIZE)
         connection.sendall(encode_report(continuation.start))

@@ -9,6 +9,7 @@
     mapped_file.py     segment files named by offset, and queues of them (the consume queues' files too)
     flush_service.py   durability: the flush thread, group commit under SYNC_FLUSH, segments warmed ahead
     scan.py            the log read back at open: the ring restored, the segments checked record by record
+    replay.py          a record read back replayed into its dispatch requests; the log's raw bytes
 
 An append: appender.py -> record_codec.py -> commit_log.py -> write_ring.py; the dispatcher commits the ring to the
 segments (mapped_file.py) and flush_service.py makes them durable.

@@ -35,17 +35,13 @@ from core.store.log.record_codec import (
     encode_blank,
     encode_header,
 )
+from core.store.log.replay import replay
 from core.store.log.scan import ScanResult, restore_from_ring, scan
 from core.store.log.write_ring import HEADER_PAGE, WRITE_CHUNK, WriteRing
 from core.store.message import (
-    MULTI_DISPATCH_SEPARATOR,
-    PROPERTY_KEYS,
-    PROPERTY_MULTI_DISPATCH,
-    PROPERTY_UNIQ_KEY,
     Message,
     StoredMessage,
     encode_host,
-    entry_code,
 )
 
 log = logging.getLogger(__name__)
@@ -302,35 +298,6 @@ class CommitLog:
             offsets[key] = light_offset + 1
             pending.append((name, 0, light_offset, pos, size, code, stamp, None, None))
 
-    def replay(self, message: StoredMessage, out: list[DispatchRequest]) -> None:
-        """The dispatch requests of a record read back from a log (recovery's scan, a master's log copied by a
-        slave): its queue entry at the queue offset it carries, and its light queues' at their next offsets (the
-        records do not carry those: the replay assigns them in log order, as the appends did). Callers that run
-        beside appends hold the lock."""
-        properties = message.properties
-        code = entry_code(properties)
-        offset = message.commit_log_offset
-        size = message.store_size
-        stamp = message.store_timestamp
-        out.append(
-            (
-                message.topic,
-                message.queue_id,
-                message.queue_offset,
-                offset,
-                size,
-                code,
-                stamp,
-                properties.get(PROPERTY_KEYS),
-                properties.get(PROPERTY_UNIQ_KEY),
-            )
-        )
-        light = properties.get(PROPERTY_MULTI_DISPATCH)
-        if light:
-            self.add_light_entries(
-                tuple(dict.fromkeys(light.split(MULTI_DISPATCH_SEPARATOR))), offset, size, code, stamp, out
-            )
-
     # --- a copy of a master's log (core.store.ha) ------------------------------------------------------
 
     def start_at(self, pos: int) -> None:
@@ -364,7 +331,7 @@ class CommitLog:
             requests: list[DispatchRequest] = []
             offsets = self.queue_offsets
             for message in messages:
-                self.replay(message, requests)
+                replay(self, message, requests)
                 key = (message.topic, message.queue_id)
                 if message.queue_offset >= offsets.get(key, 0):
                     offsets[key] = message.queue_offset + 1
@@ -375,24 +342,6 @@ class CommitLog:
                 self.write_pos = mapped.end
             else:
                 self.write_pos = pos + len(data)
-
-    def read_bytes(self, start: int, end: int) -> bytes:
-        """The log's bytes from `start` to `end` (committed first), across segments. Raises LookupError outside the
-        log."""
-        if not self.min_offset <= start <= end <= self.write_pos:
-            raise LookupError(f"commit-log bytes {start}..{end} are outside [{self.min_offset}, {self.write_pos}]")
-        if end > self.committed_pos:
-            self.commit()
-        parts = []
-        pos = start
-        while pos < end:
-            mapped = self.files.find(pos)
-            if mapped is None:
-                raise LookupError(f"commit-log offset {pos}: no segment holds it")
-            stop = min(end, mapped.end)
-            parts.append(bytes(mapped.view[pos - mapped.base : stop - mapped.base]))
-            pos = stop
-        return b"".join(parts)
 
     def _segment_for(self, pos: int) -> MappedFile:
         """The segment holding `pos`, made if it is the next one (under the lock)."""
