@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, TypeVar
 
 from core.scheduling.delay_levels import ScheduleService
 from core.tables.consumer_offsets import ConsumerOffsetManager
@@ -25,6 +26,7 @@ from core.tables.topic_config import TopicConfig, TopicConfigManager
 log = logging.getLogger(__name__)
 
 OffsetKey = tuple[str, str, int]  # (group, topic, queue id)
+Config = TypeVar("Config")
 
 
 class MasterCopy:
@@ -65,31 +67,11 @@ class MasterCopy:
 
     def take_topics(self, configs: Iterable[TopicConfig]) -> int:
         """Make the topic table the master's; the number of topics changed, added or removed."""
-        theirs = {config.topic_name: config for config in configs}
-        changed = 0
-        for config in theirs.values():
-            if self._topics.get(config.topic_name) != config:
-                self._topics.create_or_update(config)
-                changed += 1
-        for config in self._topics.list():
-            if config.topic_name not in theirs:
-                self._topics.delete(config.topic_name)
-                changed += 1
-        return changed
+        return _mirror(self._topics, {config.topic_name: config for config in configs}, _topic_name)
 
     def take_groups(self, configs: Iterable[SubscriptionGroupConfig]) -> int:
         """Make the subscription-group table the master's; the number of groups changed, added or removed."""
-        theirs = {config.group_name: config for config in configs}
-        changed = 0
-        for config in theirs.values():
-            if self._groups.get(config.group_name) != config:
-                self._groups.create_or_update(config)
-                changed += 1
-        for config in self._groups.list():
-            if config.group_name not in theirs:
-                self._groups.delete(config.group_name)
-                changed += 1
-        return changed
+        return _mirror(self._groups, {config.group_name: config for config in configs}, _group_name)
 
     def take_offsets(self, masters: Mapping[OffsetKey, int]) -> list[tuple[str, str, int, int]]:
         """Merge the master's committed offsets in (see the module's docstring); return the offsets committed here
@@ -106,6 +88,37 @@ class MasterCopy:
             if (group, topic, queue_id) not in kept and self._offsets.query_offset(group, topic, queue_id) != offset:
                 self._offsets.commit_offset(group, topic, queue_id, offset)
         return ahead
+
+
+class _Table(Protocol[Config]):
+    """What the topic and subscription-group tables share: configs by name."""
+
+    def get(self, name: str) -> Config | None: ...
+    def create_or_update(self, config: Config) -> object: ...
+    def list(self) -> list[Config]: ...
+    def delete(self, name: str) -> object: ...
+
+
+def _mirror(table: _Table[Config], theirs: Mapping[str, Config], name: Callable[[Config], str]) -> int:
+    """Make `table` hold exactly `theirs`; the number of entries changed, added or removed."""
+    changed = 0
+    for key, config in theirs.items():
+        if table.get(key) != config:
+            table.create_or_update(config)
+            changed += 1
+    for config in table.list():
+        if name(config) not in theirs:
+            table.delete(name(config))
+            changed += 1
+    return changed
+
+
+def _topic_name(config: TopicConfig) -> str:
+    return config.topic_name
+
+
+def _group_name(config: SubscriptionGroupConfig) -> str:
+    return config.group_name
 
 
 def parse_delay_offsets(table: Mapping[object, object]) -> dict[int, int]:
