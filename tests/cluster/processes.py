@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,25 @@ CLUSTER = "C"
 ADMIN_TIMEOUT_S = 60.0
 # Brokers register with their NameServers at start, then every 30 s.
 REGISTERED_WITHIN_S = 30.0
+
+
+def remoting_address(serve: ServeProcess) -> str:
+    """Where a broker's remoting port is reached on loopback."""
+    return f"127.0.0.1:{serve.ready['remoting'].rpartition(':')[2]}"
+
+
+@contextmanager
+def sync_master_with_slave(root: Path) -> Iterator[ClusterProcesses]:
+    """A NameServer and broker group `broker-a`: a SYNC_MASTER and its slave `broker-a-s1`, in sync."""
+    cluster = ClusterProcesses(root, groups=())
+    try:
+        cluster.start_broker("broker-a", "--role", "SYNC_MASTER")
+        cluster.wait_registered(("broker-a",))
+        cluster.start_slave("broker-a")
+        cluster.wait_in_sync("broker-a")
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 class NamesrvProcess(ChildProcess):

@@ -17,9 +17,8 @@ from core import ConsumeFromWhere, ConsumeStatus, PushConsumerOptions
 from remote_client import Cluster, Producer, PushConsumer
 from tests.broker_remoting import cpp_clients
 from tests.cluster.brokers import committed, wait_topics
-from tests.cluster.processes import CLUSTER, ClusterProcesses
+from tests.cluster.processes import CLUSTER, ClusterProcesses, remoting_address, sync_master_with_slave
 from tests.cluster.test_rocketmq4_clients import ons, ons_finish
-from tests.serve_process import ServeProcess
 
 pytestmark = pytest.mark.slow
 
@@ -31,21 +30,10 @@ GROUPS = ("md_cpp", "md_ons", "md_remote")
 GIVEN_BACK_WITHIN_S = 40.0
 
 
-def remoting_address(serve: ServeProcess) -> str:
-    return f"127.0.0.1:{serve.ready['remoting'].rpartition(':')[2]}"
-
-
 @pytest.fixture
 def pair(tmp_path) -> Iterator[ClusterProcesses]:
-    cluster = ClusterProcesses(tmp_path, groups=())
-    try:
-        cluster.start_broker("broker-a", "--role", "SYNC_MASTER")
-        cluster.wait_registered(("broker-a",))
-        cluster.start_slave("broker-a")
-        cluster.wait_in_sync("broker-a")
+    with sync_master_with_slave(tmp_path) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def remote_consumer(namesrv: str, seconds: float) -> Counter[str]:

@@ -14,9 +14,8 @@ import pytest
 
 from remote_client import Cluster, Producer
 from tests.cluster.brokers import ha_status, queue_messages, runtime_info, wait_topics
-from tests.cluster.processes import CLUSTER, ClusterProcesses
+from tests.cluster.processes import CLUSTER, ClusterProcesses, remoting_address
 from tests.cluster.test_rocketmq4_clients import ons, ons_finish
-from tests.serve_process import ServeProcess
 
 pytestmark = pytest.mark.slow
 
@@ -30,10 +29,6 @@ access_message_in_memory_max_ratio = 0
 QUEUES = 4
 # The "restarted a minute later": the master takes sends all that time.
 SLAVE_AWAY_S = 60.0
-
-
-def remoting_address(serve: ServeProcess) -> str:
-    return f"127.0.0.1:{serve.ready['remoting'].rpartition(':')[2]}"
 
 
 @pytest.fixture(scope="module")

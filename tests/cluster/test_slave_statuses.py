@@ -20,7 +20,7 @@ from remote_client import Cluster, Producer
 from tests.broker_remoting import cpp_clients
 from tests.cluster.brokers import ha_status
 from tests.cluster.netns import NetworkNamespace
-from tests.cluster.processes import CLUSTER, ClusterProcesses
+from tests.cluster.processes import CLUSTER, ClusterProcesses, remoting_address
 from tests.serve_process import ServeProcess
 
 pytestmark = [
@@ -34,10 +34,6 @@ MASTER = """
 slave_timeout_ms = 1000
 housekeeping_interval_ms = 4000
 """
-
-
-def remoting_address(serve: ServeProcess) -> str:
-    return f"127.0.0.1:{serve.ready['remoting'].rpartition(':')[2]}"
 
 
 @pytest.fixture

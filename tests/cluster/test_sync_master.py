@@ -11,8 +11,8 @@ import pytest
 
 from tests.broker_remoting import cpp_clients
 from tests.cluster.brokers import find_by_id, queue_messages, wait_topics
-from tests.cluster.processes import CLUSTER, ClusterProcesses
-from tests.serve_process import ServeProcess, mqtt_client
+from tests.cluster.processes import CLUSTER, ClusterProcesses, remoting_address, sync_master_with_slave
+from tests.serve_process import mqtt_client
 
 pytestmark = pytest.mark.slow
 
@@ -21,21 +21,10 @@ INTERVAL_S = 0.01
 KILL_AFTER_S = 2.0
 
 
-def remoting_address(serve: ServeProcess) -> str:
-    return f"127.0.0.1:{serve.ready['remoting'].rpartition(':')[2]}"
-
-
 @pytest.fixture
 def pair(tmp_path) -> Iterator[ClusterProcesses]:
-    cluster = ClusterProcesses(tmp_path, groups=())
-    try:
-        cluster.start_broker("broker-a", "--role", "SYNC_MASTER")
-        cluster.wait_registered(("broker-a",))
-        cluster.start_slave("broker-a")
-        cluster.wait_in_sync("broker-a")
+    with sync_master_with_slave(tmp_path) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def test_every_send_ok_and_puback_is_on_the_slave_after_a_kill_9_of_the_master(pair: ClusterProcesses):
