@@ -173,7 +173,7 @@ class MessageStore:
         self.flush_service.start()
         if self.warmer is not None:
             try:
-                self.commit_log.warm_up(config.sync_warm_bytes)
+                self.commit_log.warming.warm_up(config.sync_warm_bytes)
             except (OSError, StoreError) as exc:
                 log.warning("commit log: writing zeros ahead of the log failed at open (%s)", exc)
             self.warmer.start()

@@ -37,6 +37,7 @@ from core.store.log.record_codec import (
 )
 from core.store.log.replay import replay
 from core.store.log.scan import ScanResult, restore_from_ring, scan
+from core.store.log.warming import LogWarming
 from core.store.log.write_ring import HEADER_PAGE, WRITE_CHUNK, WriteRing
 from core.store.message import (
     Message,
@@ -58,12 +59,6 @@ DispatchRequest = tuple[str, int, int, int, int, int, int, "str | None", "str | 
 # tail, light queues, tag code, keys, unique id). The body and tail (encoded topic and properties) are the record's
 # bytes that do not depend on where it lands; the message's other fields (born host, flags, times) are read here.
 Record = tuple[Message, str, int, bytes, bytes, tuple[str, ...], int, "str | None", "str | None"]
-
-# What `warm` writes at a time: zeros, then an fdatasync of them. Larger steps mean fewer journal commits of its own
-# beside the flushes' (4 KiB records under SYNC_FLUSH log about 300 MB/s).
-WARM_CHUNK = 4 * 1024 * 1024
-WARM_PIECE = 256 * 1024
-_ZEROS = memoryview(bytes(WARM_PIECE))
 
 
 def _request_end(request: DispatchRequest) -> int:
@@ -91,12 +86,12 @@ class CommitLog:
         self.committed_pos = 0  # every byte below it is in its segment (the page cache of the segment's file)
         self.flushed_pos = 0  # every byte below it is on disk
         self.ring = WriteRing(ring_path, ring_size)
-        self._commit_lock = threading.Lock()
+        self.commit_lock = threading.Lock()
         # Reads are served from the ring for records from `_ring_start` on (what was appended since the ring was
         # made ready) that it still holds (`_read_from_ring`); `ring_writes` counts writes into it, twice each.
         self._ring_start = 2**63
-        # How far `warm` has written zeros (it never writes below the committed position).
-        self._warmed_pos = 0
+        # Zeros written ahead of the log under SYNC_FLUSH (core.store.log.warming).
+        self.warming = LogWarming(self)
         self.ring_writes = 0
         # Segments closed by a filler record: base -> the end of the filler (bytes after it are never written).
         self._filled: dict[int, int] = {}
@@ -310,7 +305,7 @@ class CommitLog:
                 raise ValueError(f"commit-log offset {pos} is not the start of a segment of {self.segment_size}")
             self.write_pos = self.committed_pos = self.flushed_pos = pos
             self._ring_start = pos
-            self._warmed_pos = pos
+            self.warming.warmed_pos = pos
             self.ring.set_committed(pos)
 
     def append_replicated(self, pos: int, data: bytes, messages: list[StoredMessage], filler: bool) -> None:
@@ -409,7 +404,7 @@ class CommitLog:
         Runs on whichever thread asks (the dispatcher before each round, the flush, a reader, an append that finds
         the ring full), one at a time; pwrite releases the GIL for the copy. Raises OSError if a segment cannot be
         written: the records stay in the ring (in the page cache, and restored at the next open)."""
-        with self._commit_lock:
+        with self.commit_lock:
             pos = self.committed_pos
             target = self.write_pos if upto < 0 else min(upto, self.write_pos)
             if pos >= target:
@@ -431,55 +426,11 @@ class CommitLog:
             ring.set_committed(pos)
             return pos
 
-    def warm(self, ahead: int) -> bool:
-        """Write zeros over the next WARM_CHUNK of the current segment past the committed position (never below:
-        those bytes are records), then fdatasync them, so that the blocks a later flush writes records into are
-        already allocated on disk. The zeros go in WARM_PIECE at a time, each under the commit lock (no commit writes
-        records meanwhile, so zeros cannot land over them), so that a commit waits for one piece at most. True if it
-        wrote (call again); False once `ahead` bytes past the write position are warm, or the segment that comes
-        next is not made yet. Raises OSError (a full disk: the log is still written, only slower to flush)."""
-        fd = -1
-        for _ in range(WARM_CHUNK // WARM_PIECE):
-            written = self._warm_piece(ahead, fd)
-            if written < 0:
-                break
-            fd = written
-        if fd < 0:
-            return False
-        os.fdatasync(fd)
-        return True
-
-    def _warm_piece(self, ahead: int, fd: int) -> int:
-        """One WARM_PIECE of `warm`'s zeros; the descriptor written to, or -1 if there is nothing to warm or the next
-        piece is in another segment than `fd`'s (synced first)."""
-        with self._commit_lock:
-            start = max(self._warmed_pos, self.committed_pos)
-            if start >= self.write_pos + ahead:
-                return -1
-            mapped = self.files.find(start)
-            if mapped is None or mapped.closed:
-                return -1
-            target = mapped.write_fd()
-            if fd >= 0 and target != fd:
-                return -1
-            stop = min(start + WARM_PIECE, mapped.end)
-            os.pwrite(target, _ZEROS[: stop - start], start - mapped.base)
-            self._warmed_pos = stop
-            return target
-
-    @property
-    def warm_ahead(self) -> int:
-        """How many bytes past the write position `warm` has written (read without the lock: a hint)."""
-        return max(self._warmed_pos, self.committed_pos) - self.write_pos
-
-    def warm_up(self, ahead: int) -> None:
-        """`warm` `ahead` bytes now, making the segment at the write position first if there is none yet: at open,
-        before any append, so that the first flushes find the log warm too."""
+    def ensure_segment(self) -> None:
+        """Make the segment at the write position if there is none yet (at open, before the first append)."""
         with self.lock:
             if self._current is None:
                 self._roll(self.write_pos, 0)
-        while self.warm(ahead):
-            pass
 
     def flush(self, commit: bool = True) -> int:
         """Commit (unless told not to: the dispatcher commits every round), then fdatasync every segment holding

@@ -285,8 +285,8 @@ class SegmentWarmer(ServiceThread):
                 small_groups = flushes == 0 or (commit_log.write_pos - sampled_pos) / flushes <= WARM_MAX_GROUP
                 sampled_at, sampled_pos, sampled_flushes = now, commit_log.write_pos, self.flusher.flushes
             try:
-                if small_groups and commit_log.warm_ahead < self.ahead // 2:
-                    while not self.stopped and commit_log.warm(self.ahead):
+                if small_groups and commit_log.warming.ahead < self.ahead // 2:
+                    while not self.stopped and commit_log.warming.warm(self.ahead):
                         pass
             except OSError as exc:
                 # Only the flushes' speed depends on it: the log itself is written as before.

@@ -104,11 +104,11 @@ def test_the_warm_step_writes_only_past_the_committed_position(tmp_path):
         log = store.commit_log
         committed = log.commit()
         before = segments(tmp_path / "s")[0].read_bytes()[:committed]
-        while log.warm(4 * MiB):
+        while log.warming.warm(4 * MiB):
             pass
         after = segments(tmp_path / "s")[0].read_bytes()
         assert after[:committed] == before
-        assert log.warm_ahead >= MiB - committed  # to the end of the 1 MiB segment, the next not made yet
+        assert log.warming.ahead >= MiB - committed  # to the end of the 1 MiB segment, the next not made yet
         assert after[committed:] == bytes(len(after) - committed)
     finally:
         store.close()

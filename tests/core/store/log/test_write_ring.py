@@ -53,7 +53,7 @@ def kill_with_records_in_the_ring(directory: Path, committed: int, held: int, ri
             store.append(Message(topic="t", body=(b"%06d" % n) * 500, queue_id=n % 2))
         assert store.wait_dispatched(timeout=10)
         log = store.commit_log
-        log._commit_lock.acquire()
+        log.commit_lock.acquire()
         start = log.committed_pos
         for n in range({committed}, {committed + held}):
             store.append(Message(topic="t", body=(b"%06d" % n) * 500, queue_id=n % 2))
@@ -138,7 +138,7 @@ def test_appends_many_times_the_ring_come_back_whole(open_store):
 def test_a_message_is_readable_by_its_offset_before_the_dispatcher_commits_it(open_store):
     store = open_store(**TINY)
     log = store.commit_log
-    with log._commit_lock:  # the dispatcher cannot commit meanwhile
+    with log.commit_lock:  # the dispatcher cannot commit meanwhile
         result = store.append(Message(topic="t", body=b"fresh", queue_id=0))
         assert log.committed_pos <= result.commit_log_offset
     assert store.read_message(result.commit_log_offset).body == b"fresh"  # from the ring
