@@ -37,11 +37,11 @@ from core.store.checkpoint import Checkpoint, CheckpointFile
 from core.store.config import BrokerRole, FlushMode, StoreConfig
 from core.store.errors import (
     CorruptRecordError,
-    HAPortError,
     StoreError,
     StoreLockedError,
 )
 from core.store.ha.master import HAMaster
+from core.store.ha.role import ReplicationRole
 from core.store.ha.slave import HASlave
 from core.store.ha.states import ReplicationState
 from core.store.index.process import IndexProcess, IndexProcessError, wait_for_orphan
@@ -62,6 +62,7 @@ from core.store.queues.reader import GetResult, GetStatus, QueueReader
 from core.store.recovery import RecoveryReport, StoreRecovery
 from core.store.retention import RetentionService, disk_usage_ratio
 from core.store.service_thread import PeriodicService
+from core.store.truncation import index_again, truncate_queues
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +130,11 @@ class MessageStore:
         # below which its index entries are on disk (the checkpoint's index_flushed).
         self.index_process: IndexProcess | None = None
         self._index_flushed = 0
-        # Replication (core.store.ha): a master's HA port and its slaves, or a slave's link to its master.
-        self.ha_master: HAMaster | None = None
-        self.ha_slave: HASlave | None = None
-        self._sync_master = config.role is BrokerRole.SYNC_MASTER
+        # Replication (core.store.ha): the role, a master's HA port and its slaves or a slave's link to its master,
+        # the log's epochs; changed at run time under automatic failover.
+        self.replication = ReplicationRole(
+            config, self.commit_log, self.dispatcher.wake, self.wait_dispatched, self._refresh_refusal
+        )
         # RocketMQ's getMessage: reads further behind the log's end than this are past what memory holds.
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         self.in_memory_bytes = memory * config.access_message_in_memory_max_ratio // 100
@@ -159,7 +161,7 @@ class MessageStore:
             self.recovery = dataclasses.replace(report, seconds=time.monotonic() - started)
             if config.index_process:
                 self._hand_index_over()
-            self._bind_ha_port()
+            self.replication.bind()
             abort.touch()
             fsync_dir(config.store_dir)
         except BaseException:
@@ -180,43 +182,59 @@ class MessageStore:
         self.checkpointer.start()
         self.retention.check_disk()
         self.retention.start()
-        self._start_replication()
+        self.dispatcher.listeners.append(self.replication.data_appended)
+        self.replication.start()
         log.info("store %s open: %s", config.store_dir, self.recovery.summary())
         return self.recovery
 
-    def _bind_ha_port(self) -> None:
-        """A master listens for its slaves before the store counts as open: a port in use stops the open."""
-        config = self.config
-        if config.role is BrokerRole.SLAVE or config.ha.listen_port is None:
-            return
-        try:
-            self.ha_master = HAMaster(self.commit_log, config.ha.host, config.ha.listen_port, config.ha)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise HAPortError(config.ha.host, config.ha.listen_port, reason) from None
+    @property
+    def ha_master(self) -> HAMaster | None:
+        """A master's HA port and its slaves (None on a slave, or a master that does not listen)."""
+        replication = self.replication
+        return replication.master if replication.role is not BrokerRole.SLAVE else None
 
-    def _start_replication(self) -> None:
-        config = self.config
-        if config.role is BrokerRole.SLAVE:
-            dispatcher = self.dispatcher
-            self.ha_slave = HASlave(
-                self.commit_log,
-                dispatcher.wake,
-                config.max_message_size + 4096,
-                config.ha,
-                config.ha.master_address,
-            )
-            self.ha_slave.start()
-        elif self.ha_master is not None:
-            self.dispatcher.listeners.append(self.ha_master.data_appended)
-            self.ha_master.start()
-            log.info("store %s: %s, HA port %s:%d", config.store_dir, config.role.value, *self.ha_master.address)
+    @property
+    def ha_slave(self) -> HASlave | None:
+        """A slave's link to its master (None on a master)."""
+        return self.replication.slave
 
     def replication_state(self) -> ReplicationState:
         """The log's end, a master's slaves (each's acknowledged offset and lag) and a slave's link to its master."""
-        slaves = self.ha_master.slaves() if self.ha_master is not None else []
-        master = self.ha_slave.state() if self.ha_slave is not None else None
-        return ReplicationState(self.commit_log.write_pos, slaves, master)
+        return self.replication.state()
+
+    def become_master(self, epoch: int, sync: bool) -> int:
+        """Under automatic failover: take writes as the master of `epoch` (core.store.ha.role); the offset the epoch
+        begins at. Blocking."""
+        return self.replication.become_master(epoch, sync)
+
+    def become_slave(self, master_address: str, epochs: list[tuple[int, int]]) -> int:
+        """Under automatic failover: follow the master at `master_address` (its HA port), whose log has `epochs`,
+        once this log is cut to the last point both share (core.store.ha.role); the number of bytes cut. Blocking."""
+        return self.replication.become_slave(master_address, epochs, self._truncate)
+
+    def fence(self, reason: str | None) -> None:
+        """Refuse writes with `reason` until `fence(None)` (a master that lost its lease in etcd)."""
+        self.replication.fence(reason)
+
+    def _truncate(self, offset: int) -> int:
+        """Cut the log, its consume queues and its index at `offset` (core.store.truncation); the number of bytes
+        cut. Nothing is appended meanwhile (the store is a slave with no link), and every record was dispatched."""
+        cut = self.commit_log.truncate(offset)
+        if cut:
+            truncate_queues(self.commit_log, self.queues, offset)
+            self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset, offset)
+            if self.index_process is None:
+                index_again(self.index, self.commit_log, self.index.drop_from(offset), offset)
+            else:
+                self.index_process.close(offset)
+                index = IndexService(self.config.index_dir, self.config.index_slots, self.config.index_entries)
+                index.load(True, offset)
+                rebuild_from = index.drop_from(offset)
+                index.close()
+                self._hand_index_over(rebuild_from)
+            self.replication.epochs.truncate_from(offset)
+            self._save_checkpoint()
+        return cut
 
     def _flush_when_due(self, _touched: object) -> None:
         """ASYNC_FLUSH, after each dispatch round: wake the flush thread once flush_after_bytes wait for the disk."""
@@ -224,16 +242,19 @@ class MessageStore:
         if commit_log.committed_pos - commit_log.flushed_pos >= self.config.flush_after_bytes:
             self.flush_service.wake()
 
-    def _hand_index_over(self) -> None:
-        """Recovery left the index whole below the dispatched end of the log: from here the child builds it."""
+    def _hand_index_over(self, position: int | None = None) -> None:
+        """Recovery left the index whole below the dispatched end of the log (or `position`, after a cut): from here
+        the child builds it."""
         config = self.config
-        position = self.dispatcher.dispatched_offset
-        self.index.flush()
-        self.index.close()
+        if position is None:
+            position = self.dispatcher.dispatched_offset
+            self.index.flush()
+            self.index.close()
         child = IndexProcess(
             config.index_dir, config.index_slots, config.index_entries, config.commit_log_dir, config.segment_size
         )
         child.start(position)
+        child.advance(self.dispatcher.dispatched_offset)
         self.index_process = child
         self._index_flushed = position
         self.dispatcher.index = None
@@ -257,10 +278,7 @@ class MessageStore:
             return
         self._open = False
         self._refresh_refusal()
-        if self.ha_slave is not None:
-            self.ha_slave.stop()
-        if self.ha_master is not None:
-            self.ha_master.stop()
+        self.replication.close()
         self.retention.stop()
         self.checkpointer.stop()
         if self.warmer is not None:
@@ -283,9 +301,7 @@ class MessageStore:
         self._close_files()
 
     def _close_files(self) -> None:
-        if self.ha_master is not None and self.ha_master._thread is None:  # bound, never started
-            self.ha_master.stop()
-            self.ha_master = None
+        self.replication.close()  # bound, never started (the open failed)
         if self.index_process is not None:
             self.index_process.close(self.dispatcher.dispatched_offset)
             self.index_process = None
@@ -342,13 +358,8 @@ class MessageStore:
         # Why appends are refused right now, or None: one attribute, so the append path checks it once.
         if not self._open:
             self.appender.refusal = "the store is not open"
-        elif self.config.role is BrokerRole.SLAVE:
-            self.appender.refusal = (
-                "this broker is a slave: it copies its master's log and takes no messages of its own; send to the"
-                " master of its broker group"
-            )
         else:
-            self.appender.refusal = self._flush_error or self._disk_refusal
+            self.appender.refusal = self.replication.refusal() or self._flush_error or self._disk_refusal
 
     # --- writing -----------------------------------------------------------------------------------------
     # (`append` and `append_batch` are the appender's own, bound in __init__.)
@@ -356,7 +367,7 @@ class MessageStore:
     async def put(self, message: Message) -> PutResult:
         """Append and wait as `wait_stored` says (on disk under SYNC_FLUSH, on a slave under SYNC_MASTER)."""
         result = self.append(message)
-        if self._sync or self._sync_master:
+        if self._sync or self.replication.sync_master:
             status = await self.wait_stored(result.end_offset)
             if status is not PutStatus.PUT_OK:
                 return result.with_status(status)
@@ -365,7 +376,7 @@ class MessageStore:
     async def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """Append several messages and wait once, for the last, as `put`."""
         results = self.append_batch(messages)
-        if (self._sync or self._sync_master) and results:
+        if (self._sync or self.replication.sync_master) and results:
             status = await self.wait_stored(results[-1].end_offset)
             if status is not PutStatus.PUT_OK:
                 return [result.with_status(status) for result in results]
@@ -379,7 +390,7 @@ class MessageStore:
     @property
     def acks_wait(self) -> bool:
         """True when an append is acknowledged only after `wait_stored`: under SYNC_FLUSH, or on a SYNC_MASTER."""
-        return self._sync or self._sync_master
+        return self._sync or self.replication.sync_master
 
     async def wait_durable(self, end_offset: int) -> bool:
         """Under SYNC_FLUSH, wait until the log is on disk up to `end_offset` (a PutResult's end_offset): True, or
@@ -398,12 +409,8 @@ class MessageStore:
         apart, as `put` does; the record stays in the log whatever the answer."""
         disk = self.flush_service.durable(end_offset) if self._sync else None
         status = PutStatus.PUT_OK
-        if self._sync_master:
-            master = self.ha_master
-            if master is None or not master.slave_ok(end_offset):
-                status = PutStatus.SLAVE_NOT_AVAILABLE
-            elif not await master.replicated(end_offset):
-                status = PutStatus.FLUSH_SLAVE_TIMEOUT
+        if self.replication.sync_master:
+            status = await self.replication.wait(end_offset)
         if disk is not None and not await disk and status is PutStatus.PUT_OK:
             status = PutStatus.FLUSH_DISK_TIMEOUT
         return status
@@ -415,12 +422,10 @@ class MessageStore:
             self.flush_service.wake()
             if not self.waiters.wait_blocking(result.end_offset):
                 return result.with_status(PutStatus.FLUSH_DISK_TIMEOUT)
-        if self._sync_master:
-            master = self.ha_master
-            if master is None or not master.slave_ok(result.end_offset):
-                return result.with_status(PutStatus.SLAVE_NOT_AVAILABLE)
-            if not master.replicated_blocking(result.end_offset):
-                return result.with_status(PutStatus.FLUSH_SLAVE_TIMEOUT)
+        if self.replication.sync_master:
+            status = self.replication.wait_blocking(result.end_offset)
+            if status is not PutStatus.PUT_OK:
+                return result.with_status(status)
         return result
 
     def flush(self) -> int:

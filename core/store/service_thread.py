@@ -29,6 +29,11 @@ class ServiceThread(abc.ABC):
         self._thread = threading.Thread(target=self.run, name=self.name, daemon=True)
         self._thread.start()
 
+    @property
+    def started(self) -> bool:
+        """Started and not stopped since."""
+        return self._thread is not None
+
     def wake(self) -> None:
         self._wakeup.set()
 

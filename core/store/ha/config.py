@@ -28,6 +28,13 @@ class HAConfig:
     max_gap_not_in_sync: int = 256 * MiB
     # A SYNC_MASTER's send that no slave holds within this answers FLUSH_SLAVE_TIMEOUT.
     slave_timeout_ms: int = 3000
+    # Under automatic failover (mqgate's [controller]) the controller names the role: the store opens as a slave
+    # with no master, and a slave says who it is (`broker_id`) when it connects. A SYNC master then waits for every
+    # member of the SyncStateSet, and refuses a send at once while the set counts fewer than
+    # `min_in_sync_replicas` brokers, itself included (RocketMQ's minInSyncReplicas).
+    controlled: bool = False
+    broker_id: int = 0
+    min_in_sync_replicas: int = 2
 
     def __post_init__(self) -> None:
         if self.listen_port is not None and not 0 <= self.listen_port <= 65535:
@@ -39,6 +46,8 @@ class HAConfig:
             raise ValueError(f"transfer_batch_size {self.transfer_batch_size}: give 1024 bytes or more")
         if self.max_gap_not_in_sync < 1:
             raise ValueError(f"max_gap_not_in_sync {self.max_gap_not_in_sync}: give 1 byte or more")
+        if self.min_in_sync_replicas < 1:
+            raise ValueError(f"min_in_sync_replicas {self.min_in_sync_replicas}: give 1 (the master alone) or more")
         if self.master_address and not self.master_address.rpartition(":")[2].isdigit():
             raise ValueError(f"master_address {self.master_address!r}: give host:port")
 

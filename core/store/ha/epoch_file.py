@@ -84,6 +84,12 @@ class EpochFile:
             _check_order(entries, self.path)
             self._write(entries)
 
+    def replace(self, entries: Sequence[Entry]) -> None:
+        """Hold `entries` (the new master's epochs, once this log agrees with them) in place of this file's."""
+        with self._lock:
+            _check_order(entries, self.path)
+            self._write(list(entries))
+
     def truncate_from(self, offset: int) -> None:
         """The log is cut at `offset`: the epochs that begin there or later go, as RocketMQ's
         truncateSuffixByOffset."""

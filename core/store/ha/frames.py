@@ -4,6 +4,10 @@ The slave writes reports: its commit log's max offset, 8 bytes big-endian, when 
 every `ha_send_heartbeat_interval`. The master writes frames: a 12-byte header (the commit-log offset of the data,
 8 bytes, and its size, 4 bytes) followed by that many bytes of the log; a frame of size 0 is a heartbeat that says
 where the master's next data will start. Readers here take the bytes as they arrive, in pieces of any size.
+
+Under automatic failover (HAConfig.controlled) the slave first sends a hello of 16 bytes, HELLO_MAGIC then its
+broker id (8 bytes big-endian), so that the master knows which member of the SyncStateSet each report comes from
+(RocketMQ 5's AutoSwitchHAClient sends its broker id in a handshake of its own the same way).
 """
 
 from __future__ import annotations
@@ -15,7 +19,13 @@ from core.store.errors import HAProtocolError
 
 REPORT: Final = struct.Struct(">q")
 HEADER: Final = struct.Struct(">qi")
-assert REPORT.size == 8 and HEADER.size == 12
+HELLO_MAGIC: Final = b"MQGATEHA"
+HELLO: Final = struct.Struct(">8sq")
+assert REPORT.size == 8 and HEADER.size == 12 and HELLO.size == 16
+
+
+def encode_hello(broker_id: int) -> bytes:
+    return HELLO.pack(HELLO_MAGIC, broker_id)
 
 
 def encode_report(offset: int) -> bytes:
@@ -28,16 +38,31 @@ def encode_header(offset: int, size: int) -> bytes:
 
 class ReportReader:
     """The master's side: the slave's reports. Only whole reports count, and only the last of those that arrived
-    together matters (each says how far the slave's log reaches; they only grow)."""
+    together matters (each says how far the slave's log reaches; they only grow). With `hello`, the first 16 bytes
+    are the slave's hello, and `broker_id` its id once they have arrived."""
 
-    __slots__ = ("_pending",)
+    __slots__ = ("_pending", "broker_id", "hello")
 
-    def __init__(self) -> None:
+    def __init__(self, hello: bool = False) -> None:
         self._pending = b""
+        self.hello = hello
+        self.broker_id: int | None = None
 
     def feed(self, data: bytes) -> int | None:
         """The offset of the last whole report in what has arrived, or None if none is whole yet."""
         buffer = self._pending + data
+        if self.hello and self.broker_id is None:
+            if len(buffer) < HELLO.size:
+                self._pending = buffer
+                return None
+            magic, broker_id = HELLO.unpack_from(buffer)
+            if magic != HELLO_MAGIC or broker_id < 0:
+                raise HAProtocolError(
+                    f"expected a slave's hello ({HELLO_MAGIC!r} and its broker id), got {bytes(buffer[:16])!r}: is"
+                    " the slave set up for automatic failover ([controller]) as this master is?"
+                )
+            self.broker_id = int(broker_id)
+            buffer = buffer[HELLO.size :]
         whole = len(buffer) - len(buffer) % REPORT.size
         self._pending = buffer[whole:]
         if not whole:

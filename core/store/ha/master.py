@@ -9,7 +9,10 @@ that asks for bytes retention has deleted, is refused: its link is closed with t
 `housekeeping_interval_s` is dropped.
 
 Each report is the slave's acknowledgement: SYNC_MASTER writers wait (`replicated`) until some slave has reported
-past their record, through the same waiters the flush uses (FlushWaiters: one future per group of writers).
+past their record, through the same waiters the flush uses (FlushWaiters: one future per group of writers). Under
+automatic failover (HAConfig.controlled) each slave names itself in a hello, and writers wait until every slave of
+the SyncStateSet (`set_in_sync`) has reported past their record: what is acknowledged is on every broker that may
+be elected next.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class HAMaster(ServiceThread):
         self.waiters = FlushWaiters(settings.slave_timeout_s)
         self.links: list[SlaveLink] = []
         self._links_lock = threading.Lock()
+        # Under automatic failover: the broker ids of the slaves in the SyncStateSet (the master is in it too).
+        self.in_sync: frozenset[int] = frozenset()
         self._server = socket.create_server((host, port), reuse_port=False)
         self._server.settimeout(ACCEPT_POLL_S)
         self.address: tuple[str, int] = self._server.getsockname()[:2]
@@ -50,7 +55,10 @@ class HAMaster(ServiceThread):
 
     def slave_ok(self, end_offset: int) -> bool:
         """Whether a SYNC_MASTER writer may wait for a slave: one is connected, and not more than
-        max_gap_not_in_sync behind `end_offset` (else SLAVE_NOT_AVAILABLE at once, as RocketMQ's isSlaveOK)."""
+        max_gap_not_in_sync behind `end_offset` (else SLAVE_NOT_AVAILABLE at once, as RocketMQ's isSlaveOK). Under
+        automatic failover: the SyncStateSet counts min_in_sync_replicas brokers or more."""
+        if self.settings.controlled:
+            return len(self.in_sync) + 1 >= self.settings.min_in_sync_replicas
         best = self.best_acked()
         return best >= 0 and end_offset - best < self.settings.max_gap_not_in_sync
 
@@ -63,6 +71,27 @@ class HAMaster(ServiceThread):
     def replicated_blocking(self, end_offset: int) -> bool:
         self.data_appended()
         return self.waiters.wait_blocking(end_offset)
+
+    def set_in_sync(self, broker_ids: frozenset[int]) -> None:
+        """The slaves of the SyncStateSet from now on (under automatic failover), as the controller holds it."""
+        self.in_sync = frozenset(broker_ids)
+        self.waiters.release(self.confirmed())
+
+    def confirmed(self) -> int:
+        """How far the log is held by every broker a writer waits for: the furthest any slave reaches, or, under
+        automatic failover, the least of the SyncStateSet's slaves (the log's end when the master is alone in it;
+        -1 while a member is not connected)."""
+        if not self.settings.controlled:
+            return self.best_acked()
+        members = self.in_sync
+        if not members:
+            return self.commit_log.write_pos
+        with self._links_lock:
+            acked: dict[int, int] = {}
+            for link in self.links:
+                if link.broker_id in members:
+                    acked[link.broker_id] = max(acked.get(link.broker_id, -1), link.acked)
+        return min(acked.values()) if len(acked) == len(members) else -1
 
     def best_acked(self) -> int:
         """The furthest any connected slave's log reaches (-1 with none connected)."""
@@ -87,7 +116,8 @@ class HAMaster(ServiceThread):
             lag = max(end - link.acked, 0)
             stamp = self.commit_log.store_timestamp_at(link.acked) if lag else None
             lag_s = max(now_ms - stamp, 0) / 1000 if stamp else 0.0
-            states.append(SlaveState(link.peer, link.acked, lag, lag_s, lag < self.settings.max_gap_not_in_sync))
+            in_sync = lag < self.settings.max_gap_not_in_sync
+            states.append(SlaveState(link.peer, link.acked, lag, lag_s, in_sync, link.broker_id))
         return states
 
     # --- the accept thread ---
@@ -137,6 +167,7 @@ class SlaveLink(ServiceThread):
         self.acked = -1  # the slave's last report
         self.requested = -1  # its first report: where it asks the log from
         self.last_read = time.monotonic()
+        self._reports = ReportReader(master.settings.controlled)
         self._closed = False
         self._reader = threading.Thread(target=self._read, name=f"mqgate-ha-from-{peer}", daemon=True)
         connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -145,6 +176,11 @@ class SlaveLink(ServiceThread):
     def start(self) -> None:
         self._reader.start()
         super().start()
+
+    @property
+    def broker_id(self) -> int | None:
+        """The id the slave named in its hello (under automatic failover), once it has."""
+        return self._reports.broker_id
 
     def close(self, reason: str) -> None:
         if self._closed:
@@ -158,7 +194,7 @@ class SlaveLink(ServiceThread):
         self.master.link_closed(self, reason)
 
     def _read(self) -> None:
-        reports = ReportReader()
+        reports = self._reports
         master = self.master
         while not self._closed:
             try:
@@ -184,7 +220,7 @@ class SlaveLink(ServiceThread):
                 self.requested = offset
                 self.wake()
             self.acked = offset
-            master.waiters.release(master.best_acked())
+            master.waiters.release(master.confirmed())
 
     def run(self) -> None:
         while not self.stopped and self.requested < 0:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from core.store.ha.config import HAConfig
 from core.store.ha.continuation import OVERLAP_BYTES, LogContinuation, ReplicationRefused
-from core.store.ha.frames import FrameReader, HAProtocolError, encode_report
+from core.store.ha.frames import FrameReader, HAProtocolError, encode_hello, encode_report
 from core.store.ha.states import MasterState
 from core.store.log.commit_log import CommitLog
 from core.store.log.replay import read_bytes
@@ -117,7 +117,8 @@ class HASlave(ServiceThread):
         tail = read_bytes(commit_log, max(end - OVERLAP_BYTES, commit_log.min_offset), end) if not empty else b""
         continuation = LogContinuation(end, empty, commit_log.segment_size, self.max_record_size, tail)
         frames = FrameReader(MAX_FRAME_SIZE)
-        connection.sendall(encode_report(continuation.start))
+        hello = encode_hello(settings.broker_id) if settings.controlled else b""
+        connection.sendall(hello + encode_report(continuation.start))
         reported = end
         last_report = time.monotonic()
         self.connected = True

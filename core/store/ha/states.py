@@ -14,6 +14,7 @@ class SlaveState:
     lag_bytes: int  # the master's log end minus that
     lag_s: float  # how long ago the oldest record the slave lacks was stored (0 when it lacks none)
     in_sync: bool  # within max_gap_not_in_sync of the master's log end
+    broker_id: int | None = None  # the id the slave said in its hello (under automatic failover)
 
 
 @dataclass(slots=True, frozen=True)

@@ -231,6 +231,24 @@ class IndexService:
                 durable = max(durable, end)
         return durable
 
+    def drop_from(self, offset: int) -> int:
+        """The log was cut at `offset` (automatic failover): delete the first file holding an entry at or past it
+        and every file after it; return the commit-log offset from which the records below `offset` that those
+        files also held are to be indexed again (`offset` when no file went)."""
+        with self._lock:
+            files = self._files
+            first = next((n for n, f in enumerate(files) if not f.is_empty and f.end_phy_offset >= offset), len(files))
+            doomed = files[first:]
+            self._files = files[:first]
+            rebuild_from = min((f.begin_phy_offset for f in doomed if not f.is_empty), default=offset)
+            for index_file in doomed:
+                index_file.destroy()
+            self._indexed_offset = self._last_end(self._files)
+        if doomed:
+            log.info("index %s: %d files deleted (entries past commit-log offset %d); indexing again from %d",
+                     self.directory, len(doomed), offset, rebuild_from)  # fmt: skip
+        return min(rebuild_from, offset)
+
     def delete_below(self, min_commit_log_offset: int) -> int:
         """Delete the files whose messages all lie below `min_commit_log_offset`, never the last file."""
         with self._lock:

@@ -121,7 +121,7 @@ class WriteRing:
 
     # --- writing (under the commit log's lock) ---------------------------------------------------------
 
-    def put(self, position: int, data: bytes | bytearray) -> None:
+    def put(self, position: int, data: bytes | bytearray | memoryview) -> None:
         """Copy `data` to commit-log position `position`, wrapping past the ring's end."""
         mm = self.mm
         assert mm is not None

@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.store.ha.frames import FrameReader, HAProtocolError, ReportReader, encode_header, encode_report
+from core.store.ha.frames import (
+    FrameReader,
+    HAProtocolError,
+    ReportReader,
+    encode_header,
+    encode_hello,
+    encode_report,
+)
 
 frames = st.lists(st.tuples(st.integers(0, 2**62), st.binary(max_size=300)), max_size=8)
 
@@ -47,3 +54,22 @@ def test_a_frame_too_large_or_negative_is_refused():
         FrameReader(1024).feed(encode_header(-1, 0))
     with pytest.raises(HAProtocolError, match="negative offset"):
         ReportReader().feed(struct.pack(">q", -5))
+
+
+@given(st.integers(0, 2**62), st.lists(st.integers(0, 2**62), min_size=1, max_size=5), st.lists(st.integers(0, 100)))
+def test_a_controlled_slave_names_itself_before_its_reports_however_the_bytes_are_cut(broker_id, reports, points):
+    wire = encode_hello(broker_id) + b"".join(encode_report(offset) for offset in reports)
+    assert wire[:16] == b"MQGATEHA" + struct.pack(">q", broker_id)
+    reader = ReportReader(hello=True)
+    last = None
+    for piece in cut(wire, points):
+        offset = reader.feed(piece)
+        last = offset if offset is not None else last
+    assert reader.broker_id == broker_id
+    assert last == reports[-1]
+
+
+def test_a_controlled_master_refuses_a_slave_that_does_not_say_hello():
+    reader = ReportReader(hello=True)
+    with pytest.raises(HAProtocolError, match="hello"):
+        reader.feed(encode_report(5) + encode_report(6))
