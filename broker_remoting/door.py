@@ -141,6 +141,7 @@ class BrokerRemoting:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: admin.reset_offsets,
             RequestCode.GET_ALL_CONSUMER_OFFSET: replication.all_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: replication.all_delay_offsets,
+            RequestCode.GET_TIMER_CHECK_POINT: replication.timer_progress,
             RequestCode.GET_BROKER_HA_STATUS: replication.ha_status,
         }
         check = AccessCheck(access).check if access is not None else None

@@ -97,10 +97,17 @@ class BrokerRegistration:
             # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that comes as the event is set
             # (a topic created at start), and close would wait for the next round.
             # A slave that knows no master yet asks again soon: its master may be starting beside it.
-            waiting = self._broker.config.broker_id != 0 and self.master_address is None
+            waiting = self._broker_id() != 0 and self.master_address is None
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(NO_MASTER_INTERVAL_S if waiting else REGISTER_INTERVAL_S):
                     await self._changed.wait()
+
+    def _broker_id(self) -> int:
+        return self._broker.ha.nameserver_id(self._broker.config.broker_id)
+
+    def register_now(self) -> None:
+        """Register again at once (the broker's role changed under automatic failover)."""
+        self._changed.set()
 
     def body(self) -> bytes:
         table = {config.topic_name: topic_json(config) for config in self._broker.topic_configs()}
@@ -123,7 +130,7 @@ class BrokerRegistration:
         return {
             "brokerAddr": self._address,
             "brokerName": self._broker.config.broker_name,
-            "brokerId": str(self._broker.config.broker_id),
+            "brokerId": str(self._broker_id()),
             "clusterName": self._broker.config.cluster_name,
             "haServerAddr": ha_address,
             "compressed": "false",
@@ -142,7 +149,7 @@ class BrokerRegistration:
         # A slave learns its master from the reply (RocketMQ's RegisterBrokerResult): its remoting address, for the
         # slave's copies of topics, groups and offsets, and its HA address, to follow its log.
         master = reply.ext_fields.get("masterAddr") or None
-        if self._broker.config.broker_id != 0 and master != self.master_address:
+        if self._broker_id() != 0 and master != self.master_address:
             log.info("NameServer %s names the master of broker group %s: %s", address,
                      self._broker.config.broker_name, master or "none")  # fmt: skip
             self.master_address = master

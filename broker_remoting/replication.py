@@ -4,13 +4,15 @@
     GET_ALL_CONSUMER_OFFSET 43   body: ConsumerOffsetSerializeWrapper's JSON, {"offsetTable": {"topic@group":
                                  {queue id: offset}}}
     GET_ALL_DELAY_OFFSET 45      body: delayOffset.json's, {"offsetTable": {level: offset}}
+    GET_TIMER_CHECK_POINT 60     body: timerCheckpoint.json's, {"firedThroughS": s, "scanFromOffset": n} (RocketMQ's
+                                 code; its body is a binary TimerCheckpoint, mqgate's is this JSON)
     GET_BROKER_HA_STATUS 907     body: RocketMQ's HARuntimeInfo JSON: master, masterCommitLogMaxOffset,
                                  inSyncSlaveNums, haConnectionInfo (per slave: addr, slaveAckOffset, diff, inSync;
                                  mqgate adds lagSeconds), haClientRuntimeInfo (a slave's link: masterAddr,
                                  isActivated, lastReadTimestamp...)
 
 A slave asks its master, every SYNC_INTERVAL_S, for its topics (GET_ALL_TOPIC_CONFIG), groups
-(GET_ALL_SUBSCRIPTIONGROUP_CONFIG), committed offsets and delay-level progress, and keeps them
+(GET_ALL_SUBSCRIPTIONGROUP_CONFIG), committed offsets, delay-level and timer progress, and keeps them
 (core.master_copy): topics and groups as the master's, offsets merged so that none moves back. The offsets that
 consumers committed to the slave while the master was away and that are ahead of the master's go back to it as
 UPDATE_CONSUMER_OFFSET with `keepLarger=true` (mqgate's field: the master takes it only if it is ahead of its own,
@@ -63,6 +65,9 @@ class ReplicationDoor:
     async def all_delay_offsets(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         table = {str(level): offset for level, offset in sorted(self._broker.master_copy.delay_offsets().items())}
         return request.reply(ResponseCode.SUCCESS, body=json.dumps({"offsetTable": table}).encode())
+
+    async def timer_progress(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return request.reply(ResponseCode.SUCCESS, body=json.dumps(self._broker.master_copy.timer_progress()).encode())
 
     async def ha_status(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.reply(ResponseCode.SUCCESS, body=json.dumps(ha_status(self._broker)).encode())
@@ -137,7 +142,8 @@ class SlaveSync:
                     await self.wake.wait()
 
     async def sync_once(self, address: str) -> None:
-        """Copy the master's topics, groups, offsets and delay progress once; give back offsets ahead of its."""
+        """Copy the master's topics, groups, offsets, delay and timer progress once; give back offsets ahead of
+        its."""
         broker = self._broker
         copy = broker.master_copy
         topics = await self._ask(address, RequestCode.GET_ALL_TOPIC_CONFIG)
@@ -150,6 +156,9 @@ class SlaveSync:
         ahead = copy.take_offsets(parse_offset_table(_mapping(offsets, "offsetTable")))
         delay = await self._ask(address, RequestCode.GET_ALL_DELAY_OFFSET)
         copy.take_delay_offsets(parse_delay_offsets(_mapping(delay, "offsetTable")))
+        timers = await self._ask(address, RequestCode.GET_TIMER_CHECK_POINT)
+        if isinstance(timers, dict) and timers:
+            copy.take_timer_progress(timers)
         for group, topic, queue_id, offset in ahead:
             fields = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "commitOffset": str(offset),
                       "keepLarger": "true"}  # fmt: skip

@@ -37,12 +37,14 @@ from core.errors import (
 from core.filter import MessageFilter
 from core.long_poll import LongPollWaiters
 from core.master_copy import MasterCopy
+from core.master_services import MasterServices
 from core.message_queries import MessageQueries
 from core.message_queue import MessageQueue
 from core.parking import parking_for
 from core.queue_locks import QueueLocks
+from core.queue_pull import pull_queue
 from core.replication import Replication
-from core.results import PullResult, PullStatus, Route, SendResult, SendStatus
+from core.results import PullResult, Route, SendResult, SendStatus
 from core.retries.dead_letters import DeadLetters
 from core.scheduling.delay_levels import ScheduleService, parse_delay_levels
 from core.scheduling.recalls import RecallTable
@@ -57,7 +59,7 @@ from core.store.message import (
     is_light_queue,
 )
 from core.store.message_id import UniqueIdGenerator
-from core.store.message_store import GetStatus, MessageStore, PutStatus, RecoveryReport
+from core.store.message_store import MessageStore, PutStatus, RecoveryReport
 from core.store.service_thread import PeriodicService
 from core.stored_listeners import StoredListener, StoredListeners, waits
 from core.system_topics import PARKING_PROPERTIES, PROPERTY_REAL_TOPIC
@@ -109,10 +111,6 @@ class Broker:
             "mqgate-offsets", self.config.offset_persist_interval_s, self.offsets.persist
         )
         self._scanner: asyncio.Task[None] | None = None
-        self._services_started = False
-        self._slave = store.config.role is BrokerRole.SLAVE
-        # The broker's place in its group: its role, its HA port or master, reads a slave should serve.
-        self.ha = Replication(store)
         # Routes by topic: a new, empty dictionary each time the topic table changes (in whichever thread changed
         # it, after the new table is what readers get).
         self._routes: dict[str, Route] = {}
@@ -135,9 +133,14 @@ class Broker:
         )
         self.schedule = ScheduleService(self, self.config.message_delay_level, self.recalls)
         # A slave's copies of its master's tables, which its remoting door takes every 10 s.
-        self.master_copy = MasterCopy(self.topics, self.groups, self.offsets, self.schedule)
         self.timers = TimerService(self, self.config, self.recalls)
+        self.master_copy = MasterCopy(self.topics, self.groups, self.offsets, self.schedule, self.timers)
         self.transactions = TransactionService(self, self.config)
+        # Delay levels, timers, recalls and transaction checks run on the group's master only.
+        self.master_services = MasterServices(self.recalls, self.schedule, self.timers, self.transactions)
+        # The broker's place in its group: its role, its HA port or master, reads a slave should serve, and the
+        # role's changes under automatic failover.
+        self.ha = Replication(store, self._start_master_services, self.master_services.close, self._role_changed)
         # Admin look-ups and dead letters (core.message_queries, core.retries.dead_letters): no state of their own to
         # start.
         self.queries = MessageQueries(self)
@@ -173,24 +176,22 @@ class Broker:
         # services rebuild their state from it and find the copies a crash left in doubt.
         while not await self.wait_visible(timeout_s=60.0):
             log.warning("broker start: the store is still dispatching what recovery found; parked messages wait")
-        if self._slave:
-            # Delay levels, timers and transaction checks run on the master; the slave holds their records (and
-            # copies their progress) to take over later.
-            return
-        self.recalls.load()  # before the services move anything it may hold back
-        for service in (self.schedule, self.timers, self.transactions):
-            await service.start()
-        self.recalls.start(self._recalls_settled_before)
-        self._services_started = True
+        if self.ha.role is not BrokerRole.SLAVE:
+            # A slave holds their records (and copies their progress) to take over if it is elected.
+            await self._start_master_services()
+
+    async def _start_master_services(self) -> None:
+        await self.master_services.start(self._recalls_settled_before)
+
+    def _role_changed(self) -> None:
+        """The store's role changed (automatic failover): whether sends wait follows it."""
+        self._sync = self.store.acks_wait
 
     def _recalls_settled_before(self) -> int:
         return min(self.timers.settled_before_ms(), self.schedule.settled_before_ms())
 
     async def close(self) -> None:
-        if self._services_started:
-            for service in (self.transactions, self.timers, self.schedule):
-                await service.close()
-            await self.recalls.close()
+        await self.master_services.close()
         if self._scanner is not None:
             self._scanner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -509,65 +510,19 @@ class Broker:
         message_filter: MessageFilter | None = None,
         long_poll_ms: int = 0,
     ) -> PullResult:
-        """Read messages of a queue from `offset`; if there are none yet, wait up to `long_poll_ms` for one.
-
-        A light queue (a name starting with %LMQ%, RocketMQ's LMQ) has no topic config: it exists while
-        messages name it, has one queue (0), and its readers' groups are not registered either.
-        """
-        light = is_light_queue(topic)
-        if light:
-            if queue_id != 0:
-                raise IllegalArgumentError(f"light queue {topic!r} has one queue, 0; asked for {queue_id}")
-        else:
-            self.groups.get_or_auto_create(group)
-            self.topic_config(topic)
-            route = self.route(topic)
-            if not route.readable:
-                raise NoPermissionError(f"topic {topic!r} is not readable (perm {route.config.perm!r})")
-            if not 0 <= queue_id < len(route.read_queues):
-                raise IllegalArgumentError(f"topic {topic!r}: queue {queue_id} does not exist")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(long_poll_ms, self.config.max_long_poll_ms) / 1000
-        tag_filter = message_filter.matches_code if message_filter is not None else None
-        body_filter = message_filter.matches_message if message_filter is not None else None
-        while True:
-            got = self.store.get_messages(topic, queue_id, offset, max_count, tag_filter, body_filter)
-            status = got.status
-            if status is GetStatus.FOUND:
-                if not light:  # a light queue is a front door's own (core.traffic): it counts its deliveries
-                    messages = got.messages
-                    self.traffic.delivered(topic, len(messages), sum([len(m.body) for m in messages]))
-                return PullResult(PullStatus.FOUND, got.messages, got.next_begin_offset, got.min_offset, got.max_offset)
-            if status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
-                return PullResult(PullStatus.OFFSET_ILLEGAL, [], got.next_begin_offset, got.min_offset, got.max_offset)
-            if offset != 0 and status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
-                # A queue that never held a message (or has no consume queue yet) is read from 0: any other offset
-                # is moved there, at once (RocketMQ's PullMessageProcessor answers it PULL_OFFSET_MOVED).
-                return PullResult(PullStatus.OFFSET_ILLEGAL, [], 0, got.min_offset, got.max_offset)
-            # Nothing (more) to read: NO_MESSAGE_IN_QUEUE, OFFSET_OVERFLOW_ONE, NO_MATCHED_LOGIC_QUEUE, or
-            # every entry up to the end was filtered out. Wait for the next message, if asked to.
-            if status is not GetStatus.NO_MATCHED_LOGIC_QUEUE:
-                offset = max(offset, got.next_begin_offset)
-            remaining = deadline - loop.time()
-            if remaining <= 0 or self._long_poll is None:
-                pull_status = (
-                    PullStatus.NO_MATCHED_MSG if status is GetStatus.NO_MATCHED_MESSAGE else (PullStatus.NO_NEW_MSG)
-                )
-                return PullResult(pull_status, [], offset, got.min_offset, got.max_offset)
-            arrived = await self._long_poll.wait(
-                topic, queue_id, remaining, functools.partial(self._has_past, topic, queue_id, offset)
-            )
-            if not arrived:
-                deadline = loop.time()  # one last read, then return empty
+        """Read messages of a queue from `offset`; if there are none yet, wait up to `long_poll_ms` for one
+        (core.queue_pull)."""
+        return await pull_queue(self, self._long_poll, group, topic, queue_id, offset, max_count, message_filter,
+                                long_poll_ms)  # fmt: skip
 
     async def wait_for_message(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
         """Wait until the queue holds a message at or past `offset` (True) or the timeout passes (False)."""
-        if self._has_past(topic, queue_id, offset):
+        if self.has_past(topic, queue_id, offset):
             return True
         if self._long_poll is None or timeout_s <= 0:
             return False
         return await self._long_poll.wait(
-            topic, queue_id, timeout_s, functools.partial(self._has_past, topic, queue_id, offset)
+            topic, queue_id, timeout_s, functools.partial(self.has_past, topic, queue_id, offset)
         )
 
     async def wait_visible(self, timeout_s: float = 10.0) -> bool:
@@ -575,14 +530,15 @@ class Broker:
         it (the dispatcher thread puts it there a little after the append); False after `timeout_s`."""
         return await self.store.wait_visible(timeout=timeout_s)
 
-    def _has_past(self, topic: str, queue_id: int, offset: int) -> bool:
+    def has_past(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Whether the queue holds a message past `offset`."""
         return self.store.max_offset(topic, queue_id) > offset
 
     # --- offsets -----------------------------------------------------------------------------------------
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.offsets.commit_offset(group, topic, queue_id, offset)
-        if self._slave:
+        if self.ha.role is BrokerRole.SLAVE:
             self.master_copy.note_commit(group, topic, queue_id, offset)
 
     async def persist_offsets(self) -> None:

@@ -1,5 +1,5 @@
 """A slave's copies of its master's tables (RocketMQ's SlaveSynchronize): topics, subscription groups, consumer
-offsets and delay-level progress, taken every 10 s by whoever asks the master (the remoting door), so that the
+offsets, delay-level and timer progress, taken every 10 s by whoever asks the master (the remoting door), so that the
 slave serves reads with the master's topics and offsets, and holds what a later takeover needs.
 
 Topics and groups are the master's: the slave's tables become copies of them. Offsets are merged, not copied.
@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypeVar
 
 from core.scheduling.delay_levels import ScheduleService
+from core.scheduling.timers import TimerService
 from core.tables.consumer_offsets import ConsumerOffsetManager
 from core.tables.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from core.tables.topic_config import TopicConfig, TopicConfigManager
@@ -36,11 +37,13 @@ class MasterCopy:
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager,
         schedule: ScheduleService,
+        timers: TimerService,
     ) -> None:
         self._topics = topics
         self._groups = groups
         self._offsets = offsets
         self._schedule = schedule
+        self._timers = timers
         self._lock = threading.Lock()
         # Offsets consumers committed to this slave, not yet known to be held by the master.
         self.committed_here: dict[OffsetKey, int] = {}
@@ -58,6 +61,14 @@ class MasterCopy:
     def take_delay_offsets(self, offsets: dict[int, int]) -> None:
         """A slave keeps its master's delay-level progress (the service does not run on a slave)."""
         self._schedule.take_master_offsets(offsets)
+
+    def timer_progress(self) -> dict[str, int]:
+        """A master's timer progress, for its slaves (timerCheckpoint.json's content)."""
+        return self._timers.progress()
+
+    def take_timer_progress(self, progress: dict[str, int]) -> None:
+        """A slave keeps its master's timer progress."""
+        self._timers.take_master_progress(progress)
 
     def offset_given_back(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """A master takes an offset a slave gives back (committed there while the master was away): forward only,

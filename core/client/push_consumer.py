@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from core.allocate import AllocateStrategy, allocate
-from core.broker import Broker, PullStatus
+from core.broker import Broker
 from core.client.local_offset_file import DEFAULT_INSTANCE_NAME
 from core.client.message_codec import ConsumeFromWhere, MessageModel, local_host
 from core.client.offset_store import OffsetStore
@@ -51,6 +51,7 @@ from core.consumer_registry import Subscription
 from core.errors import CoreError, IllegalArgumentError
 from core.filter import MessageFilter, build_filter
 from core.message_queue import MessageQueue
+from core.results import PullStatus
 from core.retries.send_back import as_consumed, ensure_retry_topic, send_back
 from core.store.message import SYSFLAG_COMPRESSED, StoredMessage
 from core.system_topics import RETRY_PREFIX

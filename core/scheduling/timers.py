@@ -205,18 +205,28 @@ class TimerService:
                 offset += 1
         log.info("timer: %d messages pending after a restart, fired through %d", len(self.wheel), fired_through)
 
-    def persist(self) -> None:
-        store = self._broker.store
+    def progress(self) -> dict[str, int]:
+        """timerCheckpoint.json's content now: every second up to firedThroughS fired, nothing pending before
+        scanFromOffset of the timer queue."""
         fired_through = self.wheel.fired_through
-        write_json(
-            self._path,
-            {
-                "firedThroughS": fired_through,
-                "scanFromOffset": self.wheel.low_water(store.max_offset(TIMER_TOPIC, 0)),
-            },
-            durable=store.sync_flush,
-        )
-        self._persisted_through = fired_through
+        return {
+            "firedThroughS": fired_through,
+            "scanFromOffset": self.wheel.low_water(self._broker.store.max_offset(TIMER_TOPIC, 0)),
+        }
+
+    def persist(self) -> None:
+        progress = self.progress()
+        write_json(self._path, progress, durable=self._broker.store.sync_flush)
+        self._persisted_through = progress["firedThroughS"]
+
+    def take_master_progress(self, progress: dict[str, int]) -> None:
+        """A slave keeps its master's progress as its own (the service does not run on a slave): elected master,
+        it rebuilds the wheel from there, and the seconds fired since are looked for before they fire again
+        (core.moves.already_moved)."""
+        fired, scan = progress.get("firedThroughS"), progress.get("scanFromOffset")
+        if not isinstance(fired, int) or not isinstance(scan, int) or fired < 0 or scan < 0:
+            raise ValueError(f"timer progress {progress!r}: expected firedThroughS and scanFromOffset, 0 or more")
+        write_json(self._path, {"firedThroughS": fired, "scanFromOffset": scan}, durable=self._broker.store.sync_flush)
 
     async def _run(self) -> None:
         clock = self._broker.clock

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from core.broker import Broker, PullStatus
+from core.broker import Broker
 from core.errors import ConfigFileError
+from core.results import PullStatus
 from core.store.message import StoredMessage
 from core.tables.json_file import read_json, write_json
 

@@ -8,8 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from core.broker import BrokerConfig, PullStatus
+from core.broker import BrokerConfig
 from core.client import ConsumeFromWhere, Producer, PullConsumer
+from core.results import PullStatus
 from core.store.config import FlushMode
 
 from .conftest import SMALL_STORE

@@ -5,7 +5,8 @@ from __future__ import annotations
 import mqtt5
 import pytest
 
-from core.broker import Broker, PullStatus
+from core.broker import Broker
+from core.results import PullStatus
 from core.store.message import PROPERTY_MULTI_DISPATCH, Message
 from mqtt_bridge.message_cache import MessageCache
 from mqtt_bridge.message_mapping import MqttMessage

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from core.broker import PullStatus
 from core.client import ConsumeFromWhere, Producer, PullConsumer
 from core.message_queue import MessageQueue
+from core.results import PullStatus
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp
