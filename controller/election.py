@@ -19,16 +19,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 MAX_NOT_CAUGHT_UP_S = 15.0
+# The record keeps the group's latest epochs only: a broker that missed more elections than this shares no epoch
+# with the master but the oldest kept, and is cut back to where that one begins.
+MAX_EPOCHS = 64
 
 
 @dataclass(frozen=True, slots=True)
 class Replica:
-    """A broker of the group as it reports itself: its id, remoting address, last epoch and log end."""
+    """A broker of the group as it reports itself: its id, remoting address, last epoch and log end, and the
+    address of its HA port (where its slaves connect if it is elected)."""
 
     broker_id: int
     address: str
     epoch: int
     max_offset: int
+    ha_address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +43,10 @@ class GroupRecord:
     master_epoch: int
     sync_state_set: frozenset[int]
     sync_state_set_epoch: int
+    master_ha_address: str = ""
+    # The group's epochs, (epoch, commit-log offset it begins at), oldest first: what a returning broker compares
+    # its own with to know how much of its log it shares with the master's (core.store.ha.epoch_file).
+    epochs: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +64,10 @@ def elect(record: GroupRecord, alive: Mapping[int, Replica], allow_unclean: bool
     if not candidates:
         return None
     best = max(candidates, key=lambda replica: (replica.epoch, replica.max_offset, -replica.broker_id))
+    epoch = record.master_epoch + 1
     new = GroupRecord(
-        best.broker_id, best.address, record.master_epoch + 1, frozenset({best.broker_id}),
-        record.sync_state_set_epoch + 1,
+        best.broker_id, best.address, epoch, frozenset({best.broker_id}), record.sync_state_set_epoch + 1,
+        best.ha_address, (*record.epochs[-MAX_EPOCHS + 1 :], (epoch, best.max_offset)),
     )  # fmt: skip
     return Election(new, unclean)
 

@@ -33,6 +33,7 @@ def record_json(record: GroupRecord) -> bytes:
     return json.dumps({
         "masterId": record.master_id, "masterAddress": record.master_address, "masterEpoch": record.master_epoch,
         "syncStateSet": sorted(record.sync_state_set), "syncStateSetEpoch": record.sync_state_set_epoch,
+        "masterHaAddress": record.master_ha_address, "epochs": [list(entry) for entry in record.epochs],
     }).encode()  # fmt: skip
 
 
@@ -42,17 +43,22 @@ def parse_record(data: bytes) -> GroupRecord:
     return GroupRecord(
         None if master is None else int(master), str(value.get("masterAddress", "")), int(value["masterEpoch"]),
         frozenset(int(member) for member in value.get("syncStateSet", [])), int(value.get("syncStateSetEpoch", 0)),
+        str(value.get("masterHaAddress", "")),
+        tuple((int(epoch), int(start)) for epoch, start in value.get("epochs", [])),
     )  # fmt: skip
 
 
 def replica_json(replica: Replica) -> bytes:
     return json.dumps({"brokerId": replica.broker_id, "address": replica.address, "epoch": replica.epoch,
-                       "maxOffset": replica.max_offset}).encode()  # fmt: skip
+                       "maxOffset": replica.max_offset, "haAddress": replica.ha_address}).encode()  # fmt: skip
 
 
 def parse_replica(data: bytes) -> Replica:
     value = json.loads(data)
-    return Replica(int(value["brokerId"]), str(value["address"]), int(value["epoch"]), int(value["maxOffset"]))
+    return Replica(
+        int(value["brokerId"]), str(value["address"]), int(value["epoch"]), int(value["maxOffset"]),
+        str(value.get("haAddress", "")),
+    )  # fmt: skip
 
 
 class GroupRecords:

@@ -133,6 +133,7 @@ from core.message_queue import MessageQueue
 from core.pop.errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
 from core.pop.request import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS, PoppedMessage
 from core.pop.service import PopService
+from core.replication import Replication
 from core.results import PullStatus
 from core.retries.dead_letters import (
     DeadLetter,
@@ -271,6 +272,7 @@ __all__ = [
     "ReceiptHandleError",
     "ReceiptHandleProblem",
     "RecoveryReport",
+    "Replication",
     "RequestTimeoutError",
     "ResendOutcome",
     "ResendStatus",

@@ -57,6 +57,11 @@ class Replication:
     def end_offset(self) -> int:
         return self._store.end_offset
 
+    async def stop_following(self) -> int:
+        """Stop copying the master's log (a candidate in an election); the log's end, which no longer grows."""
+        async with self._changing:
+            return await asyncio.to_thread(self._store.replication.stop_following)
+
     async def become_master(self, epoch: int, sync: bool) -> int:
         """Take writes as the group's master of `epoch` (SYNC_MASTER if `sync`), then start the master's services;
         the offset the epoch begins at."""

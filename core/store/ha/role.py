@@ -166,6 +166,17 @@ class ReplicationRole:
 
     # --- changes (under a controller; blocking: call them off the event loop) ---
 
+    def stop_following(self) -> int:
+        """Stop the link to the master (a candidate in an election): the log's end, which no longer grows."""
+        with self._changing:
+            if self.slave is not None:
+                self.slave.stop()
+                self.slave = None
+            self.following = None
+            self._refusal_changed()
+            self._wait_dispatched()
+            return self.commit_log.write_pos
+
     def become_master(self, epoch: int, sync: bool) -> int:
         """Take writes as the master of `epoch` (SYNC_MASTER if `sync`): return the offset the epoch begins at, the
         log's end once the link to the old master is stopped and its records dispatched."""
