@@ -5,21 +5,37 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from core.broker_config import BrokerConfig
 from core.errors import IllegalArgumentError, NoPermissionError
 from core.filter import MessageFilter
 from core.long_poll import LongPollWaiters
-from core.results import PullResult, PullStatus
+from core.results import PullResult, PullStatus, Route
 from core.store.message import is_light_queue
-from core.store.message_store import GetStatus
+from core.store.message_store import GetStatus, MessageStore
+from core.tables.subscription_group import SubscriptionGroupManager
+from core.tables.topic_config import TopicConfig
+from core.traffic import TopicTraffic
 
-if TYPE_CHECKING:
-    from core.broker import Broker
+
+class PullingBroker(Protocol):
+    """The broker as pulling sees it (core.broker.Broker is one)."""
+
+    config: BrokerConfig
+    groups: SubscriptionGroupManager
+    store: MessageStore
+    traffic: TopicTraffic
+
+    def topic_config(self, topic: str) -> TopicConfig: ...
+
+    def route(self, topic: str) -> Route: ...
+
+    def has_past(self, topic: str, queue_id: int, offset: int) -> bool: ...
 
 
 async def pull_queue(
-    broker: Broker,
+    broker: PullingBroker,
     long_poll: LongPollWaiters | None,
     group: str,
     topic: str,
