@@ -100,7 +100,7 @@ class BrokerRemoting:
         # A slave copies its master's tables every 10 s (its master as the NameServers name it).
         self.slave_sync = (
             SlaveSync(broker, lambda: self.registration.master_address if self.registration else None)
-            if broker.ha.role is BrokerRole.SLAVE
+            if broker.ha.role is BrokerRole.SLAVE or broker.ha.controlled
             else None
         )
         handlers = {

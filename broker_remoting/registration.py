@@ -149,7 +149,9 @@ class BrokerRegistration:
         # A slave learns its master from the reply (RocketMQ's RegisterBrokerResult): its remoting address, for the
         # slave's copies of topics, groups and offsets, and its HA address, to follow its log.
         master = reply.ext_fields.get("masterAddr") or None
-        if self._broker_id() != 0 and master != self.master_address:
+        if self._broker_id() == 0:
+            self.master_address = None  # elected master under automatic failover: it follows nobody
+        elif master != self.master_address:
             log.info("NameServer %s names the master of broker group %s: %s", address,
                      self._broker.config.broker_name, master or "none")  # fmt: skip
             self.master_address = master

@@ -130,7 +130,8 @@ class SlaveSync:
     async def _run(self) -> None:
         while True:
             address = self._master_address()
-            if address is not None:
+            # Under automatic failover this broker may be its group's master now: it copies from nobody.
+            if address is not None and self._broker.ha.role is BrokerRole.SLAVE:
                 try:
                     await self.sync_once(address)
                 except (RemotingError, RemotingTimeoutError, OSError, CoreError, ValueError, JavaJsonError) as exc:

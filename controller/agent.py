@@ -81,7 +81,11 @@ class FailoverAgent:
         self._following: tuple[int, int] | None = None  # (master id, epoch) this broker follows
         self._caught_up_at: dict[int, float] = {}
         self._end_last_tick = 0
+        self.master_id: int | None = None  # the master it follows
         self.elections_won = 0
+        # Set once the broker follows a master or is one: the role the group's record gives it.
+        self.decided = asyncio.Event()
+        self.epoch = 0  # the epoch of the master it is or follows
 
     @property
     def operation_timeout_s(self) -> float:
@@ -204,8 +208,11 @@ class FailoverAgent:
         assert record.master_id is not None
         if self._following == (record.master_id, record.master_epoch) and self.ha.role is BrokerRole.SLAVE:
             return
+        self.master_id = record.master_id
         cut = await self.ha.become_slave(record.master_ha_address, list(record.epochs))
         self._following = (record.master_id, record.master_epoch)
+        self.epoch = record.master_epoch
+        self.decided.set()
         log.info("broker %s/%d follows master %d (epoch %d) at %s%s", self.settings.group, self.settings.broker_id,
                  record.master_id, record.master_epoch, record.master_ha_address,
                  f", {cut} bytes of its own log past what it shares cut" if cut else "")  # fmt: skip
@@ -243,10 +250,13 @@ class FailoverAgent:
             log.info("broker %s/%d: another broker was elected first", s.group, s.broker_id)
             return
         await self.ha.become_master(epoch, s.sync)
+        self.master_id = s.broker_id
         self.ha.set_in_sync(frozenset())
         self._caught_up_at.clear()
         self._end_last_tick = end
         self.elections_won += 1
+        self.epoch = epoch
+        self.decided.set()
         log.warning("broker %s/%d is master of epoch %d from commit-log offset %d", s.group, s.broker_id, epoch, end)
         self.role_changed()
 

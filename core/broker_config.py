@@ -24,6 +24,10 @@ class BrokerConfig:
     # (RocketMQ's brokerRole). A slave copies its master's log (core.store.ha) and serves reads.
     broker_id: int = 0
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    # Automatic failover (RocketMQ's enableControllerMode; mqgate's [controller] sets it): the controller names the
+    # role. `broker_id` is then the broker's identity in its group (1 or more; it registers as 0 while master) and
+    # `broker_role` how it acts as master (SYNC_MASTER or ASYNC_MASTER).
+    enable_controller_mode: bool = False
     # A master suggests that consumers far behind read from a slave (RocketMQ's slaveReadEnable), and a slave
     # serves such reads while its master lives; off, a slave serves reads only while its master is down.
     slave_read_enable: bool = False
@@ -60,9 +64,20 @@ class BrokerConfig:
     transaction_check_max: int = 15
 
     def __post_init__(self) -> None:
-        if self.broker_role is BrokerRole.SLAVE and self.broker_id < 1:
+        if self.enable_controller_mode:
+            if self.broker_id < 1:
+                raise ValueError(
+                    f"broker_id {self.broker_id}: under automatic failover each broker of a group has its own id, 1 or"
+                    " more (it registers as 0 while it is master)"
+                )
+            if self.broker_role is BrokerRole.SLAVE:
+                raise ValueError(
+                    'broker_role "SLAVE": under automatic failover the controller names the role; broker_role says'
+                    ' how the broker acts as master, "SYNC_MASTER" or "ASYNC_MASTER"'
+                )
+        elif self.broker_role is BrokerRole.SLAVE and self.broker_id < 1:
             raise ValueError("a SLAVE's broker_id must be 1 or more (0 is the master's)")
-        if self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
+        elif self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
             raise ValueError(f'a master\'s broker_id is 0, not {self.broker_id} (give a slave broker_role = "SLAVE")')
         parse_delay_levels(self.message_delay_level)
         if self.timer_max_delay_s < 1:

@@ -75,7 +75,8 @@ class Replication:
         """Stop taking writes and the master's services, cut the log to what it shares with the new master's
         `epochs`, and follow that master (its HA port at `master_ha_address`); the number of bytes cut."""
         async with self._changing:
-            self._store.fence("this broker is leaving the master's role in its broker group; send to the new master")
+            if self.role is not BrokerRole.SLAVE:
+                self._store.fence("this broker is leaving the master's role in its group; send to the new master")
             await self._stop_services()
             cut = await asyncio.to_thread(self._store.become_slave, master_ha_address, epochs)
             self._role_changed()

@@ -167,6 +167,12 @@ def _settings_options() -> argparse.ArgumentParser:
         help="ASYNC_MASTER, SYNC_MASTER or SLAVE (broker.broker_role; default ASYNC_MASTER)",
     )
     group.add_argument(
+        "--etcd",
+        metavar="'HOST:PORT;HOST:PORT'",
+        help="automatic failover: the etcd that elects the broker group's master (controller.etcd_endpoints;"
+        " default: none)",
+    )
+    group.add_argument(
         "--mqtt-port",
         type=int,
         metavar="N",

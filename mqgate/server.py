@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import ipaddress
 import logging
-import os
 import resource
 import signal
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from acl.access_control import AccessControl
@@ -44,7 +44,8 @@ from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
 from eventbridge.targets.http_target import HttpTargetClient
-from mqgate.config.settings import DEFAULT_ORIGIN, ConfigError, Settings
+from mqgate.config.settings import ConfigError, Settings
+from mqgate.failover import FailoverWiring, StartDoors
 from mqgate.http.admin_api import AdminContext
 from mqgate.http.admin_api import add_routes as add_admin_routes
 from mqgate.http.admin_messages_api import add_routes as add_admin_message_routes
@@ -52,10 +53,10 @@ from mqgate.http.app import HttpServer, build_app
 from mqgate.http.dashboard import add_routes as add_dashboard_routes
 from mqgate.http.metrics import Metrics, Parts
 from mqgate.http.metrics import add_routes as add_metrics_routes
+from mqgate.listen_errors import cannot_listen, listen_reason
+from mqgate.mqtt_door import start_mqtt, tls_context
 from mqtt_bridge.access.password_file import PasswordFile
-from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
-from mqtt_bridge.listener import start_tcp, start_websocket
 from namesrv.server import NameServer
 from proxy.cluster_view import ClusterView
 from proxy.server import EndpointError, GrpcEndpoint, PortUnavailableError
@@ -65,8 +66,6 @@ log = logging.getLogger(__name__)
 
 # Topic, group and offset files (topics.json, subscriptionGroup.json, consumerOffset.json) live in DATA_DIR/config.
 CONFIG_SUBDIR = "config"
-# Snapshots of the MQTT gateway's retained messages and sessions.
-MQTT_SUBDIR = "mqtt"
 # The connector runtime's tables' snapshots; connector config files are read from DATA_DIR/connectors.
 CONNECT_SUBDIR = "connect"
 # EventBridge rule files (YAML), watched for changes.
@@ -213,16 +212,20 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
             await broker.start()
             try:
                 parts = [f"store={settings.store.store_dir}", recovery_part(report)]
-                # A master's HA port (slaves connect to it), named after the remoting port it follows.
-                ha_part = "ha={}:{}".format(*store.ha_master.address) if store.ha_master is not None else ""
-                # A slave copies its master's log and serves reads over remoting; every other door writes.
+                # A master's HA port (slaves connect to it), named after the remoting port it follows; under a
+                # controller every broker's, as any may be elected.
+                ha_master = store.replication.master
+                ha_part = "ha={}:{}".format(*ha_master.address) if ha_master is not None else ""
+                # A slave copies its master's log and serves reads over remoting; every other door writes. Under a
+                # controller the broker opens as a slave, and its doors follow its role (mqgate.failover).
                 slave = broker.ha.role is BrokerRole.SLAVE
-                if slave:
+                controlled = settings.controller.enabled
+                if slave and not controlled:
                     log.info("%s", SLAVE_DOORS)
                 async with contextlib.AsyncExitStack() as parts_stack:
                     gateway = None
                     if settings.mqtt.enabled and not slave:
-                        mqtt_parts, gateway = await _start_mqtt(settings, broker, parts_stack, tls)
+                        mqtt_parts, gateway = await start_mqtt(settings, broker, parts_stack, tls)
                         parts += mqtt_parts
                     endpoint = None
                     if settings.grpc.enabled and not slave:
@@ -232,6 +235,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     namesrv_part, embedded_namesrv = "", None
                     if runs_embedded_namesrv(settings):
                         namesrv_part, embedded_namesrv = await _start_namesrv(settings, parts_stack)
+                    door = None
                     if settings.remoting.enabled:
                         remoting_part, door = await _start_remoting(settings, broker, parts_stack, embedded_namesrv)
                         parts.append(remoting_part)
@@ -241,12 +245,22 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     parts += [namesrv_part] if namesrv_part else []
                     worker = None if slave else await _start_connectors(settings, broker, parts_stack)
                     eventbridge = None if slave else await _start_eventbridge(settings, broker, parts_stack, gateway)
+                    views: list[Parts | AdminContext] = []
                     if settings.http.enabled:
                         metrics = Metrics(Parts(broker, store, gateway, eventbridge, worker))
                         metrics.start()
                         parts_stack.push_async_callback(metrics.close)
                         admin = AdminContext(broker, store, report, gateway)
                         parts += await _start_http(settings, parts_stack, worker, eventbridge, admin, metrics)
+                        views = [metrics.collector.parts, admin]
+                    if controlled and door is not None:
+                        doors = _master_doors(settings, broker, tls, door, embedded_namesrv, views)
+                        failover = FailoverWiring(
+                            settings.controller, settings.broker, broker, door.address, doors, ready,
+                            door.registration.register_now if door.registration is not None else lambda: None,
+                        )  # fmt: skip
+                        parts_stack.push_async_callback(failover.close)
+                        parts += await failover.start()
                     if not stop.is_set():
                         ready(format_ready(parts))
                         await stop.wait()
@@ -258,129 +272,47 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
             log.info("store closed")
 
 
-def _address(server: asyncio.Server | object) -> str:
-    sockets = getattr(server, "sockets", None) or []
-    host, port = sockets[0].getsockname()[:2]
-    return f"{host}:{port}"
+def _master_doors(
+    settings: Settings,
+    broker: Broker,
+    tls: ssl.SSLContext | None,
+    door: BrokerRemoting,
+    embedded_namesrv: str | None,
+    views: list[Parts | AdminContext],
+) -> StartDoors:
+    """Under a controller: what starts the doors that write (MQTT, the gRPC endpoint) for a term as master, on the
+    ports the first term got when they were configured 0."""
+    ports: dict[str, int] = {}
 
-
-def tls_context(config: MqttConfig) -> ssl.SSLContext | None:
-    """The server-side TLS context of the TLS and secure WebSocket listeners, or None without certfile/keyfile.
-
-    Raises ConfigError naming the key and file when the certificate or key cannot be used, so `serve` stops with
-    exit code 2 before it opens the store.
-    """
-    if not (config.certfile and config.keyfile):
-        return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    for key, path in (("certfile", config.certfile), ("keyfile", config.keyfile)):
-        # OpenSSL's own error does not say which of the two files is missing: open each first.
-        try:
-            with open(path, "rb"):
-                pass
-        except OSError as exc:
-            raise ConfigError(f"[mqtt] {key} {path}: cannot be read ({exc.strerror or exc})") from None
-    try:
-        context.load_cert_chain(config.certfile, config.keyfile)
-    except ssl.SSLError as exc:
-        raise ConfigError(
-            f"[mqtt] certfile {config.certfile} and keyfile {config.keyfile}: cannot be used together ({exc.reason}); "
-            "certfile needs the PEM certificate (chain), keyfile the PEM private key of that certificate"
-        ) from None
-    return context
-
-
-async def _start_mqtt(
-    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, tls: ssl.SSLContext | None
-) -> tuple[list[str], MqttGateway]:
-    """Start the MQTT gateway and its listeners; return their ready-line parts and the gateway. Closed by
-    `stack`."""
-    config = settings.mqtt
-    gateway = MqttGateway(broker, config, settings.data_dir / MQTT_SUBDIR)
-    await gateway.start()
-    log.info("%s", anonymous_clients(settings))
-    if not config.anonymous_allowed and not config.password_file:
-        log.warning(
-            "every MQTT client is refused: [mqtt] allow_anonymous is false and no password_file checks the others;"
-            " set password_file, or allow_anonymous = true"
+    async def start(stack: contextlib.AsyncExitStack) -> list[str]:
+        term = dataclasses.replace(
+            settings,
+            mqtt=dataclasses.replace(settings.mqtt, port=ports.get("mqtt", settings.mqtt.port)),
+            grpc=dataclasses.replace(settings.grpc, port=ports.get("grpc", settings.grpc.port)),
         )
-    stack.push_async_callback(gateway.close)
-    listeners: list[tuple[str, str, str | None, Callable[[int], Awaitable[Any]]]] = [
-        ("mqtt", "port", "--mqtt-port", lambda port: start_tcp(gateway, config.host, port))
-    ]
-    if config.tls_port is not None:
-        listeners.append(("mqtts", "tls_port", None, lambda port: start_tcp(gateway, config.host, port, tls)))
-    if config.websocket_port is not None:
-        listeners.append(
-            (
-                "mqtt_wss" if tls is not None else "mqtt_ws",  # the scheme a client must use
-                "websocket_port",
-                None,
-                lambda port: start_websocket(gateway, config.host, port, config.websocket_path, tls),
-            )
-        )
-    parts = []
-    for name, key, flag, start in listeners:
-        port = getattr(config, key)
-        try:
-            server = await start(port)
-        except OSError as exc:
-            raise cannot_listen("mqtt", key, flag, config.host, port, listen_reason(exc), MQTT_BUSY_HINT) from None
-        parts.append(f"{name}={_address(server)}")
-        log.info("MQTT listener %s on %s", name, _address(server))
+        parts: list[str] = []
+        gateway = None
+        if term.mqtt.enabled:
+            mqtt_parts, gateway = await start_mqtt(term, broker, stack, tls)
+            parts += mqtt_parts
+        if term.grpc.enabled:
+            grpc_part, endpoint = await _start_grpc(term, broker, stack)
+            await _join_grpc_to_cluster(term, door, endpoint, embedded_namesrv, stack)
+            parts.append(grpc_part)
+        for part in parts:
+            name, _, address = part.partition("=")
+            ports.setdefault(name, int(address.rpartition(":")[2]))
+        _show_gateway(views, gateway)
+        stack.callback(_show_gateway, views, None)
+        return parts
 
-        async def close_server(server: Any = server) -> None:
-            server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 5)
-
-        stack.push_async_callback(close_server)
-    return parts, gateway
+    return start
 
 
-def anonymous_clients(settings: Settings) -> str:
-    """The start-up line that says whether MQTT clients without a user name may connect, and why."""
-    config = settings.mqtt
-    verdict = "allowed" if config.anonymous_allowed else "refused"
-    if config.allow_anonymous is not None:
-        origin = settings.origins.get("mqtt.allow_anonymous", "")
-        why = f"[mqtt] allow_anonymous = {'true' if config.allow_anonymous else 'false'}"
-        why += f" from {origin}" if origin and origin != DEFAULT_ORIGIN else ""
-    elif config.password_file:
-        why = "[mqtt] password_file is set; allow_anonymous = true would let them in"
-    else:
-        why = "no [mqtt] password_file; setting one refuses them"
-    return f"anonymous MQTT clients: {verdict} ({why})"
-
-
-# Added to an MQTT port's "in use" error: on a new machine the usual holder is a Mosquitto that a package started.
-MQTT_BUSY_HINT = "another MQTT broker (e.g. the mosquitto service: `systemctl status mosquitto`) may hold it"
-
-
-def listen_reason(exc: OSError) -> str:
-    # asyncio's message repeats the address ("error while attempting to bind on address ..."): the errno says it.
-    return os.strerror(exc.errno).lower() if exc.errno else str(exc)
-
-
-def cannot_listen(
-    section: str,
-    key: str,
-    flag: str | None,
-    host: str,
-    port: int,
-    reason: str,
-    hint: str = "",
-    setting: str | None = None,
-) -> ConfigError:
-    """The error for a listener that cannot bind: the address, the reason, and the setting that moves it (`flag`
-    or `[section] key`; `setting` instead, for a command that reads no configuration file)."""
-    if setting is None:
-        setting = f"{flag} or [{section}] {key}" if flag else f"[{section}] {key}"
-    busy = f" ({hint})" if hint and "in use" in reason else ""
-    return ConfigError(
-        f"[{section}] cannot listen on {host}:{port}: {reason}{busy}; "
-        f"choose another port with {setting} (0: a free one)"
-    )
+def _show_gateway(views: list[Parts | AdminContext], gateway: MqttGateway | None) -> None:
+    """The metrics and the admin API read the gateway of the current term (None while the broker is a slave)."""
+    for view in views:
+        view.gateway = gateway
 
 
 def _acl(section: str, acl_file: str | None) -> AccessControl | None:

@@ -13,15 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mqgate.config.values import LOG_LEVELS
-from mqgate.server import (
-    ROCKETMQ_BUSY_HINT,
-    cannot_listen,
-    configure_logging,
-    format_ready,
-    listen_reason,
-    run,
-    stop_on_signals,
-)
+from mqgate.listen_errors import cannot_listen, listen_reason
+from mqgate.server import ROCKETMQ_BUSY_HINT, configure_logging, format_ready, run, stop_on_signals
 from namesrv.config import NamesrvConfig
 from namesrv.server import NameServer
 

@@ -22,6 +22,11 @@ SECTION_HELP = {
         "Replication of a broker group's commit log from its master to its slaves (RocketMQ's HA): the fields of"
         " `core/store/ha/config.py` (`HAConfig`). The role is [broker] broker_role; docs/replication.md says more."
     ),
+    "controller": (
+        "Automatic failover (RocketMQ 5's controller mode, on etcd): the fields of `controller/config.py`"
+        " (`ControllerConfig`). With etcd_endpoints set, etcd names each broker's role in its group; docs/cluster.md"
+        " says more."
+    ),
     "mqtt": (
         "The MQTT gateway: the fields of `mqtt_bridge/config.py` (`MqttConfig`); retained messages and sessions are"
         " snapshotted in `DATA_DIR/mqtt/`."
@@ -104,7 +109,10 @@ STORE_KEY_HELP = {
 BROKER_KEY_HELP = {
     "broker_name": "the broker's name in message queues and routes (RocketMQ brokerName, what it registers under)",
     "cluster_name": "the cluster the broker registers in (RocketMQ brokerClusterName)",
-    "broker_id": "0 for the broker group's master, 1, 2, ... for its slaves (RocketMQ brokerId)",
+    "broker_id": (
+        "0 for the broker group's master, 1, 2, ... for its slaves (RocketMQ brokerId); under automatic failover each"
+        " broker's own id, 1 or more"
+    ),
     "broker_role": (
         "ASYNC_MASTER (acknowledges at once), SYNC_MASTER (acknowledges once a slave holds the message) or SLAVE"
         " (copies its master's log; RocketMQ brokerRole)"
@@ -205,6 +213,28 @@ HA_KEY_HELP = {
         " (RocketMQ haMaxGapNotInSync)"
     ),
     "slave_timeout_ms": "a SYNC_MASTER's send no slave holds within this answers FLUSH_SLAVE_TIMEOUT",
+    "min_in_sync_replicas": (
+        "under automatic failover, a SYNC_MASTER refuses a send at once while its SyncStateSet counts fewer brokers,"
+        " itself included (RocketMQ minInSyncReplicas)"
+    ),
+}
+
+CONTROLLER_KEY_HELP = {
+    "etcd_endpoints": (
+        'automatic failover: the etcd that elects each broker group\'s master, "HOST:PORT;HOST:PORT" (empty: none;'
+        " docs/cluster.md)"
+    ),
+    "lease_ttl_s": (
+        "a broker's heartbeat is an etcd lease this long; a master stops taking writes before it ends unrefreshed,"
+        " and its group elects another once it has"
+    ),
+    "enable_elect_unclean_master": (
+        "with no member of the SyncStateSet alive, elect another broker anyway: what only the set held is lost"
+        " (RocketMQ enableElectUncleanMaster)"
+    ),
+    "ha_max_time_slave_not_catchup_ms": (
+        "a slave behind its master this long leaves the SyncStateSet (RocketMQ haMaxTimeSlaveNotCatchup)"
+    ),
 }
 
 GRPC_KEY_HELP = {

@@ -22,6 +22,9 @@ The file is TOML (`mqgate.toml`) or YAML (`mqgate.yaml` / `mqgate.yml`, read wit
     [ha]                            # every field of core.HAConfig (replication, docs/replication.md)
     master_address = "10.0.0.7:10912"   # a slave's master (empty: learned from the NameServers)
 
+    [controller]                    # every field of controller.config.ControllerConfig (automatic failover)
+    etcd_endpoints = "10.0.0.8:2379;10.0.0.9:2379"  # the etcd that elects each group's master (empty: none)
+
     [mqtt]                          # every field of mqtt_bridge.config.MqttConfig
     port = 1883                     # 0: a free port, named in the ready line
     password_file = "/etc/mqgate/passwd"
@@ -58,10 +61,12 @@ from pathlib import Path
 from types import MappingProxyType
 
 from broker_remoting.config import RemotingConfig
+from controller.config import ControllerConfig
 from core import BrokerConfig, BrokerRole, FlushMode, HAConfig, StoreConfig
 from mqgate.config.config_file import ConfigError, ConfigFile, read_config_file
 from mqgate.config.help import (
     BROKER_KEY_HELP,
+    CONTROLLER_KEY_HELP,
     GRPC_KEY_HELP,
     HA_KEY_HELP,
     HTTP_KEY_HELP,
@@ -132,6 +137,7 @@ FLAGS = {
     "broker.namesrv_addr": "--namesrv-addr",
     "broker.broker_id": "--broker-id",
     "broker.broker_role": "--role",
+    "controller.etcd_endpoints": "--etcd",
     "mqtt.port": "--mqtt-port",
     "grpc.port": "--grpc-port",
     "remoting.port": "--remoting-port",
@@ -154,6 +160,7 @@ class Settings:
     data_dir: Path
     store: StoreConfig
     broker: BrokerConfig = field(default_factory=BrokerConfig)
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
     mqtt: MqttConfig = field(default_factory=MqttConfig)
     grpc: GrpcConfig = field(default_factory=GrpcConfig)
     remoting: RemotingConfig = field(default_factory=RemotingConfig)
@@ -223,16 +230,22 @@ class Section:
 STORE_PARSERS = _parsers(
     StoreConfig, DERIVED_STORE_FIELDS, {"access_message_in_memory_max_ratio": parse_non_negative_int}
 )
+DERIVED_BROKER_FIELDS = {"enable_controller_mode": "it is on when [controller] etcd_endpoints names an etcd"}
+DERIVED_HA_FIELDS = {
+    "controlled": "it is on when [controller] etcd_endpoints names an etcd",
+    "broker_id": "it is [broker] broker_id",
+}
 BROKER_PARSERS = _parsers(
     BrokerConfig,
-    {},
+    DERIVED_BROKER_FIELDS,
     {"namesrv_addr": parse_host_port_list, "broker_id": parse_non_negative_int, "broker_role": parse_broker_role},
 )
 HA_PARSERS = _parsers(
     HAConfig,
-    {},
+    DERIVED_HA_FIELDS,
     {"listen_port": parse_optional_port, "max_gap_not_in_sync": parse_size, "transfer_batch_size": parse_size},
 )
+CONTROLLER_PARSERS = _parsers(ControllerConfig, {}, {"etcd_endpoints": parse_host_port_list})
 MQTT_PARSERS = _parsers(
     MqttConfig,
     {},
@@ -284,8 +297,9 @@ SECTIONS = {
     "store": Section(
         "store", StoreConfig, STORE_PARSERS, STORE_KEY_HELP, DERIVED_STORE_FIELDS, {"index_process": True}
     ),
-    "broker": Section("broker", BrokerConfig, BROKER_PARSERS, BROKER_KEY_HELP, {}),
-    "ha": Section("ha", HAConfig, HA_PARSERS, HA_KEY_HELP, {}),
+    "broker": Section("broker", BrokerConfig, BROKER_PARSERS, BROKER_KEY_HELP, DERIVED_BROKER_FIELDS),
+    "ha": Section("ha", HAConfig, HA_PARSERS, HA_KEY_HELP, DERIVED_HA_FIELDS),
+    "controller": Section("controller", ControllerConfig, CONTROLLER_PARSERS, CONTROLLER_KEY_HELP, {}),
     "mqtt": Section("mqtt", MqttConfig, MQTT_PARSERS, MQTT_KEY_HELP, {}),
     "grpc": Section("grpc", GrpcConfig, GRPC_PARSERS, GRPC_KEY_HELP, {}),
     "remoting": Section("remoting", RemotingConfig, REMOTING_PARSERS, REMOTING_KEY_HELP, {}),
@@ -343,7 +357,17 @@ def load_settings(
         origins[override.key] = override.flag
 
     try:
-        ha_config = HAConfig(**values["ha"])  # type: ignore[arg-type]
+        controller_config = ControllerConfig(**values["controller"])  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigError(f"invalid [controller] settings: {exc}") from None
+    broker_id = values["broker"]["broker_id"]
+    assert isinstance(broker_id, int)
+    try:
+        ha_config = HAConfig(
+            **values["ha"],  # type: ignore[arg-type]
+            controlled=controller_config.enabled,
+            broker_id=broker_id,
+        )
     except ValueError as exc:
         raise ConfigError(f"invalid [ha] settings: {exc}") from None
     if ha_config.listen_port is None:
@@ -366,7 +390,10 @@ def load_settings(
         detail = f" ({'; '.join(involved)})" if involved else ""
         raise ConfigError(f"invalid [store] settings: {exc}{detail}") from None
     try:
-        broker_config = BrokerConfig(**values["broker"])  # type: ignore[arg-type]
+        broker_config = BrokerConfig(
+            **values["broker"],  # type: ignore[arg-type]
+            enable_controller_mode=controller_config.enabled,
+        )
     except ValueError as exc:
         raise ConfigError(f"invalid [broker] settings: {exc}") from None
     mqtt = values["mqtt"]
@@ -384,6 +411,11 @@ def load_settings(
     grpc_config = GrpcConfig(**grpc)  # type: ignore[arg-type]
     remoting_config = RemotingConfig(**values["remoting"])  # type: ignore[arg-type]
     namesrv_config = NamesrvConfig(**values["namesrv"])  # type: ignore[arg-type]
+    if controller_config.enabled and not remoting_config.enabled:
+        raise ConfigError(
+            f"[controller] etcd_endpoints ({origins['controller.etcd_endpoints']}) needs the remoting port, where the"
+            " broker registers its role with the NameServers: set [remoting] enabled = true"
+        )
     try:
         http_config = HttpConfig(**values["http"])  # type: ignore[arg-type]
     except ValueError as exc:
@@ -398,6 +430,7 @@ def load_settings(
         data_dir=data_dir,
         store=store_config,
         broker=broker_config,
+        controller=controller_config,
         mqtt=mqtt_config,
         grpc=grpc_config,
         remoting=remoting_config,
@@ -494,6 +527,7 @@ def render_toml(settings: Settings) -> str:
         ("store", settings.store),
         ("broker", settings.broker),
         ("ha", settings.store.ha),
+        ("controller", settings.controller),
         ("mqtt", settings.mqtt),
         ("grpc", settings.grpc),
         ("remoting", settings.remoting),

@@ -5,6 +5,7 @@ groups registering with it (`--namesrv-addr --cluster-name --broker-name`), each
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,13 @@ CLUSTER = "C"
 ADMIN_TIMEOUT_S = 60.0
 # Brokers register with their NameServers at start, then every 30 s.
 REGISTERED_WITHIN_S = 30.0
+
+
+def free_port() -> int:
+    """A port free on loopback now (for a door whose port must stay the same across restarts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def remoting_address(serve: ServeProcess) -> str:
@@ -82,6 +90,23 @@ class ClusterProcesses:
             self.root / name, "--namesrv-addr", self.namesrv_addr, "--cluster-name", CLUSTER, "--broker-name", group,
             "--broker-id", str(broker_id), "--role", "SLAVE", *args,
         )  # fmt: skip
+        self.brokers[name] = serve
+        return serve
+
+    def start_member(
+        self, group: str, broker_id: int, etcd: str, *args: str, role: str = "SYNC_MASTER"
+    ) -> ServeProcess:
+        """A broker of group `group` under automatic failover (`GROUP-nID` its name and data directory): etcd names
+        its role. Its MQTT and gRPC ports are fixed (`mqtt_port`, `grpc_port` of the process), as they open and
+        close with its terms as master."""
+        name = f"{group}-n{broker_id}"
+        mqtt_port, grpc_port = free_port(), free_port()
+        serve = ServeProcess(
+            self.root / name, "--namesrv-addr", self.namesrv_addr, "--cluster-name", CLUSTER, "--broker-name", group,
+            "--broker-id", str(broker_id), "--role", role, "--etcd", etcd, "--mqtt-port", str(mqtt_port),
+            "--grpc-port", str(grpc_port), *args,
+        )  # fmt: skip
+        serve.mqtt_port, serve.grpc_port = mqtt_port, grpc_port  # type: ignore[attr-defined]
         self.brokers[name] = serve
         return serve
 

@@ -65,6 +65,8 @@ def test_every_settings_flag_is_in_the_table_and_sets_its_key(tmp_path):
         args += [flag, value]
     settings = settings_from_args(parser.parse_args([*args, "--no-auto-create-topic"]))
     for key, flag in FLAGS.items():
+        if flag == "--etcd":  # a slave's settings above; under a controller the role is etcd's (tests/mqgate/...)
+            continue
         shown = "--no-auto-create-topic" if flag == "--auto-create-topic" else flag
         assert settings.origins[key] == shown, key
     assert (settings.mqtt.port, settings.grpc.port, settings.http.port) == (1999, 1998, 1997)

@@ -1,0 +1,164 @@
+"""Automatic failover, as users run it: etcd, a NameServer and one broker group of three `mqgate serve` processes
+with `--etcd` (SYNC_MASTER), each its own process on loopback. `kill -9` of the master under load from the C++
+RocketMQ 4 client and from paho at QoS 1: a slave becomes master, every SEND_OK and every PUBACK is on it, in its
+queue, and the killed broker comes back as a slave of the new master."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+import aetcd
+import paho.mqtt.client as paho
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from controller.records import GroupRecords
+from tests.broker_remoting import cpp_clients
+from tests.cluster.brokers import queue_messages, runtime_info, wait_topics
+from tests.cluster.processes import CLUSTER, ClusterProcesses, remoting_address
+from tests.etcd_process import EtcdProcess
+from tests.serve_process import ServeProcess
+
+pytestmark = pytest.mark.slow
+
+GROUP = "broker-a"
+SENDS = 600
+INTERVAL_S = 0.01
+KILL_AFTER_S = 2.0
+ELECTED_WITHIN_S = 30.0
+
+
+def record(etcd: str):
+    async def read():
+        host, _, port = etcd.rpartition(":")
+        async with aetcd.Client(host=host, port=int(port)) as client:
+            return (await GroupRecords(client, CLUSTER, GROUP).read()).record
+
+    return asyncio.run(read())
+
+
+def wait_until(check, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def group(tmp_path) -> Iterator[tuple[ClusterProcesses, EtcdProcess]]:
+    etcd = EtcdProcess(tmp_path / "etcd")
+    cluster = ClusterProcesses(tmp_path, groups=())
+    try:
+        first = cluster.start_member(GROUP, 1, etcd.address)
+        assert first.ready["role"] == "master", first.line
+        for broker_id in (2, 3):
+            member = cluster.start_member(GROUP, broker_id, etcd.address)
+            assert member.ready["role"] == "slave" and member.ready["master"] == "1", member.line
+        wait_until(lambda: (r := record(etcd.address)) and r.sync_state_set == {1, 2, 3}, 60, "the set of three")
+        yield cluster, etcd
+    finally:
+        cluster.stop()
+        etcd.stop()
+
+
+class Publisher:
+    """paho at QoS 1 that, when its broker goes away, connects to the next of the group's MQTT ports."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self.acked: list[bytes] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _connect(self, attempt: int) -> paho.Client | None:
+        port = self.ports[attempt % len(self.ports)]
+        client = paho.Client(CallbackAPIVersion.VERSION2, client_id="af-device", clean_session=False)
+        try:
+            client.connect("127.0.0.1", port, keepalive=10)
+        except OSError:
+            return None
+        client.loop_start()
+        return client
+
+    def _run(self) -> None:
+        attempt, n, client = 0, 0, None
+        while not self.stop.is_set():
+            if client is None:
+                client = self._connect(attempt)
+                attempt += 1
+                if client is None:
+                    time.sleep(0.1)
+                    continue
+            payload = f"mqtt-{n}".encode()
+            info = client.publish("af/data", payload, qos=1)
+            with contextlib.suppress(RuntimeError):  # not sent: the connection is gone
+                info.wait_for_publish(3)
+            if info.is_published():
+                self.acked.append(payload)
+                n += 1
+                time.sleep(INTERVAL_S)
+            else:
+                client.loop_stop()
+                client.disconnect()
+                client = None
+        if client is not None:
+            client.loop_stop()
+            client.disconnect()
+
+
+def new_master(cluster: ClusterProcesses, killed: str) -> ServeProcess:
+    def elected():
+        for name, serve in cluster.brokers.items():
+            if name != killed and runtime_info(remoting_address(serve)).get("brokerRole") != "SLAVE":
+                return serve
+        return None
+
+    return wait_until(elected, ELECTED_WITHIN_S, "a new master")
+
+
+def test_kill_9_of_the_master_elects_a_slave_that_holds_every_acknowledged_message(group):
+    cluster, etcd = group
+    old = cluster.brokers[f"{GROUP}-n1"]
+    cluster.admin("topic", "create", "af_cpp", "--cluster", CLUSTER, "--queues", "4")
+    publisher = Publisher([serve.mqtt_port for serve in cluster.brokers.values()])  # type: ignore[attr-defined]
+    for name in (f"{GROUP}-n2", f"{GROUP}-n3"):
+        wait_topics(remoting_address(cluster.brokers[name]), "af_cpp")  # slaves copy topics every 10 s
+
+    sender = cpp_clients.start(cluster.namesrv_addr, "send", "af_cpp", "--count", SENDS, "--interval", INTERVAL_S,
+                               "--keep-going", "--body", "cpp", "--timeout-ms", 3000)  # fmt: skip
+    publisher.thread.start()
+    time.sleep(KILL_AFTER_S)
+    killed_at = time.monotonic()
+    old.kill()
+    master = new_master(cluster, f"{GROUP}-n1")
+    elected_after = time.monotonic() - killed_at
+    wait_until(lambda: len(publisher.acked) > 0 and publisher.thread.is_alive(), 5, "publishing")
+    before = len(publisher.acked)
+    wait_until(lambda: len(publisher.acked) > before + 20, 30, "PUBACKs from the new master")
+    publisher.stop.set()
+    publisher.thread.join()
+    lines = cpp_clients.finish(sender)
+
+    now = record(etcd.address)
+    assert now.master_epoch == 2 and now.master_id != 1, now
+    assert elected_after < ELECTED_WITHIN_S
+    address = remoting_address(master)
+    sent_ok = {line["body"] for line in lines if line.get("status") == 0}
+    assert len(sent_ok) >= 20, len(sent_ok)
+    on_master = {m.body.decode() for q in range(4) for m in queue_messages(address, "af_cpp", q)}
+    missing = sent_ok - on_master
+    assert not missing, f"{len(missing)} SEND_OK messages are not on the new master, e.g. {sorted(missing)[:5]}"
+    mqtt_on_master = {m.body for q in range(4) for m in queue_messages(address, "af", q)}
+    missing_mqtt = set(publisher.acked) - mqtt_on_master
+    assert not missing_mqtt, f"{len(missing_mqtt)} PUBACKed messages are not on the new master"
+
+    # The killed broker comes back as a slave of the new master, and copies its log.
+    back = cluster.start_member(GROUP, 1, etcd.address)
+    assert back.ready["role"] == "slave" and back.ready["master"] == str(now.master_id), back.line
