@@ -18,8 +18,14 @@ docs/cluster.md starts them. One run measures:
   groups, until the next send is aimed at broker-b (queues go a0..a3, b0..b3 in turn); broker-b is killed with
   SIGKILL and that send made. Figure: `cluster.reroute_s`, from the kill to its SEND_OK by broker-a, median of 5
   kills (broker-b restarted on its data between them).
+* failover: etcd (Debian's etcd-server) and one broker group of three `mqgate serve --etcd` processes
+  (SYNC_MASTER, ids 1-3); mqgate's remote client sends 1 KiB messages one after another while the master is killed
+  with SIGKILL, 5 times (the killed broker restarted on its data, back as a slave, and the set of three again before
+  the next kill). Figures: `cluster.failover_s`, from the kill to the first SEND_OK by the new master, median of the
+  kills (and `_max`); `cluster.failover.acked_lost`, the acknowledged messages (over all rounds) missing from the
+  last master's queues at the end.
 
-    python bench/cluster.py [--quick]
+    python bench/cluster.py [--quick] [--only failover]
 
 Prints key=value lines.
 """
@@ -212,12 +218,119 @@ async def reroute_rounds(rounds: int) -> list[float]:
             namesrv_process.wait()
 
 
+def member(root: Path, namesrv: str, etcd: str, broker_id: int) -> ServeChild:
+    return broker(root, namesrv, "broker-a", "--broker-id", str(broker_id), "--role", "SYNC_MASTER", "--etcd", etcd,
+                  data=f"broker-a-n{broker_id}")  # fmt: skip
+
+
+async def sync_state_set(etcd: str) -> tuple[int | None, frozenset[int]]:
+    import aetcd
+
+    from controller.records import GroupRecords
+
+    host, _, port = etcd.rpartition(":")
+    async with aetcd.Client(host=host, port=int(port)) as client:
+        record = (await GroupRecords(client, CLUSTER, "broker-a").read()).record
+    return (None, frozenset()) if record is None else (record.master_id, record.sync_state_set)
+
+
+async def elected(etcd: str, old: int, killed_at: float) -> float:
+    """Seconds from the kill until etcd's record names another master."""
+    while (await sync_state_set(etcd))[0] == old:
+        await asyncio.sleep(0.05)
+    return time.monotonic() - killed_at
+
+
+async def failover_rounds(rounds: int) -> tuple[list[float], int, int]:
+    """The seconds from each kill of the master to the first SEND_OK by the new one; the acknowledged messages lost
+    (missing from the last master's queues), and how many were acknowledged."""
+    from remote_client import Cluster, Producer, PullConsumer
+    from tests.etcd_process import EtcdProcess
+
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as data:
+        root = Path(data)
+        etcd = EtcdProcess(root / "etcd")
+        namesrv_process, namesrv = start_namesrv()
+        members: dict[int, ServeChild] = {1: member(root, namesrv, etcd.address, 1)}
+        try:
+            members.update({n: member(root, namesrv, etcd.address, n) for n in (2, 3)})
+            wait_registered(namesrv, {"broker-a"})
+            admin(namesrv, "topic", "create", "failover", "--cluster", CLUSTER, "--queues", str(QUEUES))
+            acked: set[bytes] = set()
+            figures: list[float] = []
+            elections: list[float] = []
+            number = 0
+            async with Cluster(namesrv) as client:
+                producer = Producer(client)
+
+                async def send() -> bool:
+                    nonlocal number
+                    body = b"%08d" % number + BODY[8:]
+                    number += 1
+                    try:
+                        await producer.send("failover", body)
+                    except Exception as exc:
+                        if os.environ.get("MQGATE_BENCH_DEBUG"):
+                            print(f"{time.monotonic():.3f} send failed: {exc}", file=sys.stderr)
+                        return False
+                    acked.add(body)
+                    return True
+
+                for _ in range(rounds):
+                    deadline = time.monotonic() + 120
+                    while (await sync_state_set(etcd.address))[1] != {1, 2, 3}:
+                        if time.monotonic() > deadline:
+                            raise SystemExit("the SyncStateSet did not come back to three brokers within 120 s")
+                        await send()
+                        await asyncio.sleep(0.2)
+                    for _ in range(50):
+                        await send()
+                    master, _ = await sync_state_set(etcd.address)
+                    assert master is not None
+                    members[master].process.kill()
+                    members[master].process.wait()
+                    killed_at = time.monotonic()
+                    watch = asyncio.get_running_loop().create_task(elected(etcd.address, master, killed_at))
+                    while not await send():
+                        await asyncio.sleep(0.05)
+                    figures.append(time.monotonic() - killed_at)
+                    elections.append(await watch)
+                    members[master] = member(root, namesrv, etcd.address, master)  # back, as a slave
+                for _ in range(50):
+                    await send()
+            master, _ = await sync_state_set(etcd.address)
+            async with Cluster(namesrv) as client:
+                consumer = PullConsumer(client, "failover_check")
+                held: set[bytes] = set()
+                for queue in await consumer.fetch_queues("failover"):
+                    offset = 0
+                    while True:
+                        result = await consumer.pull(queue, offset, max_nums=32)
+                        if not result.messages:
+                            break
+                        held.update(message.body for message in result.messages)
+                        offset = result.next_begin_offset
+            emit("cluster.failover.elected_s", statistics.median(elections))
+            return figures, len(acked - held), len(acked)
+        finally:
+            for child in members.values():
+                if child.process.poll() is None:
+                    child.stop()
+            namesrv_process.terminate()
+            namesrv_process.wait()
+            etcd.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer messages and kills")
+    parser.add_argument("--only", choices=["failover"], help="run one part only")
     args = parser.parse_args()
     count = 5_000 if args.quick else 30_000
     rounds = 5
+    if args.only == "failover":
+        failover(3 if args.quick else rounds)
+        return
     one = send_round(1, count)
     two = send_round(2, count)
     emit("cluster.send.msgs_per_s_1_group", one)
@@ -237,6 +350,15 @@ def main() -> None:
     emit("cluster.reroute_s", statistics.median(figures))
     emit("cluster.reroute_s_max", max(figures))
     emit("cluster.messages", str(count))
+    failover(3 if args.quick else rounds)
+
+
+def failover(rounds: int) -> None:
+    figures, lost, acked = asyncio.run(failover_rounds(rounds))
+    emit("cluster.failover_s", statistics.median(figures))
+    emit("cluster.failover_s_max", max(figures))
+    emit("cluster.failover.acked", str(acked))
+    emit("cluster.failover.acked_lost", str(lost))
 
 
 if __name__ == "__main__":

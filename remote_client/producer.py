@@ -144,6 +144,11 @@ class Producer:
         route = await self.cluster.route_or_template(topic)
         queues = route.write_queues()
         if not queues:
+            # RocketMQ's tryToFindTopicPublishInfo: a route with no writable queue is asked for again, as a group's
+            # new master (elected under automatic failover, or restarted) may have registered since.
+            self.cluster.forget_route(topic)
+            queues = (await self.cluster.route_or_template(topic)).write_queues()
+        if not queues:
             raise ServiceNotAvailableError(f"topic {topic!r} has no writable queue on a broker group with a master")
         return queues
 
