@@ -162,3 +162,64 @@ def test_kill_9_of_the_master_elects_a_slave_that_holds_every_acknowledged_messa
     # The killed broker comes back as a slave of the new master, and copies its log.
     back = cluster.start_member(GROUP, 1, etcd.address)
     assert back.ready["role"] == "slave" and back.ready["master"] == str(now.master_id), back.line
+
+
+ROUNDS = 10
+
+
+def test_ten_kills_each_elect_a_new_master_and_lose_nothing_acknowledged(group):
+    """Ten times: the C++ client sends, paho publishes at QoS 1, the master is killed; a member of the set is
+    elected, the killed broker comes back as a slave (cutting what it held past the new master's log) and rejoins
+    the set. At the end the last master holds every SEND_OK and every PUBACK of every round, and the C++ client's
+    consumer reads the whole stream from it."""
+    cluster, etcd = group
+    cluster.admin("topic", "create", "af10", "--cluster", CLUSTER, "--queues", "4")
+    for name in (f"{GROUP}-n2", f"{GROUP}-n3"):
+        wait_until(lambda name=name: has_topics(cluster.brokers[name]), 30, f"{name} copies the topic")
+    publisher = Publisher([serve.mqtt_port for serve in cluster.brokers.values()])  # type: ignore[attr-defined]
+    publisher.thread.start()
+    sent_ok: set[str] = set()
+    masters = []
+    try:
+        for round_number in range(ROUNDS):
+            current = wait_until(lambda: (r := record(etcd.address)) and r.sync_state_set == {1, 2, 3} and r,
+                                 90, f"round {round_number}: the set of three")  # fmt: skip
+            masters.append(current.master_id)
+            sender = cpp_clients.start(cluster.namesrv_addr, "send", "af10", "--count", 100, "--interval", 0.01,
+                                       "--keep-going", "--body", f"r{round_number}", "--timeout-ms", 3000)  # fmt: skip
+            time.sleep(1.0)
+            killed = f"{GROUP}-n{current.master_id}"
+            cluster.brokers[killed].kill()
+            lines = cpp_clients.finish(sender)
+            sent_ok |= {line["body"] for line in lines if line.get("status") == 0}
+            epoch = current.master_epoch
+            after = wait_until(lambda epoch=epoch: (r := record(etcd.address)) and r.master_epoch > epoch and r,
+                               ELECTED_WITHIN_S, f"round {round_number}: a new master")  # fmt: skip
+            assert after.master_id != current.master_id and after.master_id in current.sync_state_set
+            back = cluster.start_member(GROUP, current.master_id, etcd.address)
+            assert back.ready["role"] == "slave", back.line
+        final = wait_until(lambda: (r := record(etcd.address)) and r.sync_state_set == {1, 2, 3} and r, 90, "the end")
+    finally:
+        publisher.stop.set()
+        publisher.thread.join()
+
+    assert final.master_epoch == ROUNDS + 1
+    assert len(set(masters)) > 1  # the role moved around the group
+    master = cluster.brokers[f"{GROUP}-n{final.master_id}"]
+    address = remoting_address(master)
+    held = {m.body.decode() for q in range(4) for m in queue_messages(address, "af10", q)}
+    assert len(sent_ok) >= ROUNDS * 20, len(sent_ok)
+    missing = sent_ok - held
+    assert not missing, f"{len(missing)} SEND_OK messages are not on the last master, e.g. {sorted(missing)[:5]}"
+    mqtt_held = {m.body for q in range(4) for m in queue_messages(address, "af", q)}
+    missing_mqtt = set(publisher.acked) - mqtt_held
+    assert not missing_mqtt, f"{len(missing_mqtt)} PUBACKed messages are not on the last master"
+    consumed = cpp_clients.run(cluster.namesrv_addr, "consume", "af10", "af10_cpp", "--seconds", 120,
+                               "--expect", len(held))  # fmt: skip
+    assert sent_ok <= {line["body"] for line in consumed}
+
+
+def has_topics(serve: ServeProcess) -> bool:
+    from tests.cluster.brokers import has_topic
+
+    return has_topic(remoting_address(serve), "af10")
