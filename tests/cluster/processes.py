@@ -94,12 +94,13 @@ class ClusterProcesses:
         return serve
 
     def start_member(
-        self, group: str, broker_id: int, etcd: str, *args: str, role: str = "SYNC_MASTER"
+        self, group: str, broker_id: int, etcd: str, *args: str, role: str = "SYNC_MASTER", config: str = ""
     ) -> ServeProcess:
         """A broker of group `group` under automatic failover (`GROUP-nID` its name and data directory): etcd names
         its role. Its MQTT and gRPC ports are fixed (`mqtt_port`, `grpc_port` of the process), as they open and
         close with its terms as master."""
         name = f"{group}-n{broker_id}"
+        self._write_config(name, config)
         mqtt_port, grpc_port = free_port(), free_port()
         serve = ServeProcess(
             self.root / name, "--namesrv-addr", self.namesrv_addr, "--cluster-name", CLUSTER, "--broker-name", group,
