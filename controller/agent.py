@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 # A master fences itself this long before etcd may expire its lease, counted from the last refresh that etcd
 # acknowledged (from when it was sent).
 FENCE_MARGIN_S = 1.5
+# How often the lease's deadline is looked at.
+FENCE_CHECK_S = 0.1
 LOST_LEASE = (
     "this broker lost its lease in etcd (it cannot reach the controller): a new master may be elected, so it takes"
     " no writes; send to the group's master"
@@ -92,10 +94,9 @@ class FailoverAgent:
         return max(self.settings.lease_ttl_s / 3, 0.5)
 
     async def start(self) -> None:
-        self._tasks = [
-            asyncio.get_running_loop().create_task(self._keep_lease()),
-            asyncio.get_running_loop().create_task(self._run()),
-        ]
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._keep_lease()), loop.create_task(self._watch_lease()),
+                       loop.create_task(self._run())]  # fmt: skip
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -152,9 +153,15 @@ class FailoverAgent:
                         self._lease = None  # expired: the next tick takes a new one and wins the record back
                 except Exception as exc:
                     log.debug("etcd lease refresh failed: %s", exc)
+            await asyncio.sleep(min(ttl / 5, 0.2) if self._lease is None else ttl / 5)
+
+    async def _watch_lease(self) -> None:
+        """Fence a master whose lease may be about to end, on a task of its own: a call to etcd that hangs (a cut
+        link: packets just stop) must not hold the fence back."""
+        while True:
             if time.monotonic() >= self._lease_ok_until and self.ha.role is not BrokerRole.SLAVE:
                 self.ha.fence(LOST_LEASE)
-            await asyncio.sleep(min(ttl / 5, 0.2) if self._lease is None else ttl / 5)
+            await asyncio.sleep(FENCE_CHECK_S)
 
     # --- the loop ---
 

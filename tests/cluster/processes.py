@@ -49,10 +49,10 @@ def sync_master_with_slave(root: Path) -> Iterator[ClusterProcesses]:
 
 
 class NamesrvProcess(ChildProcess):
-    """`mqgate namesrv --port 0` on loopback; `address` is where it listens."""
+    """`mqgate namesrv --port 0` on loopback (or `host`); `address` is where it listens."""
 
-    def __init__(self, log_path: Path) -> None:
-        command = [sys.executable, "-m", "mqgate.cli", "namesrv", "--host", "127.0.0.1", "--port", "0"]
+    def __init__(self, log_path: Path, host: str = "127.0.0.1") -> None:
+        command = [sys.executable, "-m", "mqgate.cli", "namesrv", "--host", host, "--port", "0"]
         super().__init__(command, log_path, "ready namesrv=", None)
         self.address = self.line.split("=", 1)[1]
 
@@ -60,9 +60,15 @@ class NamesrvProcess(ChildProcess):
 class ClusterProcesses:
     """NameServers and broker groups, each its own process; `namesrv_addr` is what clients are given."""
 
-    def __init__(self, root: Path, groups: tuple[str, ...] = ("broker-a", "broker-b"), namesrvs: int = 1) -> None:
+    def __init__(
+        self,
+        root: Path,
+        groups: tuple[str, ...] = ("broker-a", "broker-b"),
+        namesrvs: int = 1,
+        namesrv_host: str = "127.0.0.1",
+    ) -> None:
         self.root = root
-        self.namesrvs = [NamesrvProcess(root / f"namesrv-{n}.stderr") for n in range(namesrvs)]
+        self.namesrvs = [NamesrvProcess(root / f"namesrv-{n}.stderr", namesrv_host) for n in range(namesrvs)]
         self.brokers: dict[str, ServeProcess] = {}
         for name in groups:
             self.start_broker(name)
@@ -94,7 +100,14 @@ class ClusterProcesses:
         return serve
 
     def start_member(
-        self, group: str, broker_id: int, etcd: str, *args: str, role: str = "SYNC_MASTER", config: str = ""
+        self,
+        group: str,
+        broker_id: int,
+        etcd: str,
+        *args: str,
+        role: str = "SYNC_MASTER",
+        config: str = "",
+        wrapper: tuple[str, ...] = (),
     ) -> ServeProcess:
         """A broker of group `group` under automatic failover (`GROUP-nID` its name and data directory): etcd names
         its role. Its MQTT and gRPC ports are fixed (`mqtt_port`, `grpc_port` of the process), as they open and
@@ -105,7 +118,7 @@ class ClusterProcesses:
         serve = ServeProcess(
             self.root / name, "--namesrv-addr", self.namesrv_addr, "--cluster-name", CLUSTER, "--broker-name", group,
             "--broker-id", str(broker_id), "--role", role, "--etcd", etcd, "--mqtt-port", str(mqtt_port),
-            "--grpc-port", str(grpc_port), *args,
+            "--grpc-port", str(grpc_port), *args, wrapper=wrapper,
         )  # fmt: skip
         serve.mqtt_port, serve.grpc_port = mqtt_port, grpc_port  # type: ignore[attr-defined]
         self.brokers[name] = serve
