@@ -1,7 +1,7 @@
 """Automatic failover, as users run it: etcd, a NameServer and one broker group of three `mqgate serve` processes
 with `--etcd` (SYNC_MASTER), each its own process on loopback. `kill -9` of the master under load from the C++
-RocketMQ 4 client and from paho at QoS 1: a slave becomes master, every SEND_OK and every PUBACK is on it, in its
-queue, and the killed broker comes back as a slave of the new master."""
+RocketMQ 4 client, the RocketMQ 5 Python client (gRPC) and paho at QoS 1: a slave becomes master, every SEND_OK,
+SendReceipt and PUBACK is on it, in its queue, and the killed broker comes back as a slave of the new master."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import aetcd
 import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
+from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
 from controller.records import GroupRecords
 from tests.broker_remoting import cpp_clients
@@ -113,6 +114,35 @@ class Publisher:
             client.disconnect()
 
 
+class GrpcSender:
+    """The official RocketMQ 5 Python client (gRPC) sending one message after another; its access point lists the
+    group's three gRPC ports (only the master's is open)."""
+
+    def __init__(self, ports: list[int], topic: str) -> None:
+        self.config = ClientConfiguration(";".join(f"127.0.0.1:{port}" for port in ports), Credentials("", ""),
+                                          request_timeout=3)  # fmt: skip
+        self.topic = topic
+        self.acked: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        producer = Producer(self.config, (self.topic,))
+        producer.startup()
+        n = 0
+        try:
+            while not self.stop.is_set():
+                message = Message()
+                message.topic, message.body = self.topic, f"grpc-{n}".encode()
+                with contextlib.suppress(Exception):  # refused or unreachable: not acknowledged
+                    producer.send(message)
+                    self.acked.append(f"grpc-{n}")
+                n += 1
+                time.sleep(INTERVAL_S)
+        finally:
+            producer.shutdown()
+
+
 def new_master(cluster: ClusterProcesses, killed: str) -> ServeProcess:
     def elected():
         for name, serve in cluster.brokers.items():
@@ -127,13 +157,16 @@ def test_kill_9_of_the_master_elects_a_slave_that_holds_every_acknowledged_messa
     cluster, etcd = group
     old = cluster.brokers[f"{GROUP}-n1"]
     cluster.admin("topic", "create", "af_cpp", "--cluster", CLUSTER, "--queues", "4")
+    cluster.admin("topic", "create", "af_grpc", "--cluster", CLUSTER, "--queues", "4")
     publisher = Publisher([serve.mqtt_port for serve in cluster.brokers.values()])  # type: ignore[attr-defined]
+    grpc = GrpcSender([serve.grpc_port for serve in cluster.brokers.values()], "af_grpc")  # type: ignore[attr-defined]
     for name in (f"{GROUP}-n2", f"{GROUP}-n3"):
-        wait_topics(remoting_address(cluster.brokers[name]), "af_cpp")  # slaves copy topics every 10 s
+        wait_topics(remoting_address(cluster.brokers[name]), "af_cpp", "af_grpc")  # slaves copy topics every 10 s
 
     sender = cpp_clients.start(cluster.namesrv_addr, "send", "af_cpp", "--count", SENDS, "--interval", INTERVAL_S,
                                "--keep-going", "--body", "cpp", "--timeout-ms", 3000)  # fmt: skip
     publisher.thread.start()
+    grpc.thread.start()
     time.sleep(KILL_AFTER_S)
     killed_at = time.monotonic()
     old.kill()
@@ -144,6 +177,8 @@ def test_kill_9_of_the_master_elects_a_slave_that_holds_every_acknowledged_messa
     wait_until(lambda: len(publisher.acked) > before + 20, 30, "PUBACKs from the new master")
     publisher.stop.set()
     publisher.thread.join()
+    grpc.stop.set()
+    grpc.thread.join()
     lines = cpp_clients.finish(sender)
 
     now = record(etcd.address)
@@ -158,6 +193,10 @@ def test_kill_9_of_the_master_elects_a_slave_that_holds_every_acknowledged_messa
     mqtt_on_master = {m.body for q in range(4) for m in queue_messages(address, "af", q)}
     missing_mqtt = set(publisher.acked) - mqtt_on_master
     assert not missing_mqtt, f"{len(missing_mqtt)} PUBACKed messages are not on the new master"
+    assert len(grpc.acked) >= 20, len(grpc.acked)
+    grpc_on_master = {m.body.decode() for q in range(4) for m in queue_messages(address, "af_grpc", q)}
+    missing_grpc = set(grpc.acked) - grpc_on_master
+    assert not missing_grpc, f"{len(missing_grpc)} gRPC SendReceipts are not on the new master"
 
     # The killed broker comes back as a slave of the new master, and copies its log.
     back = cluster.start_member(GROUP, 1, etcd.address)
