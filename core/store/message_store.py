@@ -22,7 +22,6 @@ consume queues and index lack.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import fcntl
 import logging
@@ -60,9 +59,9 @@ from core.store.queues.consume_queue_table import ConsumeQueueTable
 from core.store.queues.dispatcher import Dispatcher, DispatchListener
 from core.store.queues.reader import GetResult, GetStatus, QueueReader
 from core.store.recovery import RecoveryReport, StoreRecovery
-from core.store.retention import RetentionService, disk_usage_ratio
+from core.store.retention import RetentionService, disk_usage_by_part, disk_usage_ratio
 from core.store.service_thread import PeriodicService
-from core.store.truncation import index_again, truncate_queues
+from core.store.truncation import index_again, truncate_log, truncate_queues
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +218,7 @@ class MessageStore:
     def _truncate(self, offset: int) -> int:
         """Cut the log, its consume queues and its index at `offset` (core.store.truncation); the number of bytes
         cut. Nothing is appended meanwhile (the store is a slave with no link), and every record was dispatched."""
-        cut = self.commit_log.truncate(offset)
+        cut = truncate_log(self.commit_log, offset)
         if cut:
             truncate_queues(self.commit_log, self.queues, offset)
             self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset, offset)
@@ -558,23 +557,7 @@ class MessageStore:
         """Bytes the store's files take on disk, by part: "commitlog", "consumequeue", "index", "write_ring"
         (allocated blocks: segments and index files are sparse, so this is what they hold, not their length). Walks
         the directories, a stat per file: call it off the event loop."""
-        usage = {}
-        for part, directory in (
-            ("commitlog", self.config.commit_log_dir),
-            ("consumequeue", self.config.consume_queue_dir),
-            ("index", self.config.index_dir),
-        ):
-            total = 0
-            for root, _, files in os.walk(directory):
-                for name in files:
-                    with contextlib.suppress(FileNotFoundError):  # deleted by retention meanwhile
-                        total += os.stat(os.path.join(root, name)).st_blocks * 512
-            usage[part] = total
-        try:
-            usage["write_ring"] = os.stat(self.config.store_dir / WRITE_RING_FILE).st_blocks * 512
-        except FileNotFoundError:
-            usage["write_ring"] = 0
-        return usage
+        return disk_usage_by_part(self.config)
 
     def disk_usage_ratio(self) -> float:
         """The used fraction of the file system holding the store (what retention compares with its ratios)."""

@@ -61,10 +61,6 @@ DispatchRequest = tuple[str, int, int, int, int, int, int, "str | None", "str | 
 Record = tuple[Message, str, int, bytes, bytes, tuple[str, ...], int, "str | None", "str | None"]
 
 
-# Zeros written over a cut tail, a piece at a time.
-_ZEROS = memoryview(bytes(1024 * 1024))
-
-
 def _request_end(request: DispatchRequest) -> int:
     """Where a dispatch request's record ends in the log."""
     return request[3] + request[4]
@@ -341,47 +337,6 @@ class CommitLog:
                 self.write_pos = mapped.end
             else:
                 self.write_pos = pos + len(data)
-
-    def truncate(self, offset: int) -> int:
-        """Cut the log at `offset`, a record boundary at or below the write position (a broker that rejoins its group
-        drops what it holds past the last point it shares with the new master): the bytes past it are zeroed in
-        their segment and in the write ring and synced, later segments deleted, so neither a read nor a recovery
-        after a crash finds them again. Nothing may be appended meanwhile, and the dispatcher must have taken every
-        record (its queue entries are cut by the caller). Returns the number of bytes cut; ValueError for an
-        offset below the log's start."""
-        with self.lock:
-            end = self.write_pos
-            if offset >= end:
-                return 0
-            if offset < self.min_offset:
-                raise ValueError(f"commit-log offset {offset} is below this log's start {self.min_offset}")
-            self.commit()
-            with self.commit_lock:
-                mapped = self.files.find(offset)
-                if mapped is not None and not mapped.closed:
-                    stop = min(end, mapped.end)
-                    fd = mapped.write_fd()
-                    position = offset
-                    while position < stop:
-                        piece = min(stop - position, len(_ZEROS))
-                        os.pwrite(fd, _ZEROS[:piece], position - mapped.base)
-                        position += piece
-                    os.fdatasync(fd)
-                self.files.drop_from(offset + 1)
-                ring = self.ring
-                position = max(offset, end - ring.size)
-                while position < end:
-                    piece = min(end - position, len(_ZEROS))
-                    ring.put(position, _ZEROS[:piece])
-                    position += piece
-                ring.set_committed(offset)
-                self._current = self.files.find(offset)
-                self._filled.clear()
-                self._ring_start = offset
-                self.write_pos = self.committed_pos = offset
-                self.flushed_pos = min(self.flushed_pos, offset)
-                self.pending = [request for request in self.pending if request[3] < offset]
-        return end - offset
 
     def _segment_for(self, pos: int) -> MappedFile:
         """The segment holding `pos`, made if it is the next one (under the lock)."""
