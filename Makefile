@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= data
 # Debian packages the tests need; installed when missing (after apt-get update), never by hand.
 DEB_PACKAGES ?= procps mosquitto mosquitto-clients openssl
-# etcd, the consensus service automatic failover stands on (docs/replication.md); the tests start their own.
+# etcd, the consensus service automatic failover stands on (docs/cluster.md); the tests start their own, and
+# `make run ETCD=local` one on loopback.
 DEB_PACKAGES += etcd-server
 # The dashboard's browser test runs Debian's Chromium through Playwright (no browser download).
 DEB_PACKAGES += chromium
@@ -115,8 +116,28 @@ uncompiled:
 	rm -f $(foreach source,$(COMPILED),$(basename $(source)).cpython-*.so) core/mypyc_runtime__mypyc.cpython-*.so \
 	  $(COMPILED_STAMP)
 
+# Under automatic failover (docs/cluster.md): `make run ETCD=HOST:PORT BROKER_ID=N` serves as broker N of its group
+# with that etcd; ETCD=local starts one on 127.0.0.1:2379 first (its data in DATA_DIR/etcd, its log in
+# DATA_DIR/etcd.log), unless one answers there already; it keeps running after serve stops.
+ETCD ?=
+BROKER_ID ?= 1
+LOCAL_ETCD := 127.0.0.1:2379
 run: $(STAMP) $(COMPILED_STAMP) deb
+ifeq ($(ETCD),)
 	$(BIN)/mqgate serve --data-dir $(DATA_DIR)
+else ifeq ($(ETCD),local)
+	@mkdir -p $(DATA_DIR)
+	@if ! $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', 2379), 1)" 2>/dev/null; then \
+	  echo "starting etcd on $(LOCAL_ETCD) (data in $(DATA_DIR)/etcd)"; \
+	  nohup etcd --data-dir $(DATA_DIR)/etcd --listen-client-urls http://$(LOCAL_ETCD) \
+	    --advertise-client-urls http://$(LOCAL_ETCD) --listen-peer-urls http://127.0.0.1:2380 \
+	    > $(DATA_DIR)/etcd.log 2>&1 & \
+	  for _ in $$(seq 50); do grep -q "ready to serve client requests" $(DATA_DIR)/etcd.log && break; sleep 0.2; done; \
+	fi
+	$(BIN)/mqgate serve --data-dir $(DATA_DIR) --etcd $(LOCAL_ETCD) --broker-id $(BROKER_ID)
+else
+	$(BIN)/mqgate serve --data-dir $(DATA_DIR) --etcd $(ETCD) --broker-id $(BROKER_ID)
+endif
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
