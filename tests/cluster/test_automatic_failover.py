@@ -86,6 +86,13 @@ class Publisher:
         except OSError:
             return None
         client.loop_start()
+        deadline = time.monotonic() + 3
+        while not client.is_connected() and time.monotonic() < deadline:  # the CONNACK
+            time.sleep(0.01)
+        if not client.is_connected():
+            client.loop_stop()
+            client.disconnect()
+            return None
         return client
 
     def _run(self) -> None:
@@ -98,10 +105,13 @@ class Publisher:
                     time.sleep(0.1)
                     continue
             payload = f"mqtt-{n}".encode()
-            info = client.publish("af/data", payload, qos=1)
-            with contextlib.suppress(RuntimeError):  # not sent: the connection is gone
+            try:
+                info = client.publish("af/data", payload, qos=1)
                 info.wait_for_publish(3)
-            if info.is_published():
+                published = info.is_published()
+            except (RuntimeError, ValueError):  # not sent: the connection is gone
+                published = False
+            if published:
                 self.acked.append(payload)
                 n += 1
                 time.sleep(INTERVAL_S)
@@ -250,6 +260,7 @@ def test_ten_kills_each_elect_a_new_master_and_lose_nothing_acknowledged(group):
     assert len(sent_ok) >= ROUNDS * 20, len(sent_ok)
     missing = sent_ok - held
     assert not missing, f"{len(missing)} SEND_OK messages are not on the last master, e.g. {sorted(missing)[:5]}"
+    assert len(publisher.acked) >= ROUNDS * 10, len(publisher.acked)
     mqtt_held = {m.body for q in range(4) for m in queue_messages(address, "af", q)}
     missing_mqtt = set(publisher.acked) - mqtt_held
     assert not missing_mqtt, f"{len(missing_mqtt)} PUBACKed messages are not on the last master"

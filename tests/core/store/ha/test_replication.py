@@ -40,6 +40,9 @@ def master_and_slave(open_store, tmp_path, role=BrokerRole.ASYNC_MASTER, **overr
     master = open_store(tmp_path / "master", role=role, **ha(host="127.0.0.1", listen_port=0), **overrides)
     address = ha_address(master)
     slave = open_store(tmp_path / "slave", role=BrokerRole.SLAVE, **ha(master_address=address), **overrides)
+    # Linked before the test appends: a slave that first reports 0 once the master has gone past its first segment
+    # starts from the master's last segment (RocketMQ's rule), and its queues would begin later than the master's.
+    eventually(lambda: bool(master.ha_master.slaves()))
     return master, slave
 
 
