@@ -13,10 +13,10 @@
 
 A slave asks its master, every SYNC_INTERVAL_S, for its topics (GET_ALL_TOPIC_CONFIG), groups
 (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), committed offsets, delay-level and timer progress, and keeps them
-(core.master_copy): topics and groups as the master's, offsets merged so that none moves back. The offsets that
-consumers committed to the slave while the master was away and that are ahead of the master's go back to it as
-UPDATE_CONSUMER_OFFSET with `keepLarger=true` (mqgate's field: the master takes it only if it is ahead of its own,
-so a consumer's newer commit on the master is never overwritten).
+(core.replication.master_copy): topics and groups as the master's, offsets merged so that none moves back. The
+offsets that consumers committed to the slave while the master was away and that are ahead of the master's go back
+to it as UPDATE_CONSUMER_OFFSET with `keepLarger=true` (mqgate's field: the master takes it only if it is ahead of
+its own, so a consumer's newer commit on the master is never overwritten).
 """
 
 from __future__ import annotations

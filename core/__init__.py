@@ -127,13 +127,13 @@ from core.filter import (
     UnsupportedExpressionTypeError,
     build_filter,
 )
-from core.master_copy import MasterCopy, parse_delay_offsets, parse_offset_table
 from core.message_queries import DEFAULT_QUERY_COUNT, MAX_QUERY_COUNT, MessageQueries, parse_offset_msg_id
 from core.message_queue import MessageQueue
 from core.pop.errors import PopError, PopRequestError, ReceiptHandleError, ReceiptHandleProblem
 from core.pop.request import MAX_INVISIBLE_MS, MAX_POP_BATCH, MAX_POP_LONG_POLL_MS, PoppedMessage
 from core.pop.service import PopService
-from core.replication import Replication
+from core.replication.master_copy import MasterCopy, parse_delay_offsets, parse_offset_table
+from core.replication.role import Replication
 from core.results import PullStatus
 from core.retries.dead_letters import (
     DeadLetter,

@@ -36,14 +36,14 @@ from core.errors import (
 )
 from core.filter import MessageFilter
 from core.long_poll import LongPollWaiters
-from core.master_copy import MasterCopy
-from core.master_services import MasterServices
 from core.message_queries import MessageQueries
 from core.message_queue import MessageQueue
 from core.parking import parking_for
 from core.queue_locks import QueueLocks
 from core.queue_pull import pull_queue
-from core.replication import Replication
+from core.replication.master_copy import MasterCopy
+from core.replication.master_services import MasterServices
+from core.replication.role import Replication
 from core.results import PullResult, Route, SendResult, SendStatus
 from core.retries.dead_letters import DeadLetters
 from core.scheduling.delay_levels import ScheduleService, parse_delay_levels

@@ -225,12 +225,13 @@ class MessageStore:
             if self.index_process is None:
                 index_again(self.index, self.commit_log, self.index.drop_from(offset), offset)
             else:
-                self.index_process.close(offset)
-                index = IndexService(self.config.index_dir, self.config.index_slots, self.config.index_entries)
-                index.load(True, offset)
-                rebuild_from = index.drop_from(offset)
-                index.close()
-                self._hand_index_over(rebuild_from)
+                with self._checkpoint_lock:  # the checkpointer asks the index process too: not the one being replaced
+                    self.index_process.close(offset)
+                    index = IndexService(self.config.index_dir, self.config.index_slots, self.config.index_entries)
+                    index.load(True, offset)
+                    rebuild_from = index.drop_from(offset)
+                    index.close()
+                    self._hand_index_over(rebuild_from)
             self.replication.epochs.truncate_from(offset)
             self._save_checkpoint()
         return cut

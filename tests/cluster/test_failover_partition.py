@@ -15,6 +15,8 @@ import time
 import pytest
 
 from remote_client import Cluster, Producer
+from remoting.channel import RemotingTimeoutError
+from remoting.errors import RemotingError
 from tests.cluster.brokers import find_by_id, has_topic, runtime_info
 from tests.cluster.netns import NetworkNamespace
 from tests.cluster.processes import CLUSTER, ClusterProcesses, remoting_address
@@ -28,6 +30,14 @@ LEASE_TTL_S = 5.0
 INSIDE_SECONDS = 14.0
 # remoting's response codes
 SUCCESS, SERVICE_NOT_AVAILABLE = 0, 14
+
+
+def reachable_info(address: str) -> dict[str, str]:
+    """The broker's runtime info, or nothing while the link that was just restored does not carry it yet."""
+    try:
+        return runtime_info(address)
+    except (OSError, RemotingError, RemotingTimeoutError):
+        return {}
 
 
 def send(namesrv: str, prefix: str, count: int) -> list[str]:
@@ -101,20 +111,24 @@ def test_a_master_cut_off_stops_writing_within_its_lease_and_rejoins_with_its_ta
         # Back as a slave of the new master, its log cut to the new master's and copied.
         new = cluster.brokers[f"{GROUP}-n{elected.master_id}"]
         old_address = f"{namespace.inner_ip}:{port}"
-        wait_until(lambda: runtime_info(old_address).get("brokerRole") == "SLAVE", 60, "the old master follows")
+        wait_until(lambda: reachable_info(old_address).get("brokerRole") == "SLAVE", 60, "the old master follows")
         wait_until(
             lambda: (
-                runtime_info(old_address)["commitLogMaxOffset"]
+                reachable_info(old_address).get("commitLogMaxOffset")
                 == runtime_info(remoting_address(new))["commitLogMaxOffset"]
             ),
             60,
             "the old master copies the new master's log",
         )
-        assert "past what it shares cut" in old.stderr() or not tail, "the unacknowledged tail was not cut"
+        # An unacknowledged message that reached the slaves before the link went down is the new master's too (its
+        # acknowledgements were what the cut lost); any other is cut from the old master, served by neither.
+        cut = []
         for body in tail:  # the direct sender's UNIQ_KEY of "inside-N" is "inside" and N + 1 in 8 digits
             unique_id = f"inside{int(body.rpartition('-')[2]) + 1:08d}"
-            assert find_by_id(old_address, "pt", unique_id) == [], f"{body} is still served by the old master"
-            assert find_by_id(remoting_address(new), "pt", unique_id) == [], f"{body} is on the new master"
+            on_new = find_by_id(remoting_address(new), "pt", unique_id)
+            assert len(find_by_id(old_address, "pt", unique_id)) == len(on_new), f"{body}: the two logs differ"
+            cut += [] if on_new else [body]
+        assert not cut or "the new master's log does not hold them" in old.stderr(), f"{cut} not cut"
         for msg_id in before + after:
             assert len(find_by_id(old_address, "pt", msg_id)) == 1, msg_id
     finally:

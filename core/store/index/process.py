@@ -145,7 +145,8 @@ class IndexProcess:
 
     def advance(self, dispatched: int) -> None:
         """Every record below `dispatched` is in the log and visible: the child may index it."""
-        TARGET.pack_into(self._target, 0, dispatched)
+        if not self._target.closed:  # closed: a cut log's index is handed to another child (MessageStore.truncate)
+            TARGET.pack_into(self._target, 0, dispatched)
 
     def flush(self, upto: int) -> int:
         """Index up to `upto` and make the index files durable; returns `upto`, for the checkpoint's index_flushed."""
@@ -241,6 +242,10 @@ class IndexProcess:
 
     def _request(self, request: tuple[Any, ...], timeout: float = REQUEST_TIMEOUT_S) -> tuple[Any, ...]:
         with self._lock:
+            if self._target.closed:
+                # Closed: a request from a thread that took this object before it was replaced must not start a
+                # child of its own beside the new one (it would wait for the index lock the new one holds).
+                raise IndexProcessError(f"index process: {request[0]!r} after close")
             for attempt in (1, 2):
                 if self._process is None or self._process.poll() is not None:
                     if self._process is not None:

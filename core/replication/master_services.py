@@ -1,10 +1,10 @@
-"""The services only a group's master runs, because they write (RocketMQ's BrokerController starts them on the
-master and, in controller mode, on the broker elected master): the delay levels and timers that move parked
-messages when they are due, the recalls that drop some of them, and the transaction check-backs.
+"""The services only a group's master runs, because they write (RocketMQ's BrokerController starts them on the master
+and, in controller mode, on the broker elected master): the delay levels and timers that move parked messages when
+they are due, the recalls that drop some of them, and the transaction check-backs.
 
 A slave holds what they need in the log it copies (parked messages, half and op messages) and in the progress it
-copies from its master (core.master_copy); elected master, it starts them from there, and each service's restart
-rule applies as after a crash: a message moved already is looked for in its topic (core.moves.already_moved)
+copies from its master (core.replication.master_copy); elected master, it starts them from there, and each service's
+restart rule applies as after a crash: a message moved already is looked for in its topic (core.moves.already_moved)
 before it is moved, so none is delivered twice and none is lost. Demoted, it stops them before its log may be cut.
 """
 

@@ -1,10 +1,10 @@
-"""A broker's place in its group's replication (core.store.ha), as the doors ask it: its role, the HA port its
-slaves connect to or the master it follows, the state of its links, and whether a read lies so far behind that a
-slave should serve it (RocketMQ's suggestPullingFromSlave).
+"""A broker's place in its group's replication (core.store.ha), as the doors ask it: its role, the HA port its slaves
+connect to or the master it follows, the state of its links, and whether a read lies so far behind that a slave
+should serve it (RocketMQ's suggestPullingFromSlave).
 
 Under automatic failover the controller's agent changes the role here: the store's (core.store.ha.role) and the
-master's services with it (core.master_services), which start once the broker takes writes and stop before it
-follows another master.
+master's services with it (core.replication.master_services), which start once the broker takes writes and stop
+before it follows another master.
 """
 
 from __future__ import annotations
