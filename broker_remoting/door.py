@@ -94,7 +94,7 @@ class BrokerRemoting:
         offsets = OffsetDoor(broker)
         consumers = ConsumerRequests(broker)
         queries = QueryDoor(broker, self._host)
-        topics = TopicAdmin(broker)
+        topics = TopicAdmin(broker, self._registered)
         admin = AdminRequests(broker, lambda: self.grpc_endpoint)
         replication = ReplicationDoor(broker)
         # A slave copies its master's tables every 10 s (its master as the NameServers name it).
@@ -151,6 +151,10 @@ class BrokerRemoting:
 
     def _host(self) -> Host:
         return self.store_host
+
+    async def _registered(self) -> None:
+        if self.registration is not None:
+            await self.registration.registered_now()
 
     async def start(self, namesrv_addresses: Sequence[str] = ()) -> str:
         """Listen, then register with `namesrv_addresses` (HOST:PORT each); the address bound, HOST:PORT."""

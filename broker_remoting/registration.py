@@ -60,6 +60,9 @@ class BrokerRegistration:
         self._client = RemotingClient()
         self._changed = asyncio.Event()
         self._counter = 0
+        self._rounds_started = 0
+        self._rounds_done = 0
+        self._round_done = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self.registered = asyncio.Event()  # set once every NameServer has answered a registration
@@ -85,15 +88,21 @@ class BrokerRegistration:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             await asyncio.gather(*(self._unregister(address) for address in self._namesrv_addresses))
+        async with self._round_done:
+            self._round_done.notify_all()  # a change waiting for its round is answered
         await self._client.close()
 
     async def _run(self) -> None:
         while not self._closing:
             self._changed.clear()
             self._counter += 1
+            self._rounds_started += 1
             answers = await asyncio.gather(*(self._register(address) for address in self._namesrv_addresses))
             if all(answers):
                 self.registered.set()
+            async with self._round_done:
+                self._rounds_done = self._rounds_started
+                self._round_done.notify_all()
             # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that comes as the event is set
             # (a topic created at start), and close would wait for the next round.
             # A slave that knows no master yet asks again soon: its master may be starting beside it.
@@ -104,6 +113,17 @@ class BrokerRegistration:
 
     def _broker_id(self) -> int:
         return self._broker.ha.nameserver_id(self._broker.config.broker_id)
+
+    async def registered_now(self) -> None:
+        """Register at once and return when that round has been answered (or has failed): RocketMQ's broker
+        registers a changed topic before it answers UPDATE_AND_CREATE_TOPIC, so a client that asks the NameServer
+        for the route next finds it. A NameServer that does not answer holds this at most REGISTER_TIMEOUT_S."""
+        if self._task is None or self._task.done():
+            return
+        target = self._rounds_started + 1  # a round under way may have read the table before the change
+        self._changed.set()
+        async with self._round_done:
+            await self._round_done.wait_for(lambda: self._rounds_done >= target or self._closing)
 
     def register_now(self) -> None:
         """Register again at once (the broker's role changed under automatic failover)."""

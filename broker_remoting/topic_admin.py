@@ -10,13 +10,15 @@
                                  without a queue mapping), TOPIC_NOT_EXIST when there is none
     DELETE_TOPIC_IN_BROKER 215   topic: the topic, its queues and every group's offsets in it
 
-The registration with the NameServers follows a change at once (registration.py).
+The broker registers the changed table with its NameServers before it answers a change (registration.py), as
+RocketMQ's does: a client that asks for the route next finds it.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 
 from broker_remoting.registration import topic_json
 from core import Broker, MessageType, Perm
@@ -50,8 +52,9 @@ def message_type_of(attributes: str) -> MessageType | None:
 
 
 class TopicAdmin:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, registered: Callable[[], Awaitable[None]]) -> None:
         self._broker = broker
+        self._registered = registered  # registers the changed table with the NameServers, before the answer
 
     async def update(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         fields = HeaderFields(request)
@@ -60,6 +63,7 @@ class TopicAdmin:
         perm = Perm(fields.int("perm", int(Perm.READ | Perm.WRITE)) & 7)
         message_type = message_type_of(fields.text("attributes", ""))
         self._broker.admin.create_topic(topic, reads, writes, perm, fields.bool("order"), message_type)
+        await self._registered()
         return request.reply(ResponseCode.SUCCESS)
 
     async def all_configs(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -78,4 +82,5 @@ class TopicAdmin:
 
     async def delete(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         self._broker.admin.delete_topic(HeaderFields(request).text("topic"))
+        await self._registered()
         return request.reply(ResponseCode.SUCCESS)

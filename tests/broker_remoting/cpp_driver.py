@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 from rocketmq.client import (
     ConsumeStatus,
@@ -39,6 +40,7 @@ from rocketmq.client import (
     TransactionStatus,
     ffi_check,
 )
+from rocketmq.exceptions import ProducerSendSyncFailed
 from rocketmq.ffi import _CSendResult, dll
 
 _out = threading.Lock()
@@ -62,6 +64,24 @@ def message(args: argparse.Namespace, n: int) -> Message:
         name, _, value = pair.partition("=")
         m.set_property(name, value)
     return m
+
+
+# The C++ client asks the NameServer for a route with a 5 s timeout after waiting up to 3 s each for its NameServer
+# lock and connection; on a loaded machine its first send has failed "No route info" for a topic the NameServer
+# held. Nothing reached a broker then, so the send is tried again, as an application would.
+NO_ROUTE_TRIES = 3
+
+
+def _send_sync(producer: Producer, m: Message) -> Any:
+    for attempt in range(NO_ROUTE_TRIES):
+        try:
+            return producer.send_sync(m)
+        except ProducerSendSyncFailed as exc:
+            if "No route info" not in str(exc) or attempt == NO_ROUTE_TRIES - 1:
+                raise
+            print(f"send failed before reaching a broker, again in 1 s: {exc}", file=sys.stderr, flush=True)
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
 
 
 def send(args: argparse.Namespace) -> None:
@@ -88,7 +108,7 @@ def send(args: argparse.Namespace) -> None:
                 emit(status=int(r.status), msg_id=r.msg_id, offset=int(r.offset))
             else:
                 try:
-                    r = producer.send_sync(m)
+                    r = _send_sync(producer, m)
                 except Exception as exc:
                     if not args.keep_going:
                         raise

@@ -146,11 +146,16 @@ async def test_queries_by_key_unique_id_and_offset(door):
     assert (await door.ask(none)).code == ResponseCode.QUERY_NOT_FOUND
 
 
-async def test_topics_created_changed_listed_and_deleted(door):
+async def test_topics_created_changed_listed_and_deleted_and_the_nameserver_knows_before_the_answer(door):
+    route = requests.fields(RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="adm")
     create = requests.fields(
         RequestCode.UPDATE_AND_CREATE_TOPIC, topic="adm", readQueueNums=2, writeQueueNums=3, perm=6
     )
     assert (await door.ask(create)).code == ResponseCode.SUCCESS
+    # As RocketMQ's broker, it registers the change before it answers: a client asking for the route next finds it.
+    found = await door.ask_namesrv(route)
+    assert found.code == ResponseCode.SUCCESS
+    assert json.loads(found.body)["queueDatas"][0]["writeQueueNums"] == 3
     config = door.broker.topic_config("adm")
     assert (config.read_queue_nums, config.write_queue_nums) == (2, 3)
     table = json.loads((await door.ask(RemotingCommand(RequestCode.GET_ALL_TOPIC_CONFIG))).body)["topicConfigTable"]
@@ -158,6 +163,7 @@ async def test_topics_created_changed_listed_and_deleted(door):
     assert table["adm"]["attributes"] == {"message.type": "NORMAL"}
     await door.ask(requests.fields(RequestCode.DELETE_TOPIC_IN_BROKER, topic="adm"))
     assert not door.broker.has_topic("adm")
+    assert (await door.ask_namesrv(route)).code == ResponseCode.TOPIC_NOT_EXIST
 
 
 async def test_a_topics_message_type_is_rocketmq_5s_attribute_and_others_are_refused(door):
