@@ -198,7 +198,9 @@ class FailoverAgent:
             await self._elect(snapshot)
         elif record.master_id == me:
             if self.ha.role is BrokerRole.SLAVE:
-                await self._take_over(snapshot)  # restarted, or demoted meanwhile: a new epoch
+                # Restarted, or demoted meanwhile: it takes a new epoch itself, not through an election, as the
+                # others follow the record's master while it is alive and would never elect one.
+                await self._take_over(snapshot)
             elif renewed:
                 if await self.records.replace(snapshot.revision, record):  # win the record back before writing
                     self.ha.fence(None)

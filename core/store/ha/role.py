@@ -142,27 +142,28 @@ class ReplicationRole:
         link = self.slave.state() if self.slave is not None else None
         return ReplicationState(self.commit_log.write_pos, slaves, link)
 
-    async def wait(self, end_offset: int) -> PutStatus:
-        """A SYNC master's wait for its slaves (the SyncStateSet's under a controller) to hold the log up to
-        `end_offset`: PUT_OK, FLUSH_SLAVE_TIMEOUT after slave_timeout_ms, or SLAVE_NOT_AVAILABLE at once."""
+    def _waiting_on(self, end_offset: int) -> HAMaster | PutStatus:
+        """The master whose slaves must hold the log up to `end_offset`, or the answer without a wait."""
         master = self.master
         if master is None or not master.slave_ok(end_offset):
             return PutStatus.SLAVE_NOT_AVAILABLE
         if self.controlled and not master.in_sync:
             return PutStatus.PUT_OK  # the master alone is enough (min_in_sync_replicas 1)
-        if not await master.replicated(end_offset):
-            return PutStatus.FLUSH_SLAVE_TIMEOUT
-        return PutStatus.PUT_OK
+        return master
+
+    async def wait(self, end_offset: int) -> PutStatus:
+        """A SYNC master's wait for its slaves (the SyncStateSet's under a controller) to hold the log up to
+        `end_offset`: PUT_OK, FLUSH_SLAVE_TIMEOUT after slave_timeout_ms, or SLAVE_NOT_AVAILABLE at once."""
+        waiting = self._waiting_on(end_offset)
+        if isinstance(waiting, PutStatus):
+            return waiting
+        return PutStatus.PUT_OK if await waiting.replicated(end_offset) else PutStatus.FLUSH_SLAVE_TIMEOUT
 
     def wait_blocking(self, end_offset: int) -> PutStatus:
-        master = self.master
-        if master is None or not master.slave_ok(end_offset):
-            return PutStatus.SLAVE_NOT_AVAILABLE
-        if self.controlled and not master.in_sync:
-            return PutStatus.PUT_OK
-        if not master.replicated_blocking(end_offset):
-            return PutStatus.FLUSH_SLAVE_TIMEOUT
-        return PutStatus.PUT_OK
+        waiting = self._waiting_on(end_offset)
+        if isinstance(waiting, PutStatus):
+            return waiting
+        return PutStatus.PUT_OK if waiting.replicated_blocking(end_offset) else PutStatus.FLUSH_SLAVE_TIMEOUT
 
     # --- changes (under a controller; blocking: call them off the event loop) ---
 
