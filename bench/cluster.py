@@ -25,7 +25,15 @@ docs/cluster.md starts them. One run measures:
   kills (and `_max`); `cluster.failover.acked_lost`, the acknowledged messages (over all rounds) missing from the
   last master's queues at the end.
 
-    python bench/cluster.py [--quick] [--only failover]
+* mqtt: two broker groups, each `mqgate serve` with its MQTT door (docs/cluster.md, "MQTT on a cluster"); one QoS 1
+  stream of 64-byte messages (bench/mqtt_cross_node.py: raw MQTT 3.1.1 sockets, 64 unacknowledged, the send time
+  in the payload), first with the publisher and the subscriber on broker-a, then with the publisher on broker-b.
+  Figures: `cluster.mqtt.same_node.msgs_per_s`, `cluster.mqtt.cross_node.msgs_per_s`,
+  `cluster.mqtt.cross_node.ratio_to_same_node`, and the latency from send to delivery, `.latency_ms.p50` and
+  `.p99` of each: at full speed it includes the backlog a publisher faster than delivery builds, so each is also
+  measured on a stream paced at PACED_RATE (`.paced.latency_ms.p50`, `.p99`).
+
+    python bench/cluster.py [--quick] [--only failover|mqtt]
 
 Prints key=value lines.
 """
@@ -47,6 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.mqtt_cross_node import measure
 from bench.remoting import run_client
 from bench.serve_child import ROOT, ServeChild
 
@@ -54,6 +63,9 @@ CLUSTER = "C"
 QUEUES = 4
 BODY = b"x" * 1024
 LAG_SAMPLE_S = 0.02
+# The MQTT latency's second measure: a stream at this rate, well under what one node delivers, so that the latency
+# is the path's and not a backlog's.
+PACED_RATE = 2000.0
 
 
 def emit(key: str, value: float | str) -> None:
@@ -324,12 +336,15 @@ async def failover_rounds(rounds: int) -> tuple[list[float], int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer messages and kills")
-    parser.add_argument("--only", choices=["failover"], help="run one part only")
+    parser.add_argument("--only", choices=["failover", "mqtt"], help="run one part only")
     args = parser.parse_args()
     count = 5_000 if args.quick else 30_000
     rounds = 5
     if args.only == "failover":
         failover(3 if args.quick else rounds)
+        return
+    if args.only == "mqtt":
+        mqtt_cross_node(count)
         return
     one = send_round(1, count)
     two = send_round(2, count)
@@ -350,7 +365,38 @@ def main() -> None:
     emit("cluster.reroute_s", statistics.median(figures))
     emit("cluster.reroute_s_max", max(figures))
     emit("cluster.messages", str(count))
+    mqtt_cross_node(count)
     failover(3 if args.quick else rounds)
+
+
+def mqtt_cross_node(count: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-mqtt-") as data:
+        root = Path(data)
+        namesrv_process, namesrv = start_namesrv()
+        brokers = [broker(root, namesrv, name, "--mqtt-port", "0") for name in ("broker-a", "broker-b")]
+        try:
+            wait_registered(namesrv, {"broker-a", "broker-b"})
+            port_a, port_b = (int(child.ready["mqtt"].rpartition(":")[2]) for child in brokers)
+            same_rate, same = measure(port_a, port_a, count, "same")
+            cross_rate, cross = measure(port_b, port_a, count, "cross")
+            paced = min(count, 10_000)
+            _, same_paced = measure(port_a, port_a, paced, "same-paced", PACED_RATE)
+            _, cross_paced = measure(port_b, port_a, paced, "cross-paced", PACED_RATE)
+        finally:
+            for child in brokers:
+                child.stop()
+            namesrv_process.terminate()
+            namesrv_process.wait()
+    emit("cluster.mqtt.same_node.msgs_per_s", same_rate)
+    emit("cluster.mqtt.cross_node.msgs_per_s", cross_rate)
+    emit("cluster.mqtt.cross_node.ratio_to_same_node", cross_rate / same_rate)
+    for name, latencies in (("same_node", same), ("cross_node", cross)):
+        emit(f"cluster.mqtt.{name}.latency_ms.p50", percentile(latencies, 0.5))
+        emit(f"cluster.mqtt.{name}.latency_ms.p99", percentile(latencies, 0.99))
+    for name, latencies in (("same_node", same_paced), ("cross_node", cross_paced)):
+        emit(f"cluster.mqtt.{name}.paced.latency_ms.p50", percentile(latencies, 0.5))
+        emit(f"cluster.mqtt.{name}.paced.latency_ms.p99", percentile(latencies, 0.99))
+    emit("cluster.mqtt.messages", str(count))
 
 
 def failover(rounds: int) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from core import Broker
 from mqgate.config.settings import DEFAULT_ORIGIN, ConfigError, Settings
 from mqgate.listen_errors import cannot_listen, listen_reason, server_address
+from mqtt_bridge.cluster.peers import ClusterPeers
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
@@ -50,12 +51,29 @@ def tls_context(config: MqttConfig) -> ssl.SSLContext | None:
 
 
 async def start_mqtt(
-    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, tls: ssl.SSLContext | None
+    settings: Settings,
+    broker: Broker,
+    stack: contextlib.AsyncExitStack,
+    tls: ssl.SSLContext | None,
+    namesrv_addresses: list[str] | None = None,
 ) -> tuple[list[str], MqttGateway]:
     """Start the MQTT gateway and its listeners; return their ready-line parts and the gateway. Closed by
-    `stack`."""
+    `stack`. `namesrv_addresses`: the cluster's, whose other groups the gateway joins (the broker must be
+    registered with them)."""
+    gateway = await open_gateway(settings, broker, stack, namesrv_addresses)
+    await gateway.join_cluster()
+    return await open_listeners(settings, gateway, stack, tls), gateway
+
+
+async def open_gateway(
+    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, namesrv_addresses: list[str] | None = None
+) -> MqttGateway:
+    """The gateway started: its state read back and its hooks on the broker (before any door stores a message, so
+    that persistent sessions get what is published meanwhile), without listeners. On a cluster it joins the
+    other groups later (`join_cluster`), once this one is registered."""
     config = settings.mqtt
-    gateway = MqttGateway(broker, config, settings.data_dir / MQTT_SUBDIR)
+    peers = ClusterPeers(namesrv_addresses, settings.broker.broker_name) if namesrv_addresses else None
+    gateway = MqttGateway(broker, config, settings.data_dir / MQTT_SUBDIR, peers)
     await gateway.start()
     log.info("%s", anonymous_clients(settings))
     if not config.anonymous_allowed and not config.password_file:
@@ -64,6 +82,14 @@ async def start_mqtt(
             " set password_file, or allow_anonymous = true"
         )
     stack.push_async_callback(gateway.close)
+    return gateway
+
+
+async def open_listeners(
+    settings: Settings, gateway: MqttGateway, stack: contextlib.AsyncExitStack, tls: ssl.SSLContext | None
+) -> list[str]:
+    """The gateway's listeners (TCP, TLS, WebSocket); their ready-line parts."""
+    config = settings.mqtt
     listeners: list[tuple[str, str, str | None, Callable[[int], Awaitable[Any]]]] = [
         ("mqtt", "port", "--mqtt-port", lambda port: start_tcp(gateway, config.host, port))
     ]
@@ -94,7 +120,7 @@ async def start_mqtt(
                 await asyncio.wait_for(server.wait_closed(), 5)
 
         stack.push_async_callback(close_server)
-    return parts, gateway
+    return parts
 
 
 def anonymous_clients(settings: Settings) -> str:

@@ -54,7 +54,7 @@ from mqgate.http.dashboard import add_routes as add_dashboard_routes
 from mqgate.http.metrics import Metrics, Parts
 from mqgate.http.metrics import add_routes as add_metrics_routes
 from mqgate.listen_errors import cannot_listen, listen_reason
-from mqgate.mqtt_door import start_mqtt, tls_context
+from mqgate.mqtt_door import open_gateway, open_listeners, start_mqtt, tls_context
 from mqtt_bridge.access.password_file import PasswordFile
 from mqtt_bridge.gateway import MqttGateway
 from namesrv.server import NameServer
@@ -224,9 +224,15 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     log.info("%s", SLAVE_DOORS)
                 async with contextlib.AsyncExitStack() as parts_stack:
                     gateway = None
+                    # On a cluster the gateway joins the other groups once this one is registered (below); its
+                    # hooks go on the broker first, so persistent sessions get what the other doors store.
+                    cluster = list(settings.broker.namesrv_addr) if settings.remoting.enabled else []
+                    mqtt_parts: list[str] = []
                     if settings.mqtt.enabled and not slave:
-                        mqtt_parts, gateway = await start_mqtt(settings, broker, parts_stack, tls)
-                        parts += mqtt_parts
+                        if cluster:
+                            gateway = await open_gateway(settings, broker, parts_stack, cluster)
+                        else:
+                            mqtt_parts, gateway = await start_mqtt(settings, broker, parts_stack, tls)
                     endpoint = None
                     if settings.grpc.enabled and not slave:
                         grpc_part, endpoint = await _start_grpc(settings, broker, parts_stack)
@@ -241,6 +247,11 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         parts.append(remoting_part)
                         if endpoint is not None:
                             await _join_grpc_to_cluster(settings, door, endpoint, embedded_namesrv, parts_stack)
+                    if gateway is not None and cluster and door is not None:
+                        await _registered(door)
+                        await gateway.join_cluster()
+                        mqtt_parts = await open_listeners(settings, gateway, parts_stack, tls)
+                    parts[2:2] = mqtt_parts
                     parts += [ha_part] if ha_part else []
                     parts += [namesrv_part] if namesrv_part else []
                     worker = None if slave else await _start_connectors(settings, broker, parts_stack)
@@ -272,6 +283,13 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
             log.info("store closed")
 
 
+async def _registered(door: BrokerRemoting, timeout_s: float = 10.0) -> None:
+    """Until the broker is registered with every NameServer (a NameServer down: at most `timeout_s`)."""
+    if door.registration is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(door.registration.registered.wait(), timeout_s)
+
+
 def _master_doors(
     settings: Settings,
     broker: Broker,
@@ -293,7 +311,7 @@ def _master_doors(
         parts: list[str] = []
         gateway = None
         if term.mqtt.enabled:
-            mqtt_parts, gateway = await start_mqtt(term, broker, stack, tls)
+            mqtt_parts, gateway = await start_mqtt(term, broker, stack, tls, list(term.broker.namesrv_addr))
             parts += mqtt_parts
         if term.grpc.enabled:
             grpc_part, endpoint = await _start_grpc(term, broker, stack)

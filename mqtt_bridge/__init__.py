@@ -13,7 +13,8 @@ The package:
 - wire/: framing, the 3.1.1 and 5.0 codecs and the sans-IO protocol object (`MqttConnection`: bytes in, events
   out; answers in, bytes out); sessions/: session.py, session_rules.py (events in, actions out, no I/O), the
   session table and the records the core keeps; topics/: names and filters, the trie, the mapping to core topics;
-  access/: the password and ACL files; sys_topics/: the `$SYS` tree.
+  access/: the password and ACL files; sys_topics/: the `$SYS` tree; cluster/: on a cluster of broker groups, the
+  filter registry every group's send hook routes by and the other groups' light queues (docs/cluster.md).
   The gateway's parts stay at the top on purpose: they are the package's subject, and a reader starts there.
 
 One QoS 1 PUBLISH, publisher to subscriber (the 16 modules of this package it crosses, in order):

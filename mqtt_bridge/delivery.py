@@ -7,18 +7,21 @@ delivery_round.py, the encoding in the connection's protocol object); shared sub
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import partial
 
 from core import Broker, PullStatus
 from mqtt_bridge.access.access_control import AccessControl
 from mqtt_bridge.access.acl_file import Access
+from mqtt_bridge.cluster.membership import Membership
+from mqtt_bridge.cluster.remote_queues import RemoteQueues
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.counters import GatewayCounters
 from mqtt_bridge.delivery_round import Batch, merge_pulled, send_batch
 from mqtt_bridge.link import Link
 from mqtt_bridge.message_cache import MessageCache
 from mqtt_bridge.message_mapping import now_ms
-from mqtt_bridge.sessions.session import Outgoing, session_group
+from mqtt_bridge.sessions.session import Outgoing, remote_key, session_group
 from mqtt_bridge.sessions.session_table import SessionTable
 from mqtt_bridge.shared_group import TAKE_BATCH
 from mqtt_bridge.shared_subscriptions import SharedSubscriptions
@@ -39,8 +42,10 @@ class Delivery:
         shared: SharedSubscriptions,
         cache: MessageCache,
         counters: GatewayCounters,
+        membership: Membership,
     ) -> None:
         self.broker = broker
+        self.membership = membership
         self.config = config
         self.access = access
         self.sessions = sessions
@@ -56,7 +61,8 @@ class Delivery:
         broker = self.broker
         counters = self.counters
         limit = self.config.max_queued_messages
-        group = session_group(session.client_id)  # a BLAKE2b hash: once per connection, not per read
+        # A BLAKE2b hash: once per connection, not per read.
+        group = session_group(session.client_id, session.generation)
         while True:
             link.woken.clear()
             progressed = self._send_retained(link)
@@ -103,12 +109,59 @@ class Delivery:
                 for topic, count, size in done.traffic:
                     broker.traffic.delivered(topic, count, size)
             took = False
+            remote = self.membership.remote
+            if remote is not None and not stopped:
+                took, stopped = await self._deliver_remote(link, remote, readable)
             if not stopped:
-                took, stopped = await self._deliver_shared(link)
+                took_shared, stopped = await self._deliver_shared(link)
+                took = took or took_shared
             link.flush()
             if not stopped and ((progressed and batch) or took):
                 continue
             await link.woken.wait()
+
+    async def _deliver_remote(
+        self, link: Link, remote: RemoteQueues, readable: Callable[[str], bool] | None
+    ) -> tuple[bool, bool]:
+        """A round over the session's queues on the other broker groups, one group at a time (a group's commit-log
+        offsets order its messages, not another's); returns (moved any position, window closed)."""
+        session = link.session
+        assert session is not None
+        moved = False
+        for group in self.membership.other_groups():
+            batch: Batch = {}
+            horizon: int | None = None
+            for queue in list(session.own_queues()):
+                key = remote_key(queue, group)
+                offset = session.read_offsets.get(key)
+                try:
+                    if offset is None:  # a group that joined, or did not answer at SUBSCRIBE: from its end now
+                        offset = session.read_offsets[key] = await remote.peers.max_offset(group, queue)
+                    got = await remote.pull(group, queue, offset, READ_BATCH)
+                except Exception as exc:  # a group that is down: the others go on
+                    log.debug("client %r: %s on broker group %s not read: %s", link.client_id, queue, group, exc)
+                    continue
+                if got.status is PullStatus.OFFSET_ILLEGAL:
+                    session.read_offsets[key] = got.next_begin_offset
+                    moved = True
+                    continue
+                merge_pulled(batch, key, got.messages)
+                if not got.messages and got.next_begin_offset > offset:
+                    session.read_offsets[key] = got.next_begin_offset
+                if len(got.messages) >= READ_BATCH:
+                    last = got.messages[-1][0]
+                    horizon = last if horizon is None else min(horizon, last)
+            if not batch:
+                continue
+            done = send_batch(batch, horizon, session, link.conn, link, now_ms(), readable)
+            if done.delivered:
+                self.counters.delivered += done.delivered
+                for topic, count, size in done.traffic:
+                    self.broker.traffic.delivered(topic, count, size)
+            moved = moved or done.progressed
+            if done.stopped:
+                return moved, True
+        return moved, False
 
     async def _deliver_shared(self, link: Link) -> tuple[bool, bool]:
         """Send what the session's shared subscriptions let it take; returns (took anything, window closed)."""

@@ -34,6 +34,10 @@ import mqtt5
 
 from core import Broker, Message, SendResult
 from mqtt_bridge.access.access_control import AccessControl, Reason
+from mqtt_bridge.cluster.filter_records import FILTERS_TOPIC
+from mqtt_bridge.cluster.membership import PROPERTY_RETAINED_COPY, Membership
+from mqtt_bridge.cluster.peers import ClusterPeers
+from mqtt_bridge.cluster.remote_queues import RemoteQueues
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.counters import GatewayCounters
 from mqtt_bridge.delivery import Delivery
@@ -50,7 +54,7 @@ from mqtt_bridge.message_mapping import (
     now_ms,
 )
 from mqtt_bridge.retained import RetainedMessages
-from mqtt_bridge.sessions.session import Session
+from mqtt_bridge.sessions.session import Session, positions_from
 from mqtt_bridge.sessions.session_rules import (
     Accept,
     Action,
@@ -60,6 +64,7 @@ from mqtt_bridge.sessions.session_rules import (
     CommitPositions,
     Detach,
     EndSession,
+    MoveSession,
     PublishWill,
     Refuse,
     Resend,
@@ -95,10 +100,15 @@ def _in_run(event: Event) -> bool:
 
 
 class MqttGateway:
-    def __init__(self, broker: Broker, config: MqttConfig, state_dir: Path) -> None:
+    def __init__(self, broker: Broker, config: MqttConfig, state_dir: Path, peers: ClusterPeers | None = None) -> None:
+        """`peers`: the other broker groups of a cluster (None: this group alone)."""
         self.broker = broker
         self.config = config
         state_dir = Path(state_dir)
+        self.peers = peers
+        self.membership = Membership(
+            broker.config.broker_name, peers, state_dir / "filters.json" if peers is not None else None
+        )
         self.access = AccessControl(config)
         self.counters = GatewayCounters()
         # Recent messages decoded, by commit-log offset: what the gateway stores, its sessions read without the log.
@@ -107,11 +117,22 @@ class MqttGateway:
         self.shared = SharedSubscriptions(broker, links)
         self.sessions = SessionTable(broker, config, state_dir, links, self.shared.positions)
         self.retained = RetainedMessages(broker, state_dir)
-        self.subscriptions = Subscriptions(broker, self.access, self.sessions, self.shared, self.retained)
+        self.subscriptions = Subscriptions(
+            broker, self.access, self.sessions, self.shared, self.retained, self.membership
+        )
+        self.sessions.remote_commit = self.membership.commit
+        if peers is not None:
+            self.sessions.copy = self.membership.copy
+            self.sessions.group = broker.config.broker_name
+        self.membership.claimed = self._claimed_elsewhere
         self.inbound = InboundPublishing(
             broker, config, state_dir, self.access, self.sessions.rules, self.cache, self.counters
         )
-        self.delivery = Delivery(broker, config, self.access, self.sessions, self.shared, self.cache, self.counters)
+        if peers is not None:
+            self.inbound.copy_retained = self.membership.copy_retained
+        self.delivery = Delivery(
+            broker, config, self.access, self.sessions, self.shared, self.cache, self.counters, self.membership
+        )
         self.sys = SysPublishing(
             config.sys_interval,
             self.access,
@@ -136,11 +157,16 @@ class MqttGateway:
     async def start(self) -> None:
         if not self.broker.has_topic(SESSIONS_TOPIC):
             self.broker.create_topic(SESSIONS_TOPIC, 1)
+        if self.peers is not None and not self.broker.has_topic(FILTERS_TOPIC):
+            self.broker.create_topic(FILTERS_TOPIC, 1)  # on every group: the others write their filters to it
+        self.membership.load()
         await self.retained.load()
         await self.sessions.records.load()
         await self.inbound.qos2.load()
         rules = self.sessions.rules
         for client_id, data in self.sessions.records.entries.items():
+            if not self.sessions.held_here(data):
+                continue  # another group's session: where it is, for a client that connects here
             session = Session.from_json(client_id, data)
             restored = rules.restore(session, now_ms())
             self.subscriptions.restore(session)
@@ -154,6 +180,20 @@ class MqttGateway:
         self.sys.start()
         log.info("MQTT gateway: %d retained messages, %d stored sessions", len(self.retained), len(self.sessions))
 
+    async def join_cluster(self) -> None:
+        """On a cluster (`peers`), once this group's node is reachable through the NameServers: hear the other
+        groups' filters and tell them this one's, and read their queues for the sessions here. Before clients
+        connect."""
+        if self.peers is None:
+            return
+        await self.peers.start()
+        remote = RemoteQueues(self.peers, self.subscriptions.arrived_elsewhere)
+        remote.start()
+        for session in self.sessions.values():
+            if session.persistent:
+                await self.membership.restore_positions(session)
+        await self.membership.join(remote)
+
     async def close(self) -> None:
         await self.sys.stop()
         for link in list(self.sessions.links.values()):
@@ -165,6 +205,9 @@ class MqttGateway:
         await self.retained.close()
         await self.sessions.records.close()
         await self.inbound.qos2.close()
+        await self.membership.close()
+        if self.peers is not None:
+            await self.peers.close()
 
     # --- the core's hooks ---
 
@@ -172,6 +215,8 @@ class MqttGateway:
         """The light queues a message goes to as well: those of the matching filters, the retained queue, the QoS 2
         record. Nothing changes here: the store may still refuse the message (state follows in `_on_stored`)."""
         properties = message.properties
+        if PROPERTY_RETAINED_COPY in properties:
+            return [RETAINED_QUEUE]  # another group's retained message: for the retained table only
         topic = properties.get(PROPERTY_TOPIC)
         if topic is None:
             if PROPERTY_HEADER not in properties:
@@ -192,6 +237,14 @@ class MqttGateway:
         retained one becomes its topic's retained message, a QoS 2 one's packet id is recorded. Never before."""
         if message.topic == SESSIONS_TOPIC:
             self.sessions.record_stored(message)
+            return
+        if message.topic == FILTERS_TOPIC:
+            if PROPERTY_RETAINED_COPY in message.properties:
+                copied = MqttMessage.from_core(message)
+                if copied is not None:
+                    self.retained.stored(copied)
+                return
+            self.membership.record_stored(message)
             return
         properties = message.properties
         retain = properties.get(PROPERTY_RETAIN) == "1"
@@ -234,7 +287,7 @@ class MqttGateway:
             elif isinstance(event, Unsubscribed):
                 await self.subscriptions.unsubscribe(link, event.packet)
             elif isinstance(event, Connected):
-                self.connect(link, event.packet, event.version)
+                await self.connect(link, event.packet, event.version)
                 link.connect_answered()
             elif isinstance(event, Disconnected):
                 packet = event.packet
@@ -249,8 +302,9 @@ class MqttGateway:
         """The delivery loop of a connected session (the link runs it as a task, from StartDelivery)."""
         await self.delivery.deliver(link)
 
-    def connect(self, link: Link, packet: mqtt5.ConnectPacket, version: int) -> None:
-        """A CONNECT: the client id and credentials are checked here, the session rules decide the rest."""
+    async def connect(self, link: Link, packet: mqtt5.ConnectPacket, version: int) -> None:
+        """A CONNECT: the client id and credentials are checked here, the session rules decide the rest (on a
+        cluster, once the session is this node's: `_claim`)."""
         rules = self.sessions.rules
         client_id = packet.client_id
         assigned = False
@@ -263,6 +317,12 @@ class MqttGateway:
         if reason is not Reason.SUCCESS:
             log.info("client %r refused: %s", client_id, reason.name)
             self._execute(rules.refuse(link, reason))
+            return
+        if not assigned and not await self._claim(client_id, packet.clean_start):
+            log.warning("client %r refused: its session could not be taken over from the other nodes", client_id)
+            self._execute(rules.refuse(link, Reason.SERVER_UNAVAILABLE))
+            return
+        if link.closed:
             return
         link.client_id = client_id
         link.username = packet.username
@@ -277,7 +337,46 @@ class MqttGateway:
             assigned=assigned,
             now_ms=now_ms(),
         )
+        session = rules.sessions.get(client_id)
+        if self.membership.clustered and session is not None and not session.generation and not session.subscriptions:
+            session.generation = secrets.token_hex(4)  # a new session: a consumer group of its own (on every group)
         self._execute(actions)
+
+    async def _claim(self, client_id: str, clean_start: bool) -> bool:
+        """On a cluster, before a client is accepted: its session becomes this node's. A persistent session
+        another node holds (its record there names that node's group) moves here: its filters are announced first
+        (so nothing published meanwhile misses its queues), then every other node is told (the claim), and a node
+        that held it closes the connection and lets it go; here it is restored from its record, at the positions
+        committed on each group. False if a group could not be told."""
+        if not self.membership.clustered:
+            return True
+        rules = self.sessions.rules
+        moving: Session | None = None
+        record = self.sessions.records.entries.get(client_id)
+        held_elsewhere = record is not None and record.get("group") not in (None, self.membership.group)
+        if not clean_start and client_id not in rules.sessions and record is not None and held_elsewhere:
+            moving = Session.from_json(client_id, record)
+            # The record's positions (as of its last write), and below the offsets committed on each group.
+            moving.read_offsets = positions_from(moving.read_offsets, str(record["group"]), self.membership.group)
+            new = [sub for sub in moving.subscriptions.values() if sub.queue not in self.subscriptions.queue_users]
+            if not await self.membership.announce(new):
+                return False
+        if clean_start and record is not None and client_id not in rules.sessions:
+            # A clean start ends the session wherever it was: its record goes from every group (a persistent new
+            # session writes its own once accepted).
+            await self.sessions.delete_record(client_id)
+        if not await self.membership.claim(client_id):
+            return False
+        if moving is not None and client_id not in rules.sessions:
+            self._execute(rules.restore(moving, now_ms()))
+            self.subscriptions.restore(moving)
+            await self.membership.restore_positions(moving)
+            log.info("session %r taken over from broker group %s", client_id, record.get("group") if record else "")
+        return True
+
+    def _claimed_elsewhere(self, client_id: str) -> None:
+        """Another node's client took this session over (its claim reached this group's store)."""
+        self._execute(self.sessions.rules.taken_elsewhere(client_id, now_ms()))
 
     def disconnected(self, link: Link, publish_will: bool) -> None:
         """The connection is gone (DISCONNECT, error, keepalive timeout; a takeover is the rules' own)."""
@@ -310,6 +409,8 @@ class MqttGateway:
                     self.sessions.store(session)
                 case EndSession(session):
                     self._end_session(session)
+                case MoveSession(session):
+                    self._move_session(session)
                 case PublishWill(client_id, will, username):
                     spawn(self.inbound.publish_will(client_id, will, username))
                 case StartTimer(timer, client_id, delay_s):
@@ -376,6 +477,15 @@ class MqttGateway:
         handle = self._timers.pop((timer, client_id), None)
         if handle is not None:
             handle.cancel()
+
+    def _move_session(self, session: Session) -> None:
+        """The session went to another node: its positions committed (on every group), what it used let go here;
+        its offsets and record stay, for the node that has it now."""
+        self.sessions.commit(session)
+        self.subscriptions.let_go(session)
+        self.sessions.moved(session.client_id)
+        if self.peers is not None:
+            spawn(self.peers.flush_commits())
 
     def _end_session(self, session: Session) -> None:
         """Delete a session and everything it holds: subscriptions, offsets, unused light queues, the records."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import mqtt5
@@ -25,7 +25,7 @@ from mqtt_bridge.counters import GatewayCounters
 from mqtt_bridge.errors import MqttBridgeError, StoreNotDurableError
 from mqtt_bridge.link import Link
 from mqtt_bridge.message_cache import MessageCache
-from mqtt_bridge.message_mapping import PROPERTY_HEADER, PROPERTY_PACKET_ID, MqttMessage, now_ms
+from mqtt_bridge.message_mapping import PROPERTY_HEADER, PROPERTY_PACKET_ID, PROPERTY_RETAIN, MqttMessage, now_ms
 from mqtt_bridge.publish_refusal import (
     ACL_DENIED,
     SYS_DENIED,
@@ -149,6 +149,9 @@ class InboundPublishing:
         )
         # Core topics by MQTT first level, once checked (and created).
         self._known_topics: dict[str, str] = {}
+        # On a cluster: a retained message stored here is copied to the other groups before it is acknowledged
+        # (the gateway's Membership.copy_retained), so a subscriber on any node gets it.
+        self.copy_retained: Callable[[Message], Awaitable[None]] | None = None
 
     def core_topic(self, mqtt_topic: str) -> str:
         """The core topic that stores `mqtt_topic` (topic_mapping.py), created on first use; raises
@@ -188,6 +191,8 @@ class InboundPublishing:
         if sent.status is not SendStatus.SEND_OK:
             # Written, but not known to be on disk (SYNC_FLUSH timed out): no acknowledgement may claim it is.
             raise StoreNotDurableError(not_confirmed(sent.status).reason)
+        if message.retain and self.copy_retained is not None:
+            await self.copy_retained(core)
 
     async def publish_from_server(
         self,
@@ -344,6 +349,8 @@ class InboundPublishing:
             # Written, but not known to be on disk (SYNC_FLUSH timed out): no PUBACK may claim it is (a 3.1.1 client
             # sends them again after reconnecting, and the log may then hold them twice: at least once).
             return self._refuse_run(link, run, not_confirmed(unconfirmed))
+        if self.copy_retained is not None and messages[0].properties.get(PROPERTY_RETAIN) == "1":
+            await self.copy_retained(messages[0])  # a retained message goes alone in its run
         conn = link.conn
         for _, _, packet_id in run.entries:
             if packet_id is not None:

@@ -39,15 +39,44 @@ def light_queue_name(topic_filter: str, share_group: str | None = None) -> str:
     return f"{LIGHT_QUEUE_PREFIX}{'S' if share_group else 'F'}%{head}%{digest}"
 
 
+# A position in another broker group's light queue is kept under "QUEUE@GROUP" (a light queue name has no '@'); one
+# in this group's under the queue's name.
+GROUP_SEPARATOR = "@"
+
+
+def remote_key(queue: str, group: str) -> str:
+    """The key of a session's position in `queue` on broker group `group` (another than the gateway's own)."""
+    return f"{queue}{GROUP_SEPARATOR}{group}"
+
+
+def split_key(key: str) -> tuple[str, str | None]:
+    """(light queue, broker group or None for the gateway's own) of a position's key."""
+    queue, _, group = key.partition(GROUP_SEPARATOR)
+    return queue, group or None
+
+
+def positions_from(positions: dict[str, int], writer: str, here: str) -> dict[str, int]:
+    """A record's positions as the node of group `here` keys them: the record's keys are its writer's (a queue's
+    name for the writer's own group)."""
+    moved = {}
+    for key, offset in positions.items():
+        queue, group = split_key(key)
+        group = group or writer
+        moved[queue if group == here else remote_key(queue, group)] = offset
+    return moved
+
+
 def core_group_name(prefix: str, key: str) -> str:
     """A core consumer group name for `key`: readable head (sanitized, 40 characters) and a BLAKE2b hash."""
     digest = hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
     return f"{prefix}_{_UNSAFE.sub('_', key)[:40]}_{digest}"
 
 
-def session_group(client_id: str) -> str:
-    """The core consumer group under which a session's read positions are committed."""
-    return core_group_name("MQTT_SESSION", client_id)
+def session_group(client_id: str, generation: str = "") -> str:
+    """The core consumer group under which a session's read positions are committed. On a cluster each new session
+    of a client id has a generation of its own (Session.generation), so that a session started clean on one node
+    never reads the offsets an earlier session left on another group."""
+    return core_group_name("MQTT_SESSION", f"{client_id}#{generation}" if generation else client_id)
 
 
 @dataclass(slots=True)
@@ -145,7 +174,7 @@ class Session:
     client_id: str
     expiry_interval: int = 0  # seconds after disconnect; 0: ends with the connection
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
-    # Next queue offset to read, per light queue this session reads.
+    # Next queue offset to read, per light queue this session reads (remote_key: in another broker group's).
     read_offsets: dict[str, int] = field(default_factory=dict)
     # Queue offsets sent with QoS 1/2 and not acknowledged, per light queue.
     unacked: dict[str, set[int]] = field(default_factory=dict)
@@ -157,6 +186,8 @@ class Session:
     disconnected_at_ms: int | None = None
     # Deliveries given up because a queue ran past max_queued_messages.
     dropped: int = 0
+    # On a cluster, what tells this session's consumer group from an earlier session's of the same client id.
+    generation: str = ""
 
     @property
     def persistent(self) -> bool:
@@ -179,7 +210,7 @@ class Session:
 
     def matching(self, positions: list[tuple[str, int]]) -> list[Subscription]:
         """This session's (non-shared) subscriptions a message came through, by the queues that hold it."""
-        queues = {queue for queue, _ in positions}
+        queues = {queue.partition(GROUP_SEPARATOR)[0] for queue, _ in positions}
         return [sub for sub in self.subscriptions.values() if sub.queue in queues and sub.share_group is None]
 
     def delivery(self, message: MqttMessage, subs: list[Subscription]) -> tuple[int, bool, list[int]] | None:
@@ -231,16 +262,21 @@ class Session:
         it will be once a SUBSCRIBE is made, stored before it is made."""
         # The positions go with the record: consumer offsets are written every few seconds, and a session stored
         # at SUBSCRIBE must not start at the queue's end after a crash in between.
-        positions = {queue: self.committed(queue) for queue in self.own_queues() if queue in self.read_offsets}
+        own = self.own_queues()
+        # This group's queues by name, another group's by remote_key (a record names the group that wrote it).
+        positions = {key: self.committed(key) for key in self.read_offsets if split_key(key)[0] in own}
         for queue, offset in (new_positions or {}).items():
             positions.setdefault(queue, offset)
         subs = self.subscriptions if subscriptions is None else subscriptions
-        return {
+        record: dict[str, object] = {
             "expiry": self.expiry_interval,
             "subscriptions": [sub.to_json() for sub in subs.values()],
             "disconnected_at": self.disconnected_at_ms,
             "positions": positions,
         }
+        if self.generation:
+            record["generation"] = self.generation
+        return record
 
     @classmethod
     def from_json(cls, client_id: str, data: dict[str, object]) -> Session:
@@ -258,4 +294,5 @@ class Session:
             {sub.key: sub for sub in subs},
             read_offsets={str(queue): int(offset) for queue, offset in positions.items()},
             disconnected_at_ms=int(disconnected) if isinstance(disconnected, int) else None,
+            generation=str(data.get("generation") or ""),
         )

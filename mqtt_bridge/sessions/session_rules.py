@@ -23,6 +23,10 @@ and raises `SessionRuleError` (the gateway drops that client with an internal er
     CONNECTED     --connection lost-->    ENDED           if it is 0
     DISCONNECTED  --connect-->            CONNECTED       session present unless clean start (then a new one)
     DISCONNECTED  --expiry timer-->       ENDED           subscriptions, positions, QoS 2 records deleted
+    CONNECTED     --taken elsewhere-->    MOVED           on a cluster: its client connected to another node;
+    DISCONNECTED  --taken elsewhere-->    MOVED             closed with 0x8E (will rules as a takeover), a
+                                                            persistent session goes to that node with its positions
+                                                            (nothing deleted), another ends
 
 Wills ([MQTT-3.1.2-8], MQTT 5 3.1.3.2.2): published when the connection ends without a DISCONNECT (or with reason
 0x04), after the Will Delay Interval (MQTT 5) or the session's end, whichever comes first; not published if a new
@@ -51,6 +55,7 @@ class SessionState(enum.Enum):
     CONNECTED = "CONNECTED"
     DISCONNECTED = "DISCONNECTED"
     ENDED = "ENDED"
+    MOVED = "MOVED"
 
 
 class Move(enum.Enum):
@@ -59,6 +64,7 @@ class Move(enum.Enum):
     CONNECTION_LOST = "connection lost"
     EXPIRED = "expiry timer"
     RESTORE = "restore"
+    TAKEN_ELSEWHERE = "taken elsewhere"
 
 
 # Every legal transition: (state before, or None for no session; move) -> states after (which one depends on the
@@ -70,6 +76,8 @@ TRANSITIONS: dict[tuple[SessionState | None, Move], frozenset[SessionState]] = {
     (SessionState.CONNECTED, Move.CONNECTION_LOST): frozenset({SessionState.DISCONNECTED, SessionState.ENDED}),
     (SessionState.DISCONNECTED, Move.CONNECT): frozenset({SessionState.CONNECTED}),
     (SessionState.DISCONNECTED, Move.EXPIRED): frozenset({SessionState.ENDED}),
+    (SessionState.CONNECTED, Move.TAKEN_ELSEWHERE): frozenset({SessionState.MOVED, SessionState.ENDED}),
+    (SessionState.DISCONNECTED, Move.TAKEN_ELSEWHERE): frozenset({SessionState.MOVED}),
 }
 
 
@@ -152,6 +160,14 @@ class StoreSession:
 
 
 @dataclass(slots=True, frozen=True)
+class MoveSession:
+    """The session went to another node: commit its positions and let go of what it holds here, deleting nothing
+    (its positions and record are the other node's now)."""
+
+    session: Session
+
+
+@dataclass(slots=True, frozen=True)
 class EndSession:
     """Delete the session and all it holds: subscriptions, positions, QoS 2 records, its stored record."""
 
@@ -189,6 +205,7 @@ Action = (
     | CommitPositions
     | StoreSession
     | EndSession
+    | MoveSession
     | PublishWill
     | StartTimer
     | CancelTimer
@@ -321,6 +338,27 @@ class SessionRules:
         actions.append(Resend(connection, session))
         actions.append(StartDelivery(connection))
         return actions
+
+    def taken_elsewhere(self, client_id: str, now_ms: int) -> list[Action]:
+        """On a cluster, the client connected to another node, which takes the session over: a connection here is
+        closed as by a takeover, a will delay running here is cancelled (a new connection came in time), and the
+        session leaves this node (MoveSession: positions committed, nothing deleted)."""
+        session = self.sessions.get(client_id)
+        if session is None:
+            return []
+        self._move(client_id, Move.TAKEN_ELSEWHERE)
+        actions: list[Action] = []
+        holder = self._holders.get(client_id)
+        if holder is not None:
+            actions.append(CloseTakenOver(holder.connection))
+            actions += self._lose(holder, client_id, publish_will=True, now_ms=now_ms, taken_over=True)
+        if self._delayed_wills.pop(client_id, None) is not None:
+            actions.append(CancelTimer(Timer.WILL, client_id))
+        actions.append(CancelTimer(Timer.EXPIRY, client_id))
+        if not session.persistent:
+            return actions + self._end(session)  # nothing outlives its connection: nothing moves
+        del self.sessions[client_id]
+        return [*actions, MoveSession(session)]
 
     def refuse(self, connection: object, reason: mqtt5.ConnAckReasonCode) -> list[Action]:
         return [Refuse(connection, reason)]

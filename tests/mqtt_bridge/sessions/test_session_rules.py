@@ -19,6 +19,7 @@ from mqtt_bridge.sessions.session_rules import (
     CommitPositions,
     Detach,
     EndSession,
+    MoveSession,
     PublishWill,
     Resend,
     SessionRuleError,
@@ -264,7 +265,30 @@ def test_every_transition_the_rules_make_is_in_the_table():
     rules.connection_lost(rules.connection("c"), "c", False, NOW)
     rules.timer_fired(Timer.EXPIRY, "c", NOW)
     rules.restore(Session("r", expiry_interval=5), NOW)
+    rules.taken_elsewhere("r", NOW)
+    connect(rules, Conn("4"), "m", clean=False, expiry=60)
+    rules.taken_elsewhere("m", NOW)
     assert set(seen) == set(TRANSITIONS)
+
+
+def test_a_session_taken_over_on_another_node_leaves_this_one():
+    # Connected here, persistent: its connection is closed as by a takeover, and the session moves (nothing ended).
+    rules = SessionRules()
+    conn = Conn("1")
+    connect(rules, conn, clean=False, expiry=60, will=will(delay=30))
+    actions = rules.taken_elsewhere("c", NOW)
+    assert kinds(actions) == ["CloseTakenOver", "Detach", "StartTimer", "CancelTimer", "CancelTimer", "MoveSession"]
+    assert rules.state("c") is None and not rules.will_pending("c")  # connected again elsewhere in time: no will
+    # A clean session ends here (its will, without delay, goes as on a takeover).
+    connect(rules, Conn("2"), "d", will=will())
+    actions = rules.taken_elsewhere("d", NOW)
+    assert kinds(actions) == ["CloseTakenOver", "Detach", "PublishWill", "CancelTimer", "EndSession"]
+    assert not any(isinstance(action, MoveSession) for action in actions)
+    # Disconnected and waiting here: it moves; a session it does not have is nothing to it.
+    connect(rules, conn, "e", clean=False, expiry=60)
+    rules.connection_lost(conn, "e", False, NOW)
+    assert kinds(rules.taken_elsewhere("e", NOW)) == ["CancelTimer", "MoveSession"]
+    assert rules.taken_elsewhere("nobody", NOW) == []
 
 
 def test_actions_name_the_connection_they_are_for():

@@ -1,0 +1,153 @@
+"""The other broker groups of the cluster, through the remote client (one Cluster per gateway): the filter registry's
+records written to every group, and the light queues of other groups read, measured and their positions committed
+there (a session's positions in a group's light queues are consumer offsets on that group, as a RocketMQ
+consumer's are)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from core import CoreError, Message, MessageQueue, PullResult
+from mqtt_bridge.cluster.filter_records import FILTERS_TOPIC
+from remote_client import Cluster, Producer, PullConsumer
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+
+log = logging.getLogger("mqtt_bridge.cluster")
+
+# How long a registry record may take to reach a group: long enough for an election under automatic failover
+# (about 5 s), after which a SUBSCRIBE that needs it is refused.
+BROADCAST_TIMEOUT_MS = 12_000
+# Positions committed on other groups are written this often (and when a session's connection goes).
+COMMIT_INTERVAL_S = 1.0
+# Pulls are labelled with this group: they commit nothing.
+READER_GROUP = "MQTT_GATEWAY_READER"
+
+
+class ClusterPeers:
+    def __init__(self, namesrv_addresses: Sequence[str], own_group: str) -> None:
+        self.own_group = own_group
+        self.cluster = Cluster(list(namesrv_addresses), instance_name=f"mqtt-{own_group}")
+        self.producer = Producer(self.cluster, f"MQTT_GATEWAY_{own_group}", send_msg_timeout_ms=BROADCAST_TIMEOUT_MS)
+        self.reader = PullConsumer(self.cluster, READER_GROUP)
+        self._commits: dict[tuple[str, str, str], int] = {}  # (group, consumer group, queue) -> offset
+        self._committing: asyncio.Task[None] | None = None
+        self._groups: list[str] = []
+
+    async def start(self) -> None:
+        await self.cluster.start()
+        await self.producer.start()
+        await self.refresh()
+        self._committing = asyncio.get_running_loop().create_task(self._commit_periodically())
+
+    async def close(self) -> None:
+        if self._committing is not None:
+            self._committing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._committing
+        with contextlib.suppress(Exception):
+            await self.flush_commits()
+        await self.producer.shutdown()
+        await self.cluster.close()
+
+    # --- the groups ---
+
+    async def refresh(self) -> list[str]:
+        """The broker groups that hold MQTT_FILTERS (every group whose node runs the gateway), asked again."""
+        with contextlib.suppress(CoreError):
+            route = await self.cluster.route(FILTERS_TOPIC, refresh=True)
+            self._groups = sorted(set(self._groups) | {queue.broker_name for queue in route.read_queues()})
+        return self._groups
+
+    def other_groups(self) -> list[str]:
+        """The other groups as last known: the route (asked again every 30 s, and when a group is not in it) and
+        the groups heard from (`heard`)."""
+        route = self.cluster.cached_route(FILTERS_TOPIC)
+        if route is not None:
+            self._groups = sorted(set(self._groups) | {queue.broker_name for queue in route.read_queues()})
+        return [group for group in self._groups if group != self.own_group]
+
+    def heard(self, group: str) -> None:
+        """A group's node wrote to this one (it started): it is one of the others from now on."""
+        if group != self.own_group and group not in self._groups:
+            self._groups = sorted({*self._groups, group})
+
+    # --- the registry's records ---
+
+    async def broadcast(self, message: Message, groups: Sequence[str] | None = None) -> list[str]:
+        """Write `message` (of MQTT_FILTERS) to queue 0 of each of `groups` (default: the other groups); the groups
+        with a master that it could not be written to, each logged (a group without one is passed over)."""
+        targets = list(self.other_groups() if groups is None else groups)
+        if not targets:
+            return []
+
+        async def send(group: str) -> str | None:
+            copy = self.producer.message(message.topic, bytes(message.body), properties=dict(message.properties))
+            try:
+                self.cluster.master_address(group)
+            except CoreError:
+                await self.refresh()  # a group that started since the route was asked, or elected a master
+                try:
+                    self.cluster.master_address(group)
+                except CoreError:
+                    # No master registered: the group stores nothing now, and its node hears every group's
+                    # filters when it starts (its hello) before its MQTT door opens.
+                    log.info("MQTT filter record not written to broker group %s: it has no master", group)
+                    return None
+            try:
+                await self.producer.send_message(copy, MessageQueue(message.topic, group, 0))
+            except CoreError as exc:
+                log.warning("MQTT record (%s) not written to broker group %s: %s", message.topic, group, exc)
+                return group
+            return None
+
+        failed = await asyncio.gather(*(send(group) for group in targets))
+        return [group for group in failed if group is not None]
+
+    # --- other groups' light queues ---
+
+    async def pull(self, group: str, queue: str, offset: int, max_count: int, long_poll_ms: int = 0) -> PullResult:
+        return await self.reader.pull(MessageQueue(queue, group, 0), offset, max_count, long_poll_ms=long_poll_ms)
+
+    async def max_offset(self, group: str, queue: str) -> int:
+        fields = {"topic": queue, "queueId": "0"}
+        reply = await self.cluster.call_any(group, RemotingCommand(RequestCode.GET_MAX_OFFSET, ext_fields=fields))
+        return int(reply.ext_fields["offset"])
+
+    async def committed(self, group: str, consumer_group: str, queue: str) -> int:
+        """A consumer group's committed offset in a light queue of `group`, -1 when it has none."""
+        pending = self._commits.get((group, consumer_group, queue))
+        if pending is not None:
+            return pending
+        fields = {"consumerGroup": consumer_group, "topic": queue, "queueId": "0", "setZeroIfNotFound": "false"}
+        request = RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, ext_fields=fields)
+        reply = await self.cluster.invoke_offsets(group, request)
+        if reply.code != ResponseCode.SUCCESS:
+            return -1  # QUERY_NOT_FOUND; a refusal reads as none, and the session starts at the queue's end
+        return int(reply.ext_fields.get("offset", "-1"))
+
+    def commit(self, group: str, consumer_group: str, queue: str, offset: int) -> None:
+        """Commit in the background (within COMMIT_INTERVAL_S, or at `flush_commits`)."""
+        self._commits[(group, consumer_group, queue)] = offset
+
+    async def flush_commits(self) -> None:
+        commits, self._commits = self._commits, {}
+        for (group, consumer_group, queue), offset in commits.items():
+            fields = {"consumerGroup": consumer_group, "topic": queue, "queueId": "0", "commitOffset": str(offset)}
+            try:
+                await self.cluster.call_any(
+                    group, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=fields)
+                )
+            except CoreError as exc:
+                log.warning("offset %d of %s in %s on broker group %s not written: %s",
+                            offset, consumer_group, queue, group, exc)  # fmt: skip
+                self._commits.setdefault((group, consumer_group, queue), offset)
+
+    async def _commit_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(COMMIT_INTERVAL_S)
+            with contextlib.suppress(Exception):
+                await self.flush_commits()
