@@ -29,6 +29,7 @@ offset, as 32 hex digits (MessageDecoder.createMessageId).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 import zlib
@@ -96,11 +97,22 @@ def decode_properties(text: str) -> dict[str, str]:
     return properties
 
 
+@functools.lru_cache(maxsize=1024)
+def _packed(address: str) -> tuple[bytes, bool]:
+    """An address's bytes and whether it is IPv6 (cached: a store's records name few hosts, and ipaddress's parse
+    cost more than the rest of a record's encoding)."""
+    parsed = ipaddress.ip_address(address)
+    return parsed.packed, parsed.version == 6
+
+
+@functools.lru_cache(maxsize=1024)
+def _unpacked(packed: bytes) -> str:
+    return str(ipaddress.ip_address(packed))
+
+
 def _host(host: Host, flag: int, sys_flag: int) -> tuple[bytes, int]:
-    address = ipaddress.ip_address(host[0])
-    if address.version == 4:
-        return address.packed + _I32.pack(host[1]), sys_flag
-    return address.packed + _I32.pack(host[1]), sys_flag | flag
+    packed, v6 = _packed(host[0])
+    return packed + _I32.pack(host[1]), (sys_flag | flag) if v6 else sys_flag
 
 
 def encode_record(record: MessageRecord) -> bytes:
@@ -204,7 +216,7 @@ def decode_records(data: bytes, decompress: bool = True) -> list[MessageRecord]:
 
 def _read_host(view: memoryview, at: int, v6: bool) -> tuple[Host, int]:
     size = 16 if v6 else 4
-    address = str(ipaddress.ip_address(bytes(view[at : at + size])))
+    address = _unpacked(bytes(view[at : at + size]))
     (port,) = _I32.unpack_from(view, at + size)
     return (address, port), at + size + 4
 
