@@ -32,6 +32,7 @@ class ClientView:
     inflight: int  # QoS 1 and 2 messages sent and not acknowledged yet
     queued: int  # messages stored for its own subscriptions and not sent yet (shared ones are the group's)
     dropped: int  # deliveries given up as its queue ran past max_queued_messages
+    node: str  # the broker group whose node holds the session (this one)
 
 
 def client_views(gateway: MqttGateway) -> list[ClientView]:
@@ -63,6 +64,43 @@ def client_views(gateway: MqttGateway) -> list[ClientView]:
                 inflight=len(session.inflight),
                 queued=queued,
                 dropped=session.dropped,
+                node=gateway.membership.group,
             )
         )
     return views
+
+
+@dataclass(slots=True, frozen=True)
+class FilterView:
+    topic_filter: str
+    share_group: str | None
+    groups: tuple[str, ...]  # the broker groups whose nodes have sessions subscribed to it
+
+
+@dataclass(slots=True, frozen=True)
+class ClusterView:
+    """What this node knows of the MQTT gateway on the cluster (docs/cluster.md, "MQTT on a cluster")."""
+
+    group: str  # this node's broker group
+    clustered: bool  # False: a gateway alone
+    groups: tuple[str, ...]  # every group known, this one included
+    sessions: dict[str, str]  # persistent sessions' client ids, by the group whose node holds each (its record)
+    filters: tuple[FilterView, ...]
+
+
+def cluster_view(gateway: MqttGateway) -> ClusterView:
+    membership = gateway.membership
+    sessions = {client_id: gateway.membership.group for client_id in gateway.sessions.sessions}
+    for client_id, record in gateway.sessions.records.entries.items():
+        if client_id not in sessions and isinstance(record.get("group"), str):
+            sessions[client_id] = str(record["group"])
+    return ClusterView(
+        group=membership.group,
+        clustered=membership.clustered,
+        groups=tuple(sorted({membership.group, *membership.other_groups()})),
+        sessions=dict(sorted(sessions.items())),
+        filters=tuple(
+            FilterView(use.topic_filter, use.share_group, tuple(sorted(use.groups)))
+            for _, use in sorted(membership.registry.uses.items(), key=lambda item: (item[1].topic_filter, item[0]))
+        ),
+    )

@@ -14,7 +14,9 @@ admin_messages_api.py.
     GET    /admin/groups/{group}/progress    per queue: broker offset, committed offset, lag, last consume time
     POST   /admin/groups/{group}/reset-offset {"topic", "time"}: offsets moved to the first message stored at or
                                              after the time (ISO 8601 or epoch ms; 409 while push consumers live)
-    GET    /admin/clients                    MQTT sessions (subscriptions, inflight, queued) and core consumers
+    GET    /admin/clients                    MQTT sessions (subscriptions, inflight, queued, node) and core consumers
+    GET    /admin/mqtt/cluster               the MQTT gateway on a cluster: the groups, which group's node holds each
+                                             persistent session, which groups use each subscription filter
     GET    /admin/store                      statistics, disk usage, file sizes, flush state and the recovery report
     GET    /admin/overview                   counters for the dashboard's overview: totals of the above
 
@@ -53,7 +55,7 @@ from mqgate.http.admin_json import (
     time_ms,
     when,
 )
-from mqtt_bridge.client_views import client_views
+from mqtt_bridge.client_views import client_views, cluster_view
 from mqtt_bridge.gateway import MqttGateway
 
 TOPIC_KINDS = ("normal", "retry", "dlq", "system")
@@ -89,6 +91,7 @@ def add_routes(app: web.Application, context: AdminContext) -> None:
         ("GET", "/admin/groups/{group}/progress", group_progress),
         ("POST", "/admin/groups/{group}/reset-offset", reset_offset),
         ("GET", "/admin/clients", list_clients),
+        ("GET", "/admin/mqtt/cluster", mqtt_cluster),
         ("GET", "/admin/store", store_report),
         ("GET", "/admin/overview", overview),
     ]
@@ -290,6 +293,15 @@ async def list_clients(request: web.Request) -> web.Response:
             mqtt.append(entry)
     consumers = [asdict(member) for member in context.broker.admin.members()]
     return web.json_response({"mqtt_enabled": context.gateway is not None, "mqtt": mqtt, "consumers": consumers})
+
+
+async def mqtt_cluster(request: web.Request) -> web.Response:
+    """The MQTT gateway on the cluster as this node knows it: the groups, which group's node holds each persistent
+    session (and this node's clean ones), and which groups use each subscription filter."""
+    context = request.app[CONTEXT_KEY]
+    if context.gateway is None:
+        return web.json_response({"mqtt_enabled": False})
+    return web.json_response({"mqtt_enabled": True, **asdict(cluster_view(context.gateway))})
 
 
 # --- store -------------------------------------------------------------------------------------------------

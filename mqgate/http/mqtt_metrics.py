@@ -37,6 +37,16 @@ def mqtt_families(gateway: MqttGateway) -> Iterator[Metric]:
         ("mqgate_mqtt_subscriptions", "Subscriptions of all sessions (shared ones included)", subscriptions),
         ("mqgate_mqtt_retained_messages", "Retained messages", len(gateway.retained)),
         (
+            "mqgate_mqtt_cluster_groups",
+            "Broker groups whose nodes run the MQTT gateway together (1: this one alone)",
+            1 + len(gateway.membership.other_groups()),
+        ),
+        (
+            "mqgate_mqtt_cluster_filters",
+            "Subscription filters used by sessions on any node, each with a light queue on every group",
+            len(gateway.membership.registry),
+        ),
+        (
             "mqgate_mqtt_inflight_messages",
             "QoS 1 and 2 messages sent to clients and not yet acknowledged (PUBACK, PUBCOMP)",
             inflight,
@@ -55,3 +65,13 @@ def mqtt_families(gateway: MqttGateway) -> Iterator[Metric]:
     )
     for name, documentation, value in counters:
         yield CounterMetricFamily(name, documentation, value=value)
+    remote = gateway.membership.remote
+    reads = CounterMetricFamily(
+        "mqgate_mqtt_remote_messages_read",
+        "Messages sessions here read from other broker groups' light queues, by where they came from (kept: taken"
+        " by this node's long poll; pulled: asked for by a session behind it)",
+        labels=["source"],
+    )
+    reads.add_metric(["kept"], remote.hits if remote is not None else 0)
+    reads.add_metric(["pulled"], remote.misses if remote is not None else 0)
+    yield reads

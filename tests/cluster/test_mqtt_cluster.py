@@ -3,8 +3,10 @@ door): paho clients on different nodes, as devices would connect to any node of 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 
 import paho.mqtt.client as paho
 import pytest
@@ -216,3 +218,30 @@ def test_a_retained_message_set_on_one_node_is_what_a_new_subscriber_on_the_othe
     finally:
         setter.disconnect()
         setter.loop_stop()
+
+
+def test_the_admin_api_and_metrics_show_where_sessions_and_filters_are(cluster: ClusterProcesses):
+    port_a, port_b = mqtt_port(cluster, "broker-a"), mqtt_port(cluster, "broker-b")
+    held, _ = connect(port_a, "view-held", clean=False)
+    subscribe(held, "view/a/#")
+    other, _ = connect(port_b, "view-other", clean=True)
+    subscribe(other, "view/b/+")
+    try:
+        node_a = cluster.brokers["broker-a"]
+        with urllib.request.urlopen(f"{node_a.http_url}/admin/mqtt/cluster", timeout=30) as response:
+            view = json.loads(response.read())
+        assert view["clustered"] is True and view["group"] == "broker-a"
+        assert view["groups"] == ["broker-a", "broker-b"]
+        assert view["sessions"]["view-held"] == "broker-a"
+        filters = {f["topic_filter"]: f["groups"] for f in view["filters"]}
+        assert filters["view/a/#"] == ["broker-a"] and filters["view/b/+"] == ["broker-b"]
+        with urllib.request.urlopen(f"{node_a.http_url}/admin/clients", timeout=30) as response:
+            clients = {entry["client_id"]: entry for entry in json.loads(response.read())["mqtt"]}
+        assert clients["view-held"]["node"] == "broker-a" and "view-other" not in clients
+        with urllib.request.urlopen(f"{node_a.http_url}/metrics", timeout=30) as response:
+            metrics = response.read().decode()
+        assert "mqgate_mqtt_cluster_groups 2.0" in metrics
+    finally:
+        for client in (held, other):
+            client.disconnect()
+            client.loop_stop()

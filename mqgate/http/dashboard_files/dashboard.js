@@ -151,10 +151,17 @@ async function clients() {
   const answer = await api("/admin/clients");
   const rows = answer.mqtt.map((s) => [s.client_id, s.connected ? `connected from ${s.peer}` : `away since ${s.disconnected_at}`,
     s.subscriptions.map((sub) => `${sub.share_group ? `$share/${sub.share_group}/` : ""}${sub.topic_filter} (QoS ${sub.qos})`).join(", "),
-    s.inflight, s.queued]);
+    s.inflight, s.queued, s.node]);
   show("clients-table", answer.mqtt_enabled
-    ? table(["client id", "state", "subscriptions", "inflight", "queued"], rows, ["inflight", "queued"])
+    ? table(["client id", "state", "subscriptions", "inflight", "queued", "node"], rows, ["inflight", "queued"])
     : el("p", { class: "empty" }, "the MQTT gateway is off"));
+  const cluster = answer.mqtt_enabled ? await api("/admin/mqtt/cluster") : null;
+  show("clients-cluster", cluster && cluster.clustered
+    ? el("div", {}, el("h3", {}, `On the cluster: this node is ${cluster.group} of ${cluster.groups.join(", ")}`),
+      table(["persistent session", "held by"], Object.entries(cluster.sessions)),
+      table(["filter", "shared group", "used on"], cluster.filters.map((f) => [f.topic_filter, f.share_group || "",
+        f.groups.join(", ")])))
+    : el("span"));
   show("consumers-table", table(["group", "client id", "type", "model", "topics"],
     answer.consumers.map((m) => [m.group, m.client_id, m.consume_type, m.message_model, m.topics.join(", ")])));
 }
