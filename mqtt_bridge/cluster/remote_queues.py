@@ -130,6 +130,7 @@ class RemoteQueues:
             except (CoreError, OSError) as exc:
                 log.debug("long poll of %s on broker group %s: %s; again in %.0f s", queue, group, exc, RETRY_S)
                 await asyncio.sleep(RETRY_S)
+                await self.peers.refresh()  # the group may have a new master (failover, a restart elsewhere)
                 continue
             if got.status is PullStatus.FOUND and got.messages:
                 for stored in got.messages:
