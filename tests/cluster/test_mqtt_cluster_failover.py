@@ -32,6 +32,8 @@ def sync_state_set(etcd: str) -> frozenset[int]:
             return record.sync_state_set if record is not None else frozenset()
 
     return asyncio.run(read())
+
+
 AFTER_ELECTION_S = 5.0
 
 
