@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 
 from core import CoreError, Message, MessageQueue, PullResult
@@ -21,6 +22,8 @@ log = logging.getLogger("mqtt_bridge.cluster")
 # How long a registry record may take to reach a group: long enough for an election under automatic failover
 # (about 5 s), after which a SUBSCRIBE that needs it is refused.
 BROADCAST_TIMEOUT_MS = 12_000
+# After a failed write, the next one (with the routes asked again) waits this long.
+RETRY_S = 0.5
 # Positions committed on other groups are written this often (and when a session's connection goes).
 COMMIT_INTERVAL_S = 1.0
 # Pulls are labelled with this group: they commit nothing.
@@ -84,25 +87,35 @@ class ClusterPeers:
         if not targets:
             return []
 
+        deadline = time.monotonic() + BROADCAST_TIMEOUT_MS / 1000
+
         async def send(group: str) -> str | None:
             copy = self.producer.message(message.topic, bytes(message.body), properties=dict(message.properties))
-            try:
-                self.cluster.master_address(group)
-            except CoreError:
-                await self.refresh()  # a group that started since the route was asked, or elected a master
+            while True:
                 try:
                     self.cluster.master_address(group)
                 except CoreError:
-                    # No master registered: the group stores nothing now, and its node hears every group's
-                    # filters when it starts (its hello) before its MQTT door opens.
-                    log.info("MQTT filter record not written to broker group %s: it has no master", group)
+                    await self.refresh()  # a group that started since the route was asked, or elected a master
+                    try:
+                        self.cluster.master_address(group)
+                    except CoreError:
+                        # No master registered: the group stores nothing now, and its node hears every group's
+                        # filters when it starts (its hello) before its MQTT door opens.
+                        log.info("MQTT record (%s) not written to broker group %s: it has no master",
+                                 message.topic, group)  # fmt: skip
+                        return None
+                try:
+                    await self.producer.send_message(copy, MessageQueue(message.topic, group, 0))
                     return None
-            try:
-                await self.producer.send_message(copy, MessageQueue(message.topic, group, 0))
-            except CoreError as exc:
-                log.warning("MQTT record (%s) not written to broker group %s: %s", message.topic, group, exc)
-                return group
-            return None
+                except CoreError as exc:
+                    if time.monotonic() >= deadline:
+                        log.warning("MQTT record (%s) not written to broker group %s: %s", message.topic, group, exc)
+                        return group
+                    # Its master may have just died: the NameServers name the one elected after it (automatic
+                    # failover), or none once the dead one's connection is gone.
+                    log.info("MQTT record (%s) not written to broker group %s yet: %s", message.topic, group, exc)
+                    await asyncio.sleep(RETRY_S)
+                    await self.refresh()
 
         failed = await asyncio.gather(*(send(group) for group in targets))
         return [group for group in failed if group is not None]
