@@ -21,9 +21,9 @@ from mqtt_bridge.delivery_round import Batch, merge_pulled, send_batch
 from mqtt_bridge.link import Link
 from mqtt_bridge.message_cache import MessageCache
 from mqtt_bridge.message_mapping import now_ms
-from mqtt_bridge.sessions.session import Outgoing, remote_key, session_group
+from mqtt_bridge.sessions.session import Outgoing, Subscription, remote_key, session_group, split_key
 from mqtt_bridge.sessions.session_table import SessionTable
-from mqtt_bridge.shared_group import TAKE_BATCH
+from mqtt_bridge.shared_group import TAKE_BATCH, SharedGroup
 from mqtt_bridge.shared_subscriptions import SharedSubscriptions
 
 log = logging.getLogger("mqtt_bridge.gateway")
@@ -164,66 +164,109 @@ class Delivery:
         return moved, False
 
     async def _deliver_shared(self, link: Link) -> tuple[bool, bool]:
-        """Send what the session's shared subscriptions let it take; returns (took anything, window closed)."""
+        """Send what the session's shared subscriptions let it take (on a cluster, from the other broker groups'
+        queues this node hands out too: Membership.shared_owned); returns (took anything, window closed)."""
+        session = link.session
+        assert session is not None
+        shared = self.shared
+        remote = self.membership.remote
+        took = False
+        for sub in list(session.subscriptions.values()):
+            group = shared.groups.get(sub.queue) if sub.share_group is not None else None
+            if group is None:
+                continue
+            took_here, stopped = await self._take(link, sub, group, None)
+            took = took or took_here
+            if stopped:
+                return took, True
+            if remote is None:
+                continue
+            owned = self.membership.shared_owned(sub.queue)
+            for key in [key for key in shared.remote_groups if split_key(key)[0] == sub.queue]:
+                if split_key(key)[1] not in owned:
+                    shared.drop_remote(key)
+            for where in owned:
+                other = await shared.remote_group(sub.queue, where)
+                if other is None:
+                    continue
+                took_here, stopped = await self._take(link, sub, other, where)
+                took = took or took_here
+                if stopped:
+                    return took, True
+        return took, False
+
+    async def _take(self, link: Link, sub: Subscription, group: SharedGroup, where: str | None) -> tuple[bool, bool]:
+        """Take and send what `group` hands this member (its queue on broker group `where`, None: this one);
+        returns (took anything, window closed)."""
         session = link.session
         assert session is not None
         conn = link.conn
         shared = self.shared
-        took = False
-        groups = shared.groups
-        for sub in list(session.subscriptions.values()):
-            group = groups.get(sub.queue) if sub.share_group is not None else None
-            if group is None:
-                continue
-            queue = sub.queue
+        queue = sub.queue
+        if where is None:
             high = self.broker.max_offset(queue, 0)
-            skipped = group.skip_to(max(self.broker.min_offset(queue, 0), high - self.config.max_queued_messages))
-            if skipped:
-                group.dropped += skipped
-                self.counters.dropped += skipped
-                log.warning("%s: %d queued messages dropped (max_queued_messages)", sub.key, skipped)
-            backlog = group.backlog(high)
-            if not backlog:
-                continue
-            # A fair share of the backlog among the connected members, so one burst is spread over them.
-            ready = shared.connected_members(group) or 1
-            count = min(TAKE_BATCH, -(-backlog // ready))
-            if sub.qos:
-                count = min(count, conn.send_window)
-            if count <= 0 or not link.writable:
-                return took, True
-            offsets = group.take(session.client_id, high, count)
+            low = self.broker.min_offset(queue, 0)
+        else:
+            assert self.membership.remote is not None
+            known = self.membership.remote.high(where, queue)
+            if known is None:
+                return False, False  # its long poll has not answered yet
+            high, low = known, 0
+        skipped = group.skip_to(max(low, high - self.config.max_queued_messages))
+        if skipped:
+            group.dropped += skipped
+            self.counters.dropped += skipped
+            log.warning("%s: %d queued messages dropped (max_queued_messages)", sub.key, skipped)
+        backlog = group.backlog(high)
+        if not backlog:
+            return False, False
+        # A fair share of the backlog among the connected members, so one burst is spread over them.
+        ready = shared.connected_members(group) or 1
+        count = min(TAKE_BATCH, -(-backlog // ready))
+        if sub.qos:
+            count = min(count, conn.send_window)
+        if count <= 0 or not link.writable:
+            return False, True
+        offsets = group.take(session.client_id, high, count)
+        if where is None:
             found = await self.cache.read(group.consumer_group, queue, offsets)
-            now = now_ms()
-            for index, offset in enumerate(offsets):
-                cached = found.get(offset)
-                message = cached.message if cached is not None else None
-                delivery = None
-                if (
-                    message is not None
-                    and (message.expires_at_ms is None or message.expires_at_ms > now)
-                    and self.access.allowed(link, message.topic, Access.READ)
-                ):
-                    delivery = session.delivery(message, [sub])
-                if delivery is None or message is None or cached is None:
-                    group.settle(offset)  # gone from the queue, expired or not readable: nobody gets it
-                    continue
-                qos, retain, ids = delivery
-                if (qos and conn.send_window <= 0) or not link.writable or session.client_id not in group.members:
-                    group.give_back(offsets[index:])
-                    shared.commit(group)
-                    shared.wake_members(group)
-                    return True, True
-                packet_id = conn.next_packet_id() if qos else None
-                if conn.publish_cached(cached, qos, retain, packet_id, now, ids) and qos:
-                    session.sent(packet_id, Outgoing(message, qos, retain, ids, [(queue, offset)]))  # type: ignore[arg-type]
-                else:
-                    group.settle(offset)
-                self.counters.delivered += 1
-                self.broker.traffic.delivered(cached.topic, 1, len(message.payload))
-            shared.commit(group)
-            took = True
-        return took, False
+        else:
+            assert self.membership.remote is not None
+            try:
+                found = await self.membership.remote.read(where, queue, offsets)
+            except Exception as exc:  # the group went: what was taken goes back
+                log.debug("%s on broker group %s not read: %s", sub.key, where, exc)
+                group.give_back(offsets)
+                return False, False
+        now = now_ms()
+        for index, offset in enumerate(offsets):
+            cached = found.get(offset)
+            message = cached.message if cached is not None else None
+            delivery = None
+            if (
+                message is not None
+                and (message.expires_at_ms is None or message.expires_at_ms > now)
+                and self.access.allowed(link, message.topic, Access.READ)
+            ):
+                delivery = session.delivery(message, [sub])
+            if delivery is None or message is None or cached is None:
+                group.settle(offset)  # gone from the queue, expired or not readable: nobody gets it
+                continue
+            qos, retain, ids = delivery
+            if (qos and conn.send_window <= 0) or not link.writable or session.client_id not in group.members:
+                group.give_back(offsets[index:])
+                shared.commit(group)
+                shared.wake_members(group)
+                return True, True
+            packet_id = conn.next_packet_id() if qos else None
+            if conn.publish_cached(cached, qos, retain, packet_id, now, ids) and qos:
+                session.sent(packet_id, Outgoing(message, qos, retain, ids, [(group.queue, offset)]))  # type: ignore[arg-type]
+            else:
+                group.settle(offset)
+            self.counters.delivered += 1
+            self.broker.traffic.delivered(cached.topic, 1, len(message.payload))
+        shared.commit(group)
+        return True, False
 
     def _send_retained(self, link: Link) -> bool:
         conn = link.conn

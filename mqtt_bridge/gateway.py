@@ -114,7 +114,7 @@ class MqttGateway:
         # Recent messages decoded, by commit-log offset: what the gateway stores, its sessions read without the log.
         self.cache = MessageCache(broker, max_bytes=config.message_cache_mb * 1024 * 1024)
         links: dict[str, Link] = {}  # the connected clients: the session table's, read by the shared groups
-        self.shared = SharedSubscriptions(broker, links)
+        self.shared = SharedSubscriptions(broker, links, self.membership)
         self.sessions = SessionTable(broker, config, state_dir, links, self.shared.positions)
         self.retained = RetainedMessages(broker, state_dir)
         self.subscriptions = Subscriptions(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from mqtt_bridge.sessions.session import core_group_name
+from mqtt_bridge.sessions.session import core_group_name, split_key
 
 # Offsets one member takes in one go at most: small enough that a burst is spread over the members that are
 # ready, big enough that a member's delivery round reads a useful batch.
@@ -29,7 +29,7 @@ def shared_group_name(queue: str) -> str:
 
 @dataclass(slots=True)
 class SharedGroup:
-    queue: str
+    queue: str  # the light queue (QUEUE@GROUP: another broker group's, handed out by this node)
     share_name: str
     topic_filter: str
     next_offset: int  # the lowest offset nobody has taken yet
@@ -43,7 +43,9 @@ class SharedGroup:
 
     @property
     def consumer_group(self) -> str:
-        return shared_group_name(self.queue)
+        # A group handed out here for another broker group's queue (its queue QUEUE@GROUP) commits under the same
+        # name there: whichever node hands that queue out next resumes from it.
+        return shared_group_name(split_key(self.queue)[0])
 
     def backlog(self, high: int) -> int:
         """Messages waiting for a member: given back, or not taken yet below `high` (the queue's end)."""

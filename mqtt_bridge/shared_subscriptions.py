@@ -8,16 +8,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from core import Broker
+from mqtt_bridge.cluster.membership import Membership
 from mqtt_bridge.link import Link
-from mqtt_bridge.sessions.session import Session, Subscription
-from mqtt_bridge.shared_group import SharedGroup
+from mqtt_bridge.sessions.session import Session, Subscription, remote_key, split_key
+from mqtt_bridge.shared_group import SharedGroup, shared_group_name
 
 
 class SharedSubscriptions:
-    def __init__(self, broker: Broker, links: Mapping[str, Link]) -> None:
+    def __init__(self, broker: Broker, links: Mapping[str, Link], membership: Membership | None = None) -> None:
         self.broker = broker
         self._links = links  # the connected clients (SessionTable's), read only
+        self.membership = membership
         self.groups: dict[str, SharedGroup] = {}
+        # On a cluster, the groups handed out here for other broker groups' queues (Membership.shared_owned), by
+        # QUEUE@GROUP: same members as the local group of the queue, positions committed on that broker group.
+        self.remote_groups: dict[str, SharedGroup] = {}
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -73,19 +78,56 @@ class SharedSubscriptions:
             self.wake_members(group)
         if last_user:
             del self.groups[queue]
+            for key in [key for key in self.remote_groups if split_key(key)[0] == queue]:
+                self.drop_remote(key)
             self.broker.delete_group_offsets(group.consumer_group)
 
     def commit(self, group: SharedGroup) -> None:
-        self.broker.commit_offset(group.consumer_group, group.queue, 0, group.committed())
+        queue, where = split_key(group.queue)
+        if where is None:
+            self.broker.commit_offset(group.consumer_group, queue, 0, group.committed())
+        elif self.membership is not None:
+            self.membership.commit(where, group.consumer_group, queue, group.committed())
 
     def commit_all(self) -> None:
-        for group in self.groups.values():
+        for group in [*self.groups.values(), *self.remote_groups.values()]:
             self.commit(group)
+
+    async def remote_group(self, queue: str, where: str) -> SharedGroup | None:
+        """The group this node hands out for `queue` on broker group `where`, made on first use at the position
+        committed there (else that queue's end); None while `where` does not answer."""
+        key = remote_key(queue, where)
+        found = self.remote_groups.get(key)
+        local = self.groups.get(queue)
+        if found is not None or local is None or self.membership is None or self.membership.peers is None:
+            return found
+        peers = self.membership.peers
+        try:
+            start = await peers.committed(where, shared_group_name(queue), queue)
+            if start < 0:
+                start = await peers.max_offset(where, queue)
+        except Exception:  # a group that is down: asked again next round
+            return None
+        found = self.remote_groups.get(key)
+        if found is None and queue in self.groups:
+            found = self.remote_groups[key] = SharedGroup(key, local.share_name, local.topic_filter, start)
+            found.members = local.members  # one set: the members are the node's, whichever queue they take from
+        return found
+
+    def drop_remote(self, key: str) -> None:
+        """This node no longer hands out that queue (its group's node has members now): what it took goes back
+        through the committed position, which the node that hands it out next resumes from."""
+        group = self.remote_groups.pop(key, None)
+        if group is not None:
+            self.commit(group)
+
+    def _group(self, queue: str) -> SharedGroup | None:
+        return self.groups.get(queue) or self.remote_groups.get(queue)
 
     def settle(self, positions: Iterable[tuple[str, int]]) -> None:
         """Acknowledged: the group positions a publish stood for are settled and committed."""
         for queue, offset in positions:
-            group = self.groups.get(queue)
+            group = self._group(queue)
             if group is not None:
                 group.settle(offset)
                 self.commit(group)
@@ -115,7 +157,7 @@ class SharedSubscriptions:
         holds nothing up."""
         for packet_id, outgoing in list(session.inflight.items()):
             for queue, offset in outgoing.positions:
-                group = self.groups.get(queue)
+                group = self._group(queue)
                 if group is None:
                     continue
                 if outgoing.released:
@@ -124,6 +166,10 @@ class SharedSubscriptions:
                     session.acknowledged(packet_id)
         for sub in session.subscriptions.values():
             group = self.of(sub)
-            if group is not None and group.give_back_member(session.client_id):
-                self.commit(group)
-                self.wake_members(group)
+            if group is None:
+                continue
+            held = [group, *(g for key, g in self.remote_groups.items() if split_key(key)[0] == sub.queue)]
+            for one in held:
+                if one.give_back_member(session.client_id):
+                    self.commit(one)
+                    self.wake_members(one)

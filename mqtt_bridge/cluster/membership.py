@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -228,9 +229,20 @@ class Membership:
 
     def reading(self, queue: str) -> None:
         """A connected session here reads `queue`: its arrivals on the other groups are polled."""
-        use = self.registry.uses.get(queue)
-        if self.remote is not None and use is not None and use.share_group is None:
+        if self.remote is not None and queue in self.registry.uses:
             self.remote.watch(queue)
+
+    def shared_owned(self, queue: str) -> list[str]:
+        """The other groups whose `queue` (a shared subscription's) this node hands out to its members: those whose
+        nodes have no member of it, spread over the groups that do by a hash of the group's name."""
+        use = self.registry.uses.get(queue)
+        if self.peers is None or use is None or self.group not in use.groups:
+            return []
+        users = sorted(use.groups)
+        return [
+            group for group in self.other_groups()
+            if group not in use.groups and users[zlib.crc32(group.encode()) % len(users)] == self.group
+        ]  # fmt: skip
 
     def not_reading(self, queue: str) -> None:
         if self.remote is not None:

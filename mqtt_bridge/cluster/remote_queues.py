@@ -91,6 +91,31 @@ class RemoteQueues:
         self.misses += len(found)
         return Pulled(got.status, found, got.next_begin_offset)
 
+    def high(self, group: str, queue: str) -> int | None:
+        """Where the long poll of `queue` on `group` reads next (everything below it was read), None before its
+        first answer."""
+        return self._tails.get((group, queue))
+
+    async def read(self, group: str, queue: str, offsets: list[int]) -> dict[int, CachedMessage | None]:
+        """The messages at `offsets` (ascending) of `queue` on `group`, as MessageCache.read answers."""
+        found: dict[int, CachedMessage | None] = {}
+        index = 0
+        while index < len(offsets):
+            start = end = offsets[index]
+            while index < len(offsets) and offsets[index] == end:  # one contiguous run
+                index += 1
+                end += 1
+            offset = start
+            while offset < end:
+                got = await self.pull(group, queue, offset, end - offset)
+                for _, queue_offset, cached in got.messages:
+                    if offset <= queue_offset < end:
+                        found[queue_offset] = cached
+                if got.next_begin_offset <= offset:
+                    break
+                offset = got.next_begin_offset
+        return found
+
     def _keep(self, group: str, queue: str, stored: StoredMessage) -> CachedMessage | None:
         kept = self._entries.setdefault((group, queue), {})
         cached = cached_of(stored)

@@ -245,3 +245,32 @@ def test_the_admin_api_and_metrics_show_where_sessions_and_filters_are(cluster: 
         for client in (held, other):
             client.disconnect()
             client.loop_stop()
+
+
+def test_shared_subscription_members_on_both_nodes_take_each_message_once(cluster: ClusterProcesses):
+    port_a, port_b = mqtt_port(cluster, "broker-a"), mqtt_port(cluster, "broker-b")
+    members = [Subscriber(port, f"sh-{n}", "$share/workers/sh/#") for n, port in enumerate((port_a, port_b))]
+    try:
+        on_a = [f"a-{n}".encode() for n in range(500)]
+        on_b = [f"b-{n}".encode() for n in range(500)]
+        publish(port_a, "sh-pub-a", "sh/a", on_a)
+        publish(port_b, "sh-pub-b", "sh/b", on_b)
+        wait_until(lambda: sum(len(member.received) for member in members) >= 1000)
+        time.sleep(1.0)
+        received = [payload for member in members for _, payload in member.received]
+        assert sorted(received) == sorted(on_a + on_b)  # each once: none twice, none lost
+        assert all(member.received for member in members)  # both took some
+    finally:
+        for member in members:
+            member.close()
+
+
+def test_a_shared_group_with_members_on_one_node_gets_what_the_other_node_stores(cluster: ClusterProcesses):
+    member = Subscriber(mqtt_port(cluster, "broker-a"), "sh-only", "$share/lonely/shx/#")
+    try:
+        payloads = [f"x-{n}".encode() for n in range(300)]
+        publish(mqtt_port(cluster, "broker-b"), "shx-pub", "shx/b", payloads)
+        received = member.wait_for(300)
+        assert [payload for _, payload in received] == payloads
+    finally:
+        member.close()
