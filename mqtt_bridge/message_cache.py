@@ -17,7 +17,7 @@ read the offsets their group hands out through the same cache (`read`).
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from core import Broker, PullStatus
@@ -139,20 +139,28 @@ class MessageCache:
     async def read(self, group: str, queue: str, offsets: list[int]) -> dict[int, CachedMessage | None]:
         """The messages at `offsets` of light queue `queue` (ascending), by queue offset, as `pull` reads them (None:
         a core message without an MQTT topic); missing offsets are gone (holes, retention)."""
-        found: dict[int, CachedMessage | None] = {}
-        index = 0
-        while index < len(offsets):
-            start = end = offsets[index]
-            while index < len(offsets) and offsets[index] == end:  # one contiguous run
-                index += 1
-                end += 1
-            offset = start
-            while offset < end:
-                got = await self.pull(group, queue, offset, end - offset)
-                for _, queue_offset, cached in got.messages:
-                    if offset <= queue_offset < end:
-                        found[queue_offset] = cached
-                if got.next_begin_offset <= offset:
-                    break
-                offset = got.next_begin_offset
-        return found
+        return await read_runs(lambda offset, count: self.pull(group, queue, offset, count), offsets)
+
+
+async def read_runs(
+    pull: Callable[[int, int], Awaitable[Pulled]], offsets: list[int]
+) -> dict[int, CachedMessage | None]:
+    """The messages at `offsets` (ascending) by queue offset, read one contiguous run at a time with `pull(offset,
+    count)` (MessageCache.pull, or another group's queue: RemoteQueues.pull)."""
+    found: dict[int, CachedMessage | None] = {}
+    index = 0
+    while index < len(offsets):
+        start = end = offsets[index]
+        while index < len(offsets) and offsets[index] == end:  # one contiguous run
+            index += 1
+            end += 1
+        offset = start
+        while offset < end:
+            got = await pull(offset, end - offset)
+            for _, queue_offset, cached in got.messages:
+                if offset <= queue_offset < end:
+                    found[queue_offset] = cached
+            if got.next_begin_offset <= offset:
+                break
+            offset = got.next_begin_offset
+    return found

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from core import CoreError, PullStatus, StoredMessage
 from mqtt_bridge.cluster.peers import ClusterPeers
-from mqtt_bridge.message_cache import Pulled
+from mqtt_bridge.message_cache import Pulled, read_runs
 from mqtt_bridge.message_mapping import MqttMessage
 from mqtt_bridge.wire.protocol_events import CachedMessage
 
@@ -98,23 +98,7 @@ class RemoteQueues:
 
     async def read(self, group: str, queue: str, offsets: list[int]) -> dict[int, CachedMessage | None]:
         """The messages at `offsets` (ascending) of `queue` on `group`, as MessageCache.read answers."""
-        found: dict[int, CachedMessage | None] = {}
-        index = 0
-        while index < len(offsets):
-            start = end = offsets[index]
-            while index < len(offsets) and offsets[index] == end:  # one contiguous run
-                index += 1
-                end += 1
-            offset = start
-            while offset < end:
-                got = await self.pull(group, queue, offset, end - offset)
-                for _, queue_offset, cached in got.messages:
-                    if offset <= queue_offset < end:
-                        found[queue_offset] = cached
-                if got.next_begin_offset <= offset:
-                    break
-                offset = got.next_begin_offset
-        return found
+        return await read_runs(lambda offset, count: self.pull(group, queue, offset, count), offsets)
 
     def _keep(self, group: str, queue: str, stored: StoredMessage) -> CachedMessage | None:
         kept = self._entries.setdefault((group, queue), {})
