@@ -21,4 +21,6 @@ Design (the parts and why they lose nothing):
   properties, and the task carries on).
 - Plugins are found through the entry-point group `mqgate.connectors` (built in: file source and sink, HTTP sink,
   Spark sink), so a third party adds one with `pip install`.
+- Other groups' queues: a sink runner may read queues of other broker groups of a cluster (remote_reader.py, over
+  remoting, its offsets committed on each queue's group); EventBridge's targets read their queue on every group so.
 """

@@ -34,8 +34,18 @@ from connectors.api import (
     TaskContext,
 )
 from connectors.errors import RecordFailedError
+from connectors.remote_reader import RemoteReader
 from connectors.task_runner import Arrivals, Backoff, ErrorPolicy, TaskRunner
-from core import MAX_PROPERTIES_LENGTH, Broker, MessageQueue, Producer, PullConsumer, PullStatus, StoredMessage
+from core import (
+    MAX_PROPERTIES_LENGTH,
+    Broker,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    PullResult,
+    PullStatus,
+    StoredMessage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +98,10 @@ class SinkRunner(TaskRunner):
         queues: list[MessageQueue],
         paused: bool = False,
         idle_wait_s: float = IDLE_WAIT_S,
+        remote: RemoteReader | None = None,
     ) -> None:
+        """`queues` may name other broker groups' queues when `remote` reads them (remote_reader.py); the task's
+        `stored_offsets` is asked for this group's only."""
         super().__init__(connector, task_id, task, config, paused)
         # With nothing to read, how long to wait for an arrival before reading again anyway: arrivals wake the
         # runner at once, this only bounds a wake-up that was missed.
@@ -103,15 +116,26 @@ class SinkRunner(TaskRunner):
         # Its client id names the task: the group's member list (admin API, dashboard) says who reads it.
         self.consumer = PullConsumer(broker, sink_group(connector), client_id=f"connector {connector} task {task_id}")
         self.producer = Producer(broker, sink_group(connector))
-        # Next offset to read per queue, as committed (after flush).
+        self.remote = remote
+        own = broker.config.broker_name
+        self._remote_queues = {queue for queue in queues if queue.broker_name != own} if remote is not None else set()
+        # Next offset to read per queue, as committed (after flush); another group's queue is missing until that
+        # group answered where to start.
         self.offsets: dict[MessageQueue, int] = {}
+        self._unreachable: set[MessageQueue] = set()  # other groups' queues whose last read failed (logged once)
         self.dead_lettered = 0
 
     async def _run(self) -> None:
         await self.task.start(self.config, TaskContext(self.connector, self.task_id))
         self._task_started = True
-        refs = {QueueRef(queue.topic, queue.queue_id): queue for queue in self.queues}
+        refs = {
+            QueueRef(queue.topic, queue.queue_id): queue for queue in self.queues if queue not in self._remote_queues
+        }
         stored = await self.task.stored_offsets(list(refs))
+        if self.remote is not None:
+            await self.remote.start()
+        for queue in self._remote_queues:
+            await self._start_remote(queue)
         for ref, queue in refs.items():
             if ref in stored:
                 offset = stored[ref]
@@ -127,6 +151,9 @@ class SinkRunner(TaskRunner):
         # the queues empty: with thousands of EventBridge targets of an event or two each, that read doubled
         # the reads).
         arrived = self.arrivals.flag((queue.topic, queue.queue_id) for queue in self.queues)
+        if self.remote is not None:
+            for queue in self._remote_queues:
+                self.remote.watch(queue, self.offsets_of, arrived)
         # A task that keeps SinkTask's flush (nothing to make durable: each put delivered its records) is not
         # called for it after every batch.
         flushes = type(self.task).flush is not SinkTask.flush
@@ -143,17 +170,65 @@ class SinkRunner(TaskRunner):
                     if records:
                         await self._deliver(records)
                         if flushes:
-                            flushed = {QueueRef(q.topic, q.queue_id): o for q, o in next_offsets.items()}
+                            flushed = {
+                                QueueRef(q.topic, q.queue_id): o
+                                for q, o in next_offsets.items()
+                                if q not in self._remote_queues
+                            }
                             await self.policy.retry(f"{self.label}: flush", functools.partial(self.task.flush, flushed))
                         for queue, offset in next_offsets.items():
-                            if offset != self.offsets[queue]:
-                                self.consumer.commit(queue, offset)
+                            if offset != self.offsets.get(queue):
+                                self._commit(queue, offset)
                         self.offsets = next_offsets
+                    if self.remote is not None:
+                        self.remote.read.set()
                 if not more and not arrived.is_set():
                     await arrived.wait(self.idle_wait_s)
         finally:
             self.consumer.leave()
             arrived.close()
+            if self.remote is not None:
+                await self.remote.close()
+
+    def offsets_of(self, queue: MessageQueue) -> int | None:
+        return self.offsets.get(queue)
+
+    def _commit(self, queue: MessageQueue, offset: int) -> None:
+        if queue in self._remote_queues:
+            assert self.remote is not None
+            self.remote.commit(queue, offset)
+        else:
+            self.consumer.commit(queue, offset)
+
+    async def _start_remote(self, queue: MessageQueue) -> bool:
+        """Where another group's queue is read from (its committed offset there); False while it does not answer."""
+        assert self.remote is not None
+        try:
+            self.offsets[queue] = await self.remote.start_offset(queue)
+        except Exception as exc:  # down or electing: its messages wait there
+            self._unreachable_now(queue, exc)
+            return False
+        return True
+
+    def _unreachable_now(self, queue: MessageQueue, exc: Exception) -> None:
+        if queue not in self._unreachable:
+            self._unreachable.add(queue)
+            log.warning("%s: %s on broker group %s not read for now: %s",
+                        self.label, queue.topic, queue.broker_name, exc)  # fmt: skip
+
+    async def _pull(self, queue: MessageQueue, offset: int, count: int) -> PullResult | None:
+        if queue not in self._remote_queues:
+            return await self.consumer.pull(queue, offset, count)
+        assert self.remote is not None
+        try:
+            got = await self.remote.pull(queue, offset, count)
+        except Exception as exc:
+            self._unreachable_now(queue, exc)
+            return None
+        if queue in self._unreachable:
+            self._unreachable.discard(queue)
+            log.info("%s: %s on broker group %s read again from %d", self.label, queue.topic, queue.broker_name, offset)
+        return got
 
     async def _fetch(self) -> tuple[list[SinkRecord], dict[MessageQueue, int], bool]:
         """Up to batch_size records from the queues, in queue order per queue, the offsets past them, and whether
@@ -166,7 +241,13 @@ class SinkRunner(TaskRunner):
             if room <= 0:
                 more = True  # this queue was not read
                 break
-            got = await self.consumer.pull(queue, offsets[queue], room)
+            if queue not in offsets:
+                if not await self._start_remote(queue):
+                    continue
+                offsets[queue] = self.offsets[queue]
+            got = await self._pull(queue, offsets[queue], room)
+            if got is None:
+                continue
             if got.status is PullStatus.FOUND:
                 records.extend(sink_record(message) for message in got.messages)
                 offsets[queue] = got.next_begin_offset

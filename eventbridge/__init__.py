@@ -9,6 +9,7 @@ topics, other buses), with retries, dead letters, archives and replays.
     bus.py                         a bus is a core topic: how an event is written as a message and read back
     router.py                      at put time, each event matched once against every rule of its bus
     runtime.py                     the buses, the watched rule directory, one connector sink task per target
+    cluster.py                     on a cluster: the rules directory shared, each target's node among the live groups
     source_task.py                 event sources: core topics (or MQTT topic filters) turned into events
     rest.py, replay_rest.py        the HTTP API (rules, buses, sources; replays and dead letters)
     json_path.py, time_range.py    JSONPath over an event; the times the replay API takes

@@ -223,8 +223,10 @@ def _rule_json(runtime: EventBridgeRuntime, rule: Rule) -> dict[str, Any]:
         key = TargetKey(rule.bus, rule.name, target.id)
         task = tasks.get(key)
         entry = _target_json(target)
+        if runtime.cluster is not None and rule.enabled:
+            entry["node"] = runtime.node_of(key)  # the broker group whose node runs it
         if task is None:
-            entry["state"] = "DISABLED"
+            entry["state"] = _not_running_state(runtime, rule, key)
         else:
             runner = runtime.runner(key)
             stats = task.stats
@@ -251,6 +253,16 @@ def _rule_json(runtime: EventBridgeRuntime, rule: Rule) -> dict[str, Any]:
         **({"schedule_state": _schedule_json(runtime, rule)} if rule.schedule is not None else {}),
         "targets": targets,
     }
+
+
+def _not_running_state(runtime: EventBridgeRuntime, rule: Rule, key: TargetKey) -> str:
+    """DISABLED; on a cluster, ELSEWHERE for a target another node runs (its counts are there), STARTING for one
+    this node is about to start (HANDOVER_S after it gained it)."""
+    if not rule.enabled:
+        return "DISABLED"
+    if runtime.cluster is not None and runtime.node_of(key) != runtime.cluster.group:
+        return "ELSEWHERE"
+    return "STARTING"
 
 
 def _schedule_json(runtime: EventBridgeRuntime, rule: Rule) -> dict[str, Any]:

@@ -16,6 +16,9 @@ rule target delivering the bus's matching events.
   (events from its creation on, as a new AWS rule); a target that existed before a restart goes on from its
   committed offset. A deleted or disabled target's queue and offsets are deleted, so when it comes back it starts
   at the end too (a disabled AWS rule sees nothing).
+- On a cluster (cluster.py): the rules directory is every node's, each target runs on its owner's node only,
+  reading its delivery queue on every group, and a scheduled rule fires on its owner's node only; targets move
+  when the live groups change (`_moved`).
 - Scheduled rules (schedules/scheduler.py): each enabled rule with a schedule has a timer on the runtime's clock that
   puts an event restricted to the rule on its bus at each fire time; a reload keeps the timers of unchanged schedules.
 - Archives (archives/filler.py): each reads its bus's topic into files of its own under `archives_dir`, with a
@@ -44,6 +47,7 @@ from connectors.task_runner import Arrivals
 from core import Broker, CoreError, MessageQueue, PullConsumer, PullStatus
 from eventbridge.archives.filler import ArchiveFiller
 from eventbridge.bus import BusError, EventBuses, OnlyFor, bus_topic, decode_event, default_dead_letter_topic
+from eventbridge.cluster import HANDOVER_S, EventBridgeCluster
 from eventbridge.errors import RuleFileError
 from eventbridge.event_schema import SchemaRegistry
 from eventbridge.patterns.compiler import compile_pattern
@@ -125,8 +129,10 @@ class EventBridgeRuntime:
         reload_interval_s: float = DEFAULT_RELOAD_INTERVAL_S,
         mqtt: MqttPublisher | None = None,
         archives_dir: Path | None = None,
+        cluster: EventBridgeCluster | None = None,
     ) -> None:
         self.broker = broker
+        self.cluster = cluster
         self.rules_dir = Path(rules_dir)
         self.archives_dir = Path(archives_dir) if archives_dir is not None else self.rules_dir.parent / ARCHIVES_SUBDIR
         self.clock = clock or SystemClock()
@@ -142,7 +148,14 @@ class EventBridgeRuntime:
         self.errors: tuple[RuleFileError, ...] = ()
         self._declared: Mapping[str, tuple[RuleKey, ...]] = {}  # the rules each refused file names, by path
         self._arrivals = Arrivals()
-        self._running: dict[TargetKey, _Running] = {}
+        self._running: dict[TargetKey, _Running] = {}  # the targets running here
+        # Every enabled target of the rules in force, running here or (on a cluster) on its owner's node.
+        self._targets: dict[TargetKey, tuple[Rule, Target]] = {}
+        # On a cluster, targets gained are started from then on (HANDOVER_S after the live groups changed).
+        self._hold_until = 0.0
+        self._starting_later: asyncio.Task[None] | None = None
+        self._moving: asyncio.Task[None] | None = None
+        self._reloading: asyncio.Task[tuple[RuleFileError, ...]] | None = None
         self._sources: dict[str, _RunningSource] = {}
         self._archives: dict[str, ArchiveFiller] = {}
         self._signature: tuple[tuple[str, int, int], ...] | None = None
@@ -157,17 +170,23 @@ class EventBridgeRuntime:
         self.rules_dir.mkdir(parents=True, exist_ok=True)
         self.buses.create(DEFAULT_BUS)
         self.broker.add_arrival_listener(self._arrivals.notify)
+        if self.cluster is not None:
+            # A target this node owns may have run on another node until this one started.
+            self._hold_until = asyncio.get_running_loop().time() + HANDOVER_S
+            self.cluster.moved = self._moved
+            self.cluster.rules.changed = self._changed_elsewhere
         await self.reload()
         self._watcher = asyncio.get_running_loop().create_task(self._watch(), name="eventbridge rules watcher")
         log.info("eventbridge: %d rules from %s, %d targets running", len(self.rules), self.rules_dir,
                  len(self._running))  # fmt: skip
 
     async def close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
-            self._watcher = None
+        for task in (self._watcher, self._starting_later, self._moving, self._reloading):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._watcher = self._starting_later = self._moving = self._reloading = None
         async with self._lock:
             await self.scheduler.close()
             runners = [r.runner for r in self._sources.values()] + [r.runner for r in self._running.values()]
@@ -183,6 +202,9 @@ class EventBridgeRuntime:
     async def reload(self) -> tuple[RuleFileError, ...]:
         """Read the rules directory again and apply what changed; the errors of refused files."""
         async with self._lock:
+            # On a cluster, what was written here since last looked at gets its version first (a file the other
+            # nodes wrote meanwhile is known, and not taken for this node's).
+            writes = self.cluster.rules.scan() if self.cluster is not None else []
             self._signature = self._directory_signature()
             result = load_rule_directory(self.rules_dir, self.rules, compile_pattern=compile_pattern)
             self.rules = result.rules
@@ -190,7 +212,22 @@ class EventBridgeRuntime:
             self.errors = result.errors
             self._declared = result.declared
             await self._apply(result.rules)
-            return result.errors
+        if writes and self.cluster is not None:
+            # On every other live node's disk before the API answers (a node that cannot be told is told later).
+            await self.cluster.rules.publish(writes)
+        return result.errors
+
+    def _changed_elsewhere(self) -> None:
+        """Another node's rule file was written here: read the directory again (once for a burst of them)."""
+        if self._reloading is None or self._reloading.done():
+            self._reloading = asyncio.get_running_loop().create_task(self.reload(), name="eventbridge rules reload")
+
+    def node_of(self, key: TargetKey) -> str:
+        """The broker group whose node runs target `key` (this one's alone)."""
+        return self.cluster.owner(str(key)) if self.cluster is not None else self.broker.config.broker_name
+
+    def _owns(self, key: TargetKey) -> bool:
+        return self.cluster is None or self.cluster.owns(str(key))
 
     def refusal_naming(self, key: RuleKey) -> RuleFileError | None:
         """The error of a refused file that names rule `key` (what a reader of the file meant to define), if any."""
@@ -221,19 +258,19 @@ class EventBridgeRuntime:
                 continue
             for target in rule.targets:
                 wanted[TargetKey(rule.bus, rule.name, target.id)] = (rule, target)
-        gone: list[TargetKey] = []
+        gone = [key for key in self._targets if key not in wanted]
         for key, running in list(self._running.items()):
             want = wanted.get(key)
-            if want is None or running.target != want[1]:
+            if want is None or running.target != want[1] or not self._owns(key):
                 await _stop(running.runner)
                 del self._running[key]
-                if want is None:
-                    gone.append(key)
                 log.info("eventbridge: target %s stopped", key)
             else:
                 running.rule = want[0]
                 running.task.rule = want[0]
-        new = [key for key in wanted if key not in self._running]
+        # New to this node (on a cluster each node sets where the target starts in its own group's queue, before
+        # it routes there, whichever node runs the target).
+        new = [key for key in wanted if key not in self._targets]
         if new:
             # A new target starts at the end of its queue, set before routing to it begins; every entry appended
             # so far must be visible for that end to be right.
@@ -255,12 +292,11 @@ class EventBridgeRuntime:
             self.broker.delete_light_queue(key.queue)
             self.broker.delete_group_offsets(sink_group(key.connector))
         for key in new:
-            rule, target = wanted[key]
-            await self._copy_legacy_backlog(key, rule)
-            self._running[key] = self._start(key, rule, target)
-            log.info("eventbridge: target %s started", key)
+            await self._copy_legacy_backlog(key, wanted[key][0])
+        self._targets = wanted
+        self._start_owned()
         # After the targets: a schedule's first event finds its rule's targets started and routed to.
-        self.scheduler.update(rules)
+        self.scheduler.update(rule for rule in rules if self._fires_here(rule))
 
         wanted_sources = {source.name: source for source in rules.sources.values() if source.enabled}
         for name, running_source in list(self._sources.items()):
@@ -290,6 +326,47 @@ class EventBridgeRuntime:
             self._sources[name] = self._start_source(source, queues)
             log.info("eventbridge: source %r started (%s -> bus %r)", name, source.mqtt or source.topic, source.bus)
         await self._apply_archives(rules.archives)
+
+    def _fires_here(self, rule: Rule) -> bool:
+        return self.cluster is None or self.cluster.owns(f"schedule {rule.key}")
+
+    def _start_owned(self) -> None:
+        """Start the targets this node runs that are not running (on a cluster, those gained only once the hold
+        after a change of the live groups is over: later, by a task, if it is not)."""
+        loop = asyncio.get_running_loop()
+        held = False
+        for key, (rule, target) in self._targets.items():
+            if key in self._running or not self._owns(key):
+                continue
+            if loop.time() < self._hold_until:
+                held = True
+                continue
+            self._running[key] = self._start(key, rule, target)
+            log.info("eventbridge: target %s started", key)
+        if held and (self._starting_later is None or self._starting_later.done()):
+            self._starting_later = loop.create_task(self._start_later(), name="eventbridge targets gained")
+
+    async def _start_later(self) -> None:
+        await asyncio.sleep(max(0.0, self._hold_until - asyncio.get_running_loop().time()))
+        async with self._lock:
+            self._start_owned()
+
+    def _moved(self) -> None:
+        """The live groups changed (cluster.py): stop at once what another node runs now; start what this one
+        gained after HANDOVER_S."""
+        self._hold_until = asyncio.get_running_loop().time() + HANDOVER_S
+        if self._moving is None or self._moving.done():
+            self._moving = asyncio.get_running_loop().create_task(self._move(), name="eventbridge targets moving")
+
+    async def _move(self) -> None:
+        async with self._lock:
+            lost = [key for key in self._running if not self._owns(key)]
+            await asyncio.gather(*(_stop(self._running[key].runner) for key in lost))
+            for key in lost:
+                del self._running[key]
+                log.info("eventbridge: target %s stopped: broker group %s runs it now", key, self.node_of(key))
+            self.scheduler.update(rule for rule in self.rules if self._fires_here(rule))
+            self._start_owned()
 
     # --- archives ------------------------------------------------------------------------------------------
 
@@ -345,7 +422,11 @@ class EventBridgeRuntime:
             self.broker.create_topic(dead_letters, 1)
         if isinstance(target, BusTarget):
             self.buses.create(target.bus)  # a bus named by a rule is created with it
-        queue = MessageQueue(key.queue, self.broker.config.broker_name, 0)
+        queues = [MessageQueue(key.queue, self.broker.config.broker_name, 0)]
+        remote = None
+        if self.cluster is not None:
+            queues = self.cluster.queues(key.queue)
+            remote = self.cluster.reader(sink_group(key.connector))
         task = TargetTask(self.broker, rule, target, self.deliverer, dead_letters, self.clock, self.rng)
         config: dict[str, Any] = {
             "batch.size": TARGET_BATCH_SIZE,
@@ -354,8 +435,9 @@ class EventBridgeRuntime:
             "errors.retry.timeout": 60_000,
         }
         runner = SinkRunner(
-            self.broker, self._arrivals, key.connector, 0, task, config, [queue], idle_wait_s=TARGET_IDLE_WAIT_S
-        )
+            self.broker, self._arrivals, key.connector, 0, task, config, queues, idle_wait_s=TARGET_IDLE_WAIT_S,
+            remote=remote,
+        )  # fmt: skip
         runner.start()
         return _Running(rule, target, task, runner)
 

@@ -13,10 +13,11 @@ from typing import Any
 from core import Broker
 from mqgate.config.settings import DEFAULT_ORIGIN, ConfigError, Settings
 from mqgate.listen_errors import cannot_listen, listen_reason, server_address
-from mqtt_bridge.cluster.peers import ClusterPeers
+from mqtt_bridge.cluster.filter_records import FILTERS_TOPIC
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.gateway import MqttGateway
 from mqtt_bridge.listener import start_tcp, start_websocket
+from peers.group_peers import ClusterPeers
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,11 @@ async def open_gateway(
     that persistent sessions get what is published meanwhile), without listeners. On a cluster it joins the
     other groups later (`join_cluster`), once this one is registered."""
     config = settings.mqtt
-    peers = ClusterPeers(namesrv_addresses, settings.broker.broker_name) if namesrv_addresses else None
+    peers = (
+        ClusterPeers(namesrv_addresses, settings.broker.broker_name, FILTERS_TOPIC, "MQTT_GATEWAY")
+        if namesrv_addresses
+        else None
+    )
     gateway = MqttGateway(broker, config, settings.data_dir / MQTT_SUBDIR, peers)
     await gateway.start()
     log.info("%s", anonymous_clients(settings))

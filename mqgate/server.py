@@ -40,6 +40,7 @@ from core import (
     RecoveryReport,
     open_store,
 )
+from eventbridge.cluster import EventBridgeCluster
 from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
@@ -233,6 +234,13 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                             gateway = await open_gateway(settings, broker, parts_stack, cluster)
                         else:
                             mqtt_parts, gateway = await start_mqtt(settings, broker, parts_stack, tls)
+                    # EventBridge's records topic and listener too, before the first registration.
+                    eventbridge_cluster = None
+                    if cluster and not slave:
+                        eventbridge_cluster = EventBridgeCluster(
+                            cluster, settings.broker.broker_name, settings.data_dir / RULES_SUBDIR, settings.data_dir
+                        )
+                        eventbridge_cluster.open(broker)
                     endpoint = None
                     if settings.grpc.enabled and not slave:
                         grpc_part, endpoint = await _start_grpc(settings, broker, parts_stack)
@@ -247,15 +255,23 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         parts.append(remoting_part)
                         if endpoint is not None:
                             await _join_grpc_to_cluster(settings, door, endpoint, embedded_namesrv, parts_stack)
-                    if gateway is not None and cluster and door is not None:
+                    if cluster and door is not None:
                         await _registered(door)
+                    if eventbridge_cluster is not None:
+                        await eventbridge_cluster.join()
+                        parts_stack.push_async_callback(eventbridge_cluster.close)
+                    if gateway is not None and cluster and door is not None:
                         await gateway.join_cluster()
                         mqtt_parts = await open_listeners(settings, gateway, parts_stack, tls)
                     parts[2:2] = mqtt_parts
                     parts += [ha_part] if ha_part else []
                     parts += [namesrv_part] if namesrv_part else []
                     worker = None if slave else await _start_connectors(settings, broker, parts_stack)
-                    eventbridge = None if slave else await _start_eventbridge(settings, broker, parts_stack, gateway)
+                    eventbridge = (
+                        None
+                        if slave
+                        else await _start_eventbridge(settings, broker, parts_stack, gateway, eventbridge_cluster)
+                    )
                     views: list[Parts | AdminContext] = []
                     if settings.http.enabled:
                         metrics = Metrics(Parts(broker, store, gateway, eventbridge, worker))
@@ -471,15 +487,25 @@ async def _start_connectors(settings: Settings, broker: Broker, stack: contextli
 
 
 async def _start_eventbridge(
-    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, gateway: MqttGateway | None
+    settings: Settings,
+    broker: Broker,
+    stack: contextlib.AsyncExitStack,
+    gateway: MqttGateway | None,
+    cluster: EventBridgeCluster | None,
 ) -> EventBridgeRuntime:
     """Start EventBridge: buses, the rules of DATA_DIR/rules and their targets, archives in
     DATA_DIR/eventbridge/archives. Closed by `stack` (targets first, then their HTTP client). MQTT targets publish
-    through `gateway` (None: the gateway is off; they dead-letter)."""
+    through `gateway` (None: the gateway is off; they dead-letter). On a cluster (`cluster` joined), the rules are
+    the cluster's and each target runs on one node."""
     client = HttpTargetClient()
     stack.push_async_callback(client.close)
     runtime = EventBridgeRuntime(
-        broker, settings.data_dir / RULES_SUBDIR, client, mqtt=gateway, archives_dir=settings.data_dir / ARCHIVES_SUBDIR
+        broker,
+        settings.data_dir / RULES_SUBDIR,
+        client,
+        mqtt=gateway,
+        archives_dir=settings.data_dir / ARCHIVES_SUBDIR,
+        cluster=cluster,
     )
     await runtime.start()
     stack.push_async_callback(runtime.close)

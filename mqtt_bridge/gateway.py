@@ -36,7 +36,6 @@ from core import Broker, Message, SendResult
 from mqtt_bridge.access.access_control import AccessControl, Reason
 from mqtt_bridge.cluster.filter_records import FILTERS_TOPIC
 from mqtt_bridge.cluster.membership import PROPERTY_RETAINED_COPY, Membership
-from mqtt_bridge.cluster.peers import ClusterPeers
 from mqtt_bridge.cluster.remote_queues import RemoteQueues
 from mqtt_bridge.config import MqttConfig
 from mqtt_bridge.counters import GatewayCounters
@@ -90,6 +89,7 @@ from mqtt_bridge.wire.protocol import (
     Subscribed,
     Unsubscribed,
 )
+from peers.group_peers import ClusterPeers
 
 log = logging.getLogger("mqtt_bridge.gateway")
 

@@ -14,7 +14,7 @@ import core
 ROOT = Path(__file__).resolve().parents[1]
 FRONT_DOORS = [
     "connectors", "eventbridge", "spark_sink", "mqgate", "mqtt_bridge", "proxy", "acl",
-    "remoting", "broker_remoting", "namesrv", "remote_client", "controller",
+    "remoting", "broker_remoting", "namesrv", "remote_client", "peers", "controller",
 ]  # fmt: skip
 ABOVE_CORE = set(FRONT_DOORS)
 

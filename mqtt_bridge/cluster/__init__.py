@@ -5,8 +5,8 @@ publishes (docs/cluster.md, "MQTT on a cluster").
   names the light queues of the filters used anywhere in the cluster, so a message stored on one group waits in
   the light queues that sessions of every group read.
 - filter_records.py: the registry's changes as core messages (topic MQTT_FILTERS, one queue on every group).
-- peers.py: the other groups through the remote client: the registry's changes written to every group before a
-  SUBACK, and the light queues of other groups read and their positions committed there.
+- membership.py: this group's part: the registry's changes written to every group (peers/) before a SUBACK, the
+  others' records applied, session records and retained messages copied, session claims.
 - remote_queues.py: the light queues of other groups as the gateway reads them: recent messages kept decoded, a
   long poll per queue that wakes the sessions reading it.
 """

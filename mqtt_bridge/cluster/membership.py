@@ -30,10 +30,10 @@ from mqtt_bridge.cluster.filter_records import (
     set_message,
 )
 from mqtt_bridge.cluster.filter_registry import FilterRegistry
-from mqtt_bridge.cluster.peers import ClusterPeers
 from mqtt_bridge.cluster.remote_queues import RemoteQueues
 from mqtt_bridge.message_mapping import PROPERTY_PACKET_ID
 from mqtt_bridge.sessions.session import Session, Subscription, remote_key, session_group
+from peers.group_peers import ClusterPeers
 
 log = logging.getLogger("mqtt_bridge.cluster")
 

@@ -12,10 +12,10 @@ import logging
 from collections.abc import Callable
 
 from core import CoreError, PullStatus, StoredMessage
-from mqtt_bridge.cluster.peers import ClusterPeers
 from mqtt_bridge.message_cache import Pulled, read_runs
 from mqtt_bridge.message_mapping import MqttMessage
 from mqtt_bridge.wire.protocol_events import CachedMessage
+from peers.group_peers import ClusterPeers
 
 log = logging.getLogger("mqtt_bridge.cluster")
 

@@ -1,7 +1,8 @@
-"""The other broker groups of the cluster, through the remote client (one Cluster per gateway): the filter registry's
-records written to every group, and the light queues of other groups read, measured and their positions committed
-there (a session's positions in a group's light queues are consumer offsets on that group, as a RocketMQ
-consumer's are)."""
+"""The other broker groups of the cluster, as one door of a node sees them through the remote client (one Cluster per
+door): the door's records written to queue 0 of its records topic on every group, the groups alive now (those with
+a master in the records topic's route), and the light queues of other groups read, measured and their positions
+committed there (positions in a group's light queues are consumer offsets on that group, as a RocketMQ consumer's
+are)."""
 
 from __future__ import annotations
 
@@ -12,30 +13,31 @@ import time
 from collections.abc import Sequence
 
 from core import CoreError, Message, MessageQueue, PullResult
-from mqtt_bridge.cluster.filter_records import FILTERS_TOPIC
 from remote_client import Cluster, Producer, PullConsumer
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 
-log = logging.getLogger("mqtt_bridge.cluster")
+log = logging.getLogger(__name__)
 
-# How long a registry record may take to reach a group: long enough for an election under automatic failover
-# (about 5 s), after which a SUBSCRIBE that needs it is refused.
+# How long a record may take to reach a group: long enough for an election under automatic failover (about 5 s),
+# after which the change that needs it is refused (an MQTT SUBSCRIBE, an EventBridge rule written through the API).
 BROADCAST_TIMEOUT_MS = 12_000
 # After a failed write, the next one (with the routes asked again) waits this long.
 RETRY_S = 0.5
 # Positions committed on other groups are written this often (and when a session's connection goes).
 COMMIT_INTERVAL_S = 1.0
-# Pulls are labelled with this group: they commit nothing.
-READER_GROUP = "MQTT_GATEWAY_READER"
 
 
 class ClusterPeers:
-    def __init__(self, namesrv_addresses: Sequence[str], own_group: str) -> None:
+    def __init__(self, namesrv_addresses: Sequence[str], own_group: str, topic: str, door: str) -> None:
+        """`topic`: the door's records topic (one queue on every group whose node runs the door); `door` names its
+        client instance, producer group (`<door>_<group>`) and reader group (`<door>_READER`, which commits
+        nothing)."""
         self.own_group = own_group
-        self.cluster = Cluster(list(namesrv_addresses), instance_name=f"mqtt-{own_group}")
-        self.producer = Producer(self.cluster, f"MQTT_GATEWAY_{own_group}", send_msg_timeout_ms=BROADCAST_TIMEOUT_MS)
-        self.reader = PullConsumer(self.cluster, READER_GROUP)
+        self.topic = topic
+        self.cluster = Cluster(list(namesrv_addresses), instance_name=f"{door.lower()}-{own_group}")
+        self.producer = Producer(self.cluster, f"{door}_{own_group}", send_msg_timeout_ms=BROADCAST_TIMEOUT_MS)
+        self.reader = PullConsumer(self.cluster, f"{door}_READER")
         self._commits: dict[tuple[str, str, str], int] = {}  # (group, consumer group, queue) -> offset
         self._committing: asyncio.Task[None] | None = None
         self._groups: list[str] = []
@@ -59,30 +61,40 @@ class ClusterPeers:
     # --- the groups ---
 
     async def refresh(self) -> list[str]:
-        """The broker groups that hold MQTT_FILTERS (every group whose node runs the gateway), asked again."""
+        """The broker groups that hold the records topic (every group whose node runs the door), asked again."""
         with contextlib.suppress(CoreError):
-            route = await self.cluster.route(FILTERS_TOPIC, refresh=True)
+            route = await self.cluster.route(self.topic, refresh=True)
             self._groups = sorted(set(self._groups) | {queue.broker_name for queue in route.read_queues()})
         return self._groups
 
     def other_groups(self) -> list[str]:
         """The other groups as last known: the route (asked again every 30 s, and when a group is not in it) and
         the groups heard from (`heard`)."""
-        route = self.cluster.cached_route(FILTERS_TOPIC)
+        route = self.cluster.cached_route(self.topic)
         if route is not None:
             self._groups = sorted(set(self._groups) | {queue.broker_name for queue in route.read_queues()})
         return [group for group in self._groups if group != self.own_group]
+
+    async def live_groups(self) -> list[str]:
+        """The groups with a master in the records topic's route, asked again, this one always among them: a group
+        whose master died leaves the route when its connection to the NameServers closes (at once for a killed
+        process), and comes back with the master elected after it. Raises CoreError when no NameServer answers
+        (what was known stays the best guess)."""
+        route = await self.cluster.route(self.topic, refresh=True)
+        live = {queue.broker_name for queue in route.read_queues()} | {self.own_group}
+        self._groups = sorted(set(self._groups) | live)
+        return sorted(live)
 
     def heard(self, group: str) -> None:
         """A group's node wrote to this one (it started): it is one of the others from now on."""
         if group != self.own_group and group not in self._groups:
             self._groups = sorted({*self._groups, group})
 
-    # --- the registry's records ---
+    # --- the door's records ---
 
     async def broadcast(self, message: Message, groups: Sequence[str] | None = None) -> list[str]:
-        """Write `message` (of MQTT_FILTERS) to queue 0 of each of `groups` (default: the other groups); the groups
-        with a master that it could not be written to, each logged (a group without one is passed over)."""
+        """Write `message` (of the records topic) to queue 0 of each of `groups` (default: the other groups); the
+        groups with a master that it could not be written to, each logged (a group without one is passed over)."""
         targets = list(self.other_groups() if groups is None else groups)
         if not targets:
             return []
@@ -99,9 +111,9 @@ class ClusterPeers:
                     try:
                         self.cluster.master_address(group)
                     except CoreError:
-                        # No master registered: the group stores nothing now, and its node hears every group's
-                        # filters when it starts (its hello) before its MQTT door opens.
-                        log.info("MQTT record (%s) not written to broker group %s: it has no master",
+                        # No master registered: the group stores nothing now, and its node hears from every
+                        # group when it starts (its hello) before its door opens.
+                        log.info("record (%s) not written to broker group %s: it has no master",
                                  message.topic, group)  # fmt: skip
                         return None
                 try:
@@ -109,11 +121,11 @@ class ClusterPeers:
                     return None
                 except CoreError as exc:
                     if time.monotonic() >= deadline:
-                        log.warning("MQTT record (%s) not written to broker group %s: %s", message.topic, group, exc)
+                        log.warning("record (%s) not written to broker group %s: %s", message.topic, group, exc)
                         return group
                     # Its master may have just died: the NameServers name the one elected after it (automatic
                     # failover), or none once the dead one's connection is gone.
-                    log.info("MQTT record (%s) not written to broker group %s yet: %s", message.topic, group, exc)
+                    log.info("record (%s) not written to broker group %s yet: %s", message.topic, group, exc)
                     await asyncio.sleep(RETRY_S)
                     await self.refresh()
 

@@ -1,0 +1,11 @@
+"""The other nodes of a cluster, as mqgate's own doors (MQTT, EventBridge, connectors) see them through the remote
+client: what lets a door of one node use the whole cluster (docs/cluster.md).
+
+    group_peers.py       the other broker groups: a door's records written to queue 0 of its records topic on every
+                         group, the groups alive now, other groups' light queues read and positions committed there
+    owners.py            which live group's node runs each piece of work (an EventBridge target, a connector task):
+                         rendezvous hashing, so a group coming or going moves only its own share (pure)
+    file_versions.py     the versions of a shared directory's files and which of two wins (pure)
+    shared_directory.py  a directory whose files are the same on every node (EventBridge's rules): a file written
+                         or deleted on one node is written or deleted on the others
+"""
