@@ -17,26 +17,23 @@ node at a time, reading the target's delivery queue on every group.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from connectors.remote_reader import RemoteReader
 from core import Broker, Message, MessageQueue, SendResult
 from eventbridge.rules.directory import RULE_FILE_SUFFIXES
 from peers.group_peers import ClusterPeers
-from peers.owners import owner
+from peers.live_groups import LiveGroups
 from peers.shared_directory import SharedDirectory
 
 log = logging.getLogger(__name__)
 
 RULES_TOPIC = "EB_RULE_FILES"
-# How often the live groups are asked of the NameServers (a killed node leaves them at once).
-LIVE_INTERVAL_S = 1.0
 # A node starts a target it gained this long after it saw the change: the previous owner sees it within
-# LIVE_INTERVAL_S and stops, its batch in flight delivered and its offsets written, before the new one reads.
+# peers.live_groups.LIVE_INTERVAL_S and stops, its batch in flight delivered and its offsets written, before the new
+# one reads.
 HANDOVER_S = 3.0
 # Where the shared directory's versions are kept, under DATA_DIR.
 STATE_FILE = Path("eventbridge") / "shared-rules.json"
@@ -51,10 +48,8 @@ class EventBridgeCluster:
         self.group = group
         self.peers = ClusterPeers(namesrv_addresses, group, RULES_TOPIC, "EVENTBRIDGE")
         self.rules = SharedDirectory(rules_dir, is_rule_file, data_dir / STATE_FILE, self.peers)
-        self.live: list[str] = [group]
-        # Called when the live groups changed (the runtime moves targets).
-        self.moved: Callable[[], None] = lambda: None
-        self._watching: asyncio.Task[None] | None = None
+        # Its `changed` callback is the runtime's, which moves targets.
+        self.live = LiveGroups(self.peers, "EventBridge")
 
     def open(self, broker: Broker) -> None:
         """Before the broker registers: the records topic on this group (in its first registration), and its records
@@ -67,29 +62,23 @@ class EventBridgeCluster:
         """Once registered: the others' rule files taken, this node's given, the live groups known."""
         await self.peers.start()
         await self.rules.join()
-        with contextlib.suppress(Exception):  # no NameServer answers: this node alone until one does
-            self.live = await self.peers.live_groups()
-        self._watching = asyncio.get_running_loop().create_task(self._watch_live(), name="eventbridge live groups")
-        log.info("EventBridge on a cluster: broker group %s; live groups %s", self.group, ", ".join(self.live))
+        await self.live.start()
+        log.info("EventBridge on a cluster: broker group %s; live groups %s", self.group, ", ".join(self.live.live))
 
     async def close(self) -> None:
-        if self._watching is not None:
-            self._watching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watching
+        await self.live.close()
         await self.rules.close()
         await self.peers.close()
 
     def owner(self, work: str) -> str:
-        return owner(work, self.live) or self.group
+        return self.live.owner(work)
 
     def owns(self, work: str) -> bool:
-        return self.owner(work) == self.group
+        return self.live.owns(work)
 
     def queues(self, queue: str) -> list[MessageQueue]:
         """A delivery queue on every group known (one that is down is read when it is back: its events wait)."""
-        groups = sorted({self.group, *self.peers.other_groups(), *self.live})
-        return [MessageQueue(queue, group, 0) for group in groups]
+        return [MessageQueue(queue, group, 0) for group in self.live.known()]
 
     def reader(self, consumer_group: str) -> RemoteReader:
         return RemoteReader(self.peers.cluster, consumer_group)
@@ -97,16 +86,3 @@ class EventBridgeCluster:
     def _on_stored(self, message: Message, result: SendResult) -> None:
         if message.topic == RULES_TOPIC:
             self.rules.record_stored(message)
-
-    async def _watch_live(self) -> None:
-        while True:
-            await asyncio.sleep(LIVE_INTERVAL_S)
-            try:
-                live = await self.peers.live_groups()
-            except Exception as exc:
-                log.debug("live groups not known: %s", exc)
-                continue
-            if live != self.live:
-                log.info("EventBridge: live broker groups %s (were %s)", ", ".join(live), ", ".join(self.live))
-                self.live = live
-                self.moved()

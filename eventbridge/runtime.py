@@ -173,7 +173,7 @@ class EventBridgeRuntime:
         if self.cluster is not None:
             # A target this node owns may have run on another node until this one started.
             self._hold_until = asyncio.get_running_loop().time() + HANDOVER_S
-            self.cluster.moved = self._moved
+            self.cluster.live.changed = self._moved
             self.cluster.rules.changed = self._changed_elsewhere
         await self.reload()
         self._watcher = asyncio.get_running_loop().create_task(self._watch(), name="eventbridge rules watcher")
