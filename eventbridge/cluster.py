@@ -2,7 +2,7 @@
 the cluster's, an event put on any node is routed once where it is stored, and each target's delivery runs on one
 node at a time, reading the target's delivery queue on every group.
 
-- Rules: the rules directory is shared (peers/shared_directory.py, records of topic EB_RULE_FILES): a rule file
+- Rules: the rules directory is shared (peers/shared_directory.py, records of topic EB_CLUSTER): a rule file
   written, changed or deleted on one node, by an operator or through the API, is on every node's disk before the
   API answers, and each node loads it as its own. Every node's router then routes by the same rules.
 - Routing: an event is stored, and routed to its targets' delivery queues, by the node that took it (PutEvents, an
@@ -13,16 +13,21 @@ node at a time, reading the target's delivery queue on every group.
   stops what it no longer owns at once, and starts what it gained HANDOVER_S later: time for the previous owner to
   see the change, finish its batch in flight and write its offsets.
 - Scheduled rules fire on their rule's owner only.
+- Replays: each node replays what its own group holds (its bus topic, its archives: each node archives the events
+  its group stored), so a replay asked of one node is asked of the others too (a replay record, `replay_elsewhere`)
+  and covers the cluster; every node appends its copies to its own bus, routed there to the rule's targets.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from connectors.remote_reader import RemoteReader
-from core import Broker, Message, MessageQueue, SendResult
+from core import Broker, CoreError, Message, MessageQueue, SendResult
 from eventbridge.rules.directory import RULE_FILE_SUFFIXES
 from peers.group_peers import ClusterPeers
 from peers.live_groups import LiveGroups
@@ -30,7 +35,10 @@ from peers.shared_directory import SharedDirectory
 
 log = logging.getLogger(__name__)
 
-RULES_TOPIC = "EB_RULE_FILES"
+# The records of EventBridge on a cluster (the rules directory's, and replays'), one queue on every group.
+RECORDS_TOPIC = "EB_CLUSTER"
+# A replay record: the group asking; body {"bus", "from", "to", "rule", "name", "archive"} (times in ms).
+PROPERTY_REPLAY = "EB_REPLAY"
 # A node starts a target it gained this long after it saw the change: the previous owner sees it within
 # peers.live_groups.LIVE_INTERVAL_S and stops, its batch in flight delivered and its offsets written, before the new
 # one reads.
@@ -43,20 +51,42 @@ def is_rule_file(name: str) -> bool:
     return Path(name).suffix in RULE_FILE_SUFFIXES and not name.startswith(".")
 
 
+class _ClusterRecords:
+    """The broker's one stored listener for EB_CLUSTER (a listener cannot be taken back): it hands each record to
+    the cluster part in force, one per term as master under automatic failover."""
+
+    def __init__(self) -> None:
+        self.part: EventBridgeCluster | None = None
+
+    def __call__(self, message: Message, result: SendResult) -> None:
+        if message.topic == RECORDS_TOPIC and self.part is not None:
+            self.part.record_stored(message)
+
+
 class EventBridgeCluster:
     def __init__(self, namesrv_addresses: Sequence[str], group: str, rules_dir: Path, data_dir: Path) -> None:
         self.group = group
-        self.peers = ClusterPeers(namesrv_addresses, group, RULES_TOPIC, "EVENTBRIDGE")
+        self.peers = ClusterPeers(namesrv_addresses, group, RECORDS_TOPIC, "EVENTBRIDGE")
         self.rules = SharedDirectory(rules_dir, is_rule_file, data_dir / STATE_FILE, self.peers)
         # Its `changed` callback is the runtime's, which moves targets.
         self.live = LiveGroups(self.peers, "EventBridge")
+        self._records: _ClusterRecords | None = None
+        # A replay another node asked for (the runtime runs this group's part).
+        self.replay_requested: Callable[[dict[str, Any]], None] = lambda request: None
 
     def open(self, broker: Broker) -> None:
         """Before the broker registers: the records topic on this group (in its first registration), and its records
         applied as they are stored."""
-        if not broker.has_topic(RULES_TOPIC):
-            broker.create_topic(RULES_TOPIC, 1)
-        broker.add_stored_listener(self._on_stored)
+        if not broker.has_topic(RECORDS_TOPIC):
+            broker.create_topic(RECORDS_TOPIC, 1)
+
+        def make() -> _ClusterRecords:
+            records = _ClusterRecords()
+            broker.add_stored_listener(records)
+            return records
+
+        self._records = broker.shared(_ClusterRecords, make)
+        self._records.part = self
 
     async def join(self) -> None:
         """Once registered: the others' rule files taken, this node's given, the live groups known."""
@@ -66,6 +96,8 @@ class EventBridgeCluster:
         log.info("EventBridge on a cluster: broker group %s; live groups %s", self.group, ", ".join(self.live.live))
 
     async def close(self) -> None:
+        if self._records is not None and self._records.part is self:
+            self._records.part = None
         await self.live.close()
         await self.rules.close()
         await self.peers.close()
@@ -83,6 +115,32 @@ class EventBridgeCluster:
     def reader(self, consumer_group: str) -> RemoteReader:
         return RemoteReader(self.peers.cluster, consumer_group)
 
-    def _on_stored(self, message: Message, result: SendResult) -> None:
-        if message.topic == RULES_TOPIC:
+    # --- records ---
+
+    def record_stored(self, message: Message) -> None:
+        """A record of EB_CLUSTER reached this group's store (before its writer's SEND_OK)."""
+        asking = message.properties.get(PROPERTY_REPLAY)
+        if asking is None:
             self.rules.record_stored(message)
+            return
+        if asking == self.group:
+            return
+        try:
+            request = json.loads(bytes(message.body))
+            if not isinstance(request, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            log.error("a replay record from broker group %s could not be read (%s): skipped", asking, exc)
+            return
+        self.replay_requested(request)
+
+    async def replay_elsewhere(self, request: dict[str, Any]) -> list[str]:
+        """Ask every other live group's node to replay its part of `request`; the groups told."""
+        try:
+            live = await self.peers.live_groups()
+        except CoreError:
+            live = self.live.live
+        others = [group for group in live if group != self.group]
+        message = Message(RECORDS_TOPIC, json.dumps(request).encode(), properties={PROPERTY_REPLAY: self.group})
+        failed = await self.peers.broadcast(message, others)
+        return [group for group in others if group not in failed]

@@ -8,7 +8,10 @@
                                            archive's events are replayed; queues is then empty); with "rule", only
                                            the events its pattern matches are replayed (unmatched counts the
                                            others); 404 for an unknown bus, rule or archive, 400 for an archive of
-                                           another bus or a rule without a pattern
+                                           another bus or a rule without a pattern; on a cluster also groups:
+                                           [this node's group, then each other group whose node was asked to
+                                           replay its own part (its bus topic or its archive), under the same
+                                           name, after this one's was done; their counts are in their logs]
     GET  /dead-letters/{topic}             ?limit=100&offset=0: {topic, total, offset, limit, entries: [{id, type,
                                            bus, rule, target, status, error, attempts, origin, store_time,
                                            store_timestamp_ms, queue_id, offset, redriven}]}
@@ -22,7 +25,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import logging
 from typing import Any
 
 from aiohttp import web
@@ -30,6 +36,7 @@ from aiohttp import web
 from eventbridge.archives.replay import Replayer, ReplaySummary
 from eventbridge.bus import DEFAULT_DEAD_LETTER_PREFIX, BusError
 from eventbridge.errors import NotFoundError, ReprocessError
+from eventbridge.rest import active_runtime
 from eventbridge.rules.model import RuleKey
 from eventbridge.runtime import EventBridgeRuntime
 from eventbridge.targets.dead_letters import (
@@ -41,12 +48,15 @@ from eventbridge.targets.dead_letters import (
 )
 from eventbridge.time_range import TimeRange, format_ms, parse_time_ms
 
+log = logging.getLogger(__name__)
+
 REPLAYER_KEY = web.AppKey("eventbridge_replayer", Replayer)
 DEAD_LETTERS_KEY = web.AppKey("eventbridge_dead_letters", DeadLetterQueues)
 
 
 def add_routes(app: web.Application, runtime: EventBridgeRuntime) -> None:
-    app[REPLAYER_KEY] = Replayer(runtime)
+    replayer = app[REPLAYER_KEY] = Replayer(runtime)
+    runtime.replay_requested = functools.partial(_replay_requested, replayer, set())
     app[DEAD_LETTERS_KEY] = DeadLetterQueues(runtime)
     app.router.add_post("/buses/{bus}/replays", start_replay)
     app.router.add_get("/dead-letters/{topic}", list_dead_letters)
@@ -91,10 +101,35 @@ async def start_replay(request: web.Request) -> web.Response:
     archive = _optional_string(body, "archive")
     try:
         time_range = TimeRange(parse_time_ms(body["from"], "from"), parse_time_ms(body["to"], "to"))
-        summary = await request.app[REPLAYER_KEY].replay(request.match_info["bus"], time_range, rule, name, archive)
+        replayer = request.app[REPLAYER_KEY]
+        active_runtime(replayer.runtime)
+        summary = await replayer.replay(request.match_info["bus"], time_range, rule, name, archive)
     except (ReprocessError, BusError) as exc:
         raise _refusal(exc) from None
-    return web.json_response(replay_json(summary))
+    answer = replay_json(summary)
+    cluster = replayer.runtime.cluster
+    if cluster is not None:
+        # The other groups' parts, asked once this one's was accepted (and done): under the same name.
+        asked = {"bus": summary.bus, "from": time_range.from_ms, "to": time_range.to_ms, "rule": rule,
+                 "name": summary.name, "archive": archive}  # fmt: skip
+        answer["groups"] = [cluster.group, *await cluster.replay_elsewhere(asked)]
+    return web.json_response(answer)
+
+
+def _replay_requested(replayer: Replayer, running: set[asyncio.Task[None]], request: dict[str, Any]) -> None:
+    """Another node's replay: this group's part, run in the background (its counts are logged)."""
+
+    async def run() -> None:
+        try:
+            time_range = TimeRange(int(request["from"]), int(request["to"]))
+            await replayer.replay(str(request["bus"]), time_range, request.get("rule"), request.get("name"),
+                                  request.get("archive"))  # fmt: skip
+        except (ReprocessError, BusError, KeyError, TypeError, ValueError) as exc:
+            log.error("replay %s asked by another node: this group's part not done: %s", request.get("name"), exc)
+
+    task = asyncio.get_running_loop().create_task(run(), name=f"replay {request.get('name')}")
+    running.add(task)
+    task.add_done_callback(running.discard)
 
 
 def replay_json(summary: ReplaySummary) -> dict[str, Any]:
@@ -136,6 +171,7 @@ async def list_dead_letters(request: web.Request) -> web.Response:
     limit = _query_int(request, "limit", DEFAULT_LIST_LIMIT)
     offset = _query_int(request, "offset", 0)
     try:
+        active_runtime(request.app[DEAD_LETTERS_KEY].runtime)
         page = await request.app[DEAD_LETTERS_KEY].listing(request.match_info["topic"], limit, offset)
     except ReprocessError as exc:
         raise _refusal(exc) from None
@@ -178,6 +214,7 @@ async def redrive_dead_letters(request: web.Request) -> web.Response:
         raise web.HTTPBadRequest(text="'target': give its 'rule' too (target ids are per rule)")
     only = RedriveFilter(_rule_key(topic, rule), target) if rule is not None else RedriveFilter()
     try:
+        active_runtime(request.app[DEAD_LETTERS_KEY].runtime)
         summary = await request.app[DEAD_LETTERS_KEY].redrive(topic, only)
     except (ReprocessError, BusError) as exc:
         raise _refusal(exc) from None

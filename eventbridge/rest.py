@@ -116,7 +116,17 @@ def add_routes(app: web.Application, runtime: EventBridgeRuntime) -> None:
 
 
 def _runtime(request: web.Request) -> EventBridgeRuntime:
-    return request.app[RUNTIME_KEY]
+    return active_runtime(request.app[RUNTIME_KEY])
+
+
+def active_runtime(runtime: EventBridgeRuntime) -> EventBridgeRuntime:
+    """The runtime, or 503 while it does not run (under automatic failover: while its broker is a slave)."""
+    if not runtime.active:
+        raise web.HTTPServiceUnavailable(
+            text=f"EventBridge runs on the master of broker group {runtime.broker.config.broker_name}, and this"
+            " broker is not it now: ask the master (the NameServers' routes name it)"
+        )
+    return runtime
 
 
 def _existing_bus(request: web.Request) -> str:

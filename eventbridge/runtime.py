@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,24 +163,38 @@ class EventBridgeRuntime:
         self._lock = asyncio.Lock()
         # PutEvents refusals by error code (per entry; per request for a request refused whole): see count_put_error.
         self.put_errors: dict[str, int] = {}
+        # Started and not closed. Under automatic failover the runtime runs for each term of its broker as master
+        # (started again, with a new cluster part, after each close); its HTTP API refuses while it does not.
+        self.active = False
+        self._listening = False
+        # On a cluster, a replay another node asked for: this group's part (set by the replay API).
+        self.replay_requested: Callable[[dict[str, Any]], None] = lambda request: None
 
     # --- life cycle ----------------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, cluster: EventBridgeCluster | None = None) -> None:
+        """Start (again, after `close`: a new term as master, with its `cluster` part when given)."""
+        if cluster is not None:
+            self.cluster = cluster
         self.rules_dir.mkdir(parents=True, exist_ok=True)
         self.buses.create(DEFAULT_BUS)
-        self.broker.add_arrival_listener(self._arrivals.notify)
+        if not self._listening:  # a listener cannot be taken back: one for every term
+            self.broker.add_arrival_listener(self._arrivals.notify)
+            self._listening = True
         if self.cluster is not None:
             # A target this node owns may have run on another node until this one started.
             self._hold_until = asyncio.get_running_loop().time() + HANDOVER_S
             self.cluster.live.changed = self._moved
             self.cluster.rules.changed = self._changed_elsewhere
+            self.cluster.replay_requested = lambda request: self.replay_requested(request)
         await self.reload()
         self._watcher = asyncio.get_running_loop().create_task(self._watch(), name="eventbridge rules watcher")
+        self.active = True
         log.info("eventbridge: %d rules from %s, %d targets running", len(self.rules), self.rules_dir,
                  len(self._running))  # fmt: skip
 
     async def close(self) -> None:
+        self.active = False
         for task in (self._watcher, self._starting_later, self._moving, self._reloading):
             if task is not None:
                 task.cancel()
@@ -195,6 +209,7 @@ class EventBridgeRuntime:
             self._running.clear()
             self._sources.clear()
             self._archives.clear()
+            self._targets = {}  # a next term sets them up again, from the offsets its group holds then
             await self._arrivals.close()
 
     # --- rules ---------------------------------------------------------------------------------------------

@@ -267,11 +267,14 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     parts += [ha_part] if ha_part else []
                     parts += [namesrv_part] if namesrv_part else []
                     worker = None if slave else await _start_connectors(settings, broker, parts_stack)
-                    eventbridge = (
-                        None
-                        if slave
-                        else await _start_eventbridge(settings, broker, parts_stack, gateway, eventbridge_cluster)
-                    )
+                    eventbridge = None
+                    if not slave:
+                        eventbridge = await _start_eventbridge(
+                            settings, broker, parts_stack, gateway, eventbridge_cluster
+                        )
+                    elif controlled:
+                        # Started for each term as master (_master_doors); its HTTP API refuses meanwhile.
+                        eventbridge = _eventbridge_runtime(settings, broker, parts_stack, None)
                     views: list[Parts | AdminContext] = []
                     if settings.http.enabled:
                         metrics = Metrics(Parts(broker, store, gateway, eventbridge, worker))
@@ -281,7 +284,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         parts += await _start_http(settings, parts_stack, worker, eventbridge, admin, metrics)
                         views = [metrics.collector.parts, admin]
                     if controlled and door is not None:
-                        doors = _master_doors(settings, broker, tls, door, embedded_namesrv, views)
+                        doors = _master_doors(settings, broker, tls, door, embedded_namesrv, views, eventbridge)
                         failover = FailoverWiring(
                             settings.controller, settings.broker, broker, door.address, doors, ready,
                             door.registration.register_now if door.registration is not None else lambda: None,
@@ -313,9 +316,10 @@ def _master_doors(
     door: BrokerRemoting,
     embedded_namesrv: str | None,
     views: list[Parts | AdminContext],
+    eventbridge: EventBridgeRuntime | None,
 ) -> StartDoors:
-    """Under a controller: what starts the doors that write (MQTT, the gRPC endpoint) for a term as master, on the
-    ports the first term got when they were configured 0."""
+    """Under a controller: what starts the doors that write (MQTT, the gRPC endpoint, EventBridge) for a term as
+    master, on the ports the first term got when they were configured 0."""
     ports: dict[str, int] = {}
 
     async def start(stack: contextlib.AsyncExitStack) -> list[str]:
@@ -338,6 +342,8 @@ def _master_doors(
             ports.setdefault(name, int(address.rpartition(":")[2]))
         _show_gateway(views, gateway)
         stack.callback(_show_gateway, views, None)
+        if eventbridge is not None:
+            await _eventbridge_term(term, broker, door, eventbridge, gateway, stack)
         return parts
 
     return start
@@ -486,6 +492,47 @@ async def _start_connectors(settings: Settings, broker: Broker, stack: contextli
     return worker
 
 
+async def _eventbridge_term(
+    settings: Settings,
+    broker: Broker,
+    door: BrokerRemoting,
+    runtime: EventBridgeRuntime,
+    gateway: MqttGateway | None,
+    stack: contextlib.AsyncExitStack,
+) -> None:
+    """EventBridge for a term as master under a controller: on the cluster (its records topic registered, the
+    others' rules taken), its targets and schedules started; stopped by `stack` when the term ends."""
+    cluster = None
+    namesrv = list(settings.broker.namesrv_addr)
+    if namesrv:
+        cluster = EventBridgeCluster(
+            namesrv, settings.broker.broker_name, settings.data_dir / RULES_SUBDIR, settings.data_dir
+        )
+        cluster.open(broker)
+        if door.registration is not None:
+            door.registration.register_now()  # its records topic in the routes the others read
+        await cluster.join()
+        stack.push_async_callback(cluster.close)
+    runtime.deliverer.local.mqtt = gateway
+    await runtime.start(cluster)
+    stack.push_async_callback(runtime.close)
+
+
+def _eventbridge_runtime(
+    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, gateway: MqttGateway | None
+) -> EventBridgeRuntime:
+    """The runtime, not started (its HTTP client closed by `stack`)."""
+    client = HttpTargetClient()
+    stack.push_async_callback(client.close)
+    return EventBridgeRuntime(
+        broker,
+        settings.data_dir / RULES_SUBDIR,
+        client,
+        mqtt=gateway,
+        archives_dir=settings.data_dir / ARCHIVES_SUBDIR,
+    )
+
+
 async def _start_eventbridge(
     settings: Settings,
     broker: Broker,
@@ -497,17 +544,8 @@ async def _start_eventbridge(
     DATA_DIR/eventbridge/archives. Closed by `stack` (targets first, then their HTTP client). MQTT targets publish
     through `gateway` (None: the gateway is off; they dead-letter). On a cluster (`cluster` joined), the rules are
     the cluster's and each target runs on one node."""
-    client = HttpTargetClient()
-    stack.push_async_callback(client.close)
-    runtime = EventBridgeRuntime(
-        broker,
-        settings.data_dir / RULES_SUBDIR,
-        client,
-        mqtt=gateway,
-        archives_dir=settings.data_dir / ARCHIVES_SUBDIR,
-        cluster=cluster,
-    )
-    await runtime.start()
+    runtime = _eventbridge_runtime(settings, broker, stack, gateway)
+    await runtime.start(cluster)
     stack.push_async_callback(runtime.close)
     for error in runtime.errors:
         log.error("rule file refused: %s", error)

@@ -40,7 +40,9 @@ class ClusterPeers:
         self.reader = PullConsumer(self.cluster, f"{door}_READER")
         self._commits: dict[tuple[str, str, str], int] = {}  # (group, consumer group, queue) -> offset
         self._committing: asyncio.Task[None] | None = None
-        self._groups: list[str] = []
+        self._groups: list[str] = []  # every group known: grows only (a group down is still read when it is back)
+        self._others: list[str] = []  # the same without this one
+        self._route_seen: object = None
 
     async def start(self) -> None:
         await self.cluster.start()
@@ -64,16 +66,18 @@ class ClusterPeers:
         """The broker groups that hold the records topic (every group whose node runs the door), asked again."""
         with contextlib.suppress(CoreError):
             route = await self.cluster.route(self.topic, refresh=True)
-            self._groups = sorted(set(self._groups) | {queue.broker_name for queue in route.read_queues()})
+            self._learn({queue.broker_name for queue in route.read_queues()})
         return self._groups
 
     def other_groups(self) -> list[str]:
         """The other groups as last known: the route (asked again every 30 s, and when a group is not in it) and
         the groups heard from (`heard`)."""
         route = self.cluster.cached_route(self.topic)
-        if route is not None:
-            self._groups = sorted(set(self._groups) | {queue.broker_name for queue in route.read_queues()})
-        return [group for group in self._groups if group != self.own_group]
+        if route is not None and route is not self._route_seen:
+            # Read once per route asked (every 30 s), not at each call: MQTT delivery asks at every round.
+            self._route_seen = route
+            self._learn({queue.broker_name for queue in route.read_queues()})
+        return self._others
 
     async def live_groups(self) -> list[str]:
         """The groups with a master in the records topic's route, asked again, this one always among them: a group
@@ -82,13 +86,17 @@ class ClusterPeers:
         (what was known stays the best guess)."""
         route = await self.cluster.route(self.topic, refresh=True)
         live = {queue.broker_name for queue in route.read_queues()} | {self.own_group}
-        self._groups = sorted(set(self._groups) | live)
+        self._learn(live)
         return sorted(live)
 
     def heard(self, group: str) -> None:
         """A group's node wrote to this one (it started): it is one of the others from now on."""
-        if group != self.own_group and group not in self._groups:
-            self._groups = sorted({*self._groups, group})
+        self._learn({group})
+
+    def _learn(self, groups: set[str]) -> None:
+        if not groups <= set(self._groups):
+            self._groups = sorted(set(self._groups) | groups)
+            self._others = [group for group in self._groups if group != self.own_group]
 
     # --- the door's records ---
 

@@ -153,6 +153,52 @@ async def test_an_operator_s_rule_file_written_on_one_node_is_copied_to_the_othe
             raise AssertionError("broker-b did not load the copied file")
 
 
+async def test_a_replay_asked_of_one_node_replays_what_every_node_archived_and_stored(
+    cluster: ClusterProcesses, target: TargetServer
+):
+    async with aiohttp.ClientSession() as session:
+        async with session.put(
+            url(cluster.brokers["broker-b"], "/archives/everything"), json={"pattern": {"type": ["archived"]}}
+        ) as response:
+            assert response.status == 201, await response.text()
+        for group in GROUPS:  # the archive runs on both nodes, each archiving what its group stores
+            for _ in range(100):
+                async with session.get(url(cluster.brokers[group], "/archives/everything")) as response:
+                    if response.status == 200 and (await response.json())["state"] == "ENABLED":
+                        break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError(f"archive not enabled on {group}")
+        events = [dict(e, type="archived") for e in make_events("r", 60, 5)]
+        await put_events(session, cluster.brokers["broker-a"], events[:30])
+        await put_events(session, cluster.brokers["broker-b"], events[30:])
+        for _ in range(100):
+            counts = []
+            for group in GROUPS:
+                async with session.get(url(cluster.brokers[group], "/archives/everything")) as response:
+                    counts.append((await response.json())["event_count"])
+            if sum(counts) == 60:
+                break
+            await asyncio.sleep(0.2)
+        assert counts == [30, 30]
+        # A rule made after the events, so that only the replays reach its target.
+        rule = {"pattern": {"type": ["archived"]}, "targets": [{"id": "hook", "type": "http", "url": target.url}]}
+        async with session.put(url(cluster.brokers["broker-a"], "/rules/default/replayed"), json=rule) as response:
+            assert response.status == 201, await response.text()
+        await running_node(session, cluster, "replayed")
+        for name, extra in (("from-archive", {"archive": "everything"}), ("from-bus", {})):
+            body = {"from": 0, "to": 4_000_000_000_000, "rule": "replayed", "name": name, **extra}
+            async with session.post(url(cluster.brokers["broker-a"], "/buses/default/replays"), json=body) as response:
+                assert response.status == 200, await response.text()
+                answer = await response.json()
+            assert answer["groups"] == ["broker-a", "broker-b"]
+            assert answer["replayed"] == 30  # this node's part; broker-b replays its own
+            expected = {(name, event["id"]) for event in events}
+            await target.wait_for_all(
+                expected, lambda received: (received.attributes.get("replayname"), received.attributes["id"]), 60
+            )
+
+
 async def test_the_target_moves_when_its_node_is_killed_and_nothing_acknowledged_is_lost(
     tmp_path: Path, target: TargetServer
 ):

@@ -175,12 +175,14 @@ async function rules() {
   const rows = [];
   for (const rule of answer.rules) {
     for (const target of rule.targets) {
-      rows.push([rule.bus, rule.name, rule.enabled ? "yes" : "no", target.id, target.type, target.state,
-        target.matched ?? "", target.delivered ?? "", target.retries ?? "", target.dead_lettered ?? "", target.last_error || ""]);
+      // On a cluster `node` names the broker group whose node runs the target (its counts are there).
+      rows.push([rule.bus, rule.name, rule.enabled ? "yes" : "no", target.id, target.type, target.node ?? "",
+        target.state, target.matched ?? "", target.delivered ?? "", target.retries ?? "", target.dead_lettered ?? "",
+        target.last_error || ""]);
     }
   }
-  show("rules-table", table(["bus", "rule", "enabled", "target", "type", "state", "matched", "delivered", "retries",
-    "dead letters", "last error"], rows, ["matched", "delivered", "retries", "dead letters"]));
+  show("rules-table", table(["bus", "rule", "enabled", "target", "type", "node", "state", "matched", "delivered",
+    "retries", "dead letters", "last error"], rows, ["matched", "delivered", "retries", "dead letters"]));
 }
 
 async function connectors() {
