@@ -260,6 +260,10 @@ class EventBridgeRuntime:
         """A PutEvents entry (or whole request) refused with `code`, for the metrics."""
         self.put_errors[code] = self.put_errors.get(code, 0) + events
 
+    def targets(self) -> list[TargetKey]:
+        """Every enabled target, running here or (on a cluster) on its node."""
+        return list(self._targets)
+
     def target_tasks(self) -> dict[TargetKey, TargetTask]:
         return {key: running.task for key, running in self._running.items()}
 

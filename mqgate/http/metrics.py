@@ -310,6 +310,21 @@ class MqgateCollector(Collector):
             for name, family in families.items():
                 family.add_metric(values, getattr(task.stats, name))
         yield from families.values()
+        if runtime.cluster is not None:
+            # Which node runs each target: its counts above are on that node's /metrics only.
+            node = GaugeMetricFamily(
+                "mqgate_eventbridge_target_node",
+                "1 for the broker group whose node runs the target (on a cluster)",
+                labels=[*labels, "node"],
+            )
+            for key in sorted(runtime.targets(), key=str):
+                node.add_metric([key.bus, key.rule, key.target, runtime.node_of(key)], 1.0)
+            yield node
+            yield GaugeMetricFamily(
+                "mqgate_eventbridge_cluster_groups",
+                "Broker groups live in the cluster",
+                value=len(runtime.cluster.live.live),
+            )
 
     def _connectors(self, worker: Worker) -> Iterator[Metric]:
         connectors = GaugeMetricFamily(

@@ -99,6 +99,12 @@ async def test_a_rule_put_on_one_node_applies_on_both_and_events_put_on_either_r
         assert (cluster.root / "broker-b" / "rules" / "api-rule@default@levels.yaml").exists()
         node = await running_node(session, cluster, "levels")
         assert node in GROUPS
+        for group in GROUPS:  # every node's /metrics names the target's node
+            async with session.get(url(cluster.brokers[group], "/metrics")) as response:
+                text = await response.text()
+            line = f'mqgate_eventbridge_target_node{{bus="default",node="{node}",rule="levels",target="hook"}} 1.0'
+            assert line in text
+            assert "mqgate_eventbridge_cluster_groups 2.0" in text
         events = make_events("a", 300, 1) + make_events("b", 300, 2)
         await put_events(session, cluster.brokers["broker-a"], events[:300])
         await put_events(session, cluster.brokers["broker-b"], events[300:])
