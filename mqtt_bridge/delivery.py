@@ -164,8 +164,8 @@ class Delivery:
         return moved, False
 
     async def _deliver_shared(self, link: Link) -> tuple[bool, bool]:
-        """Send what the session's shared subscriptions let it take (on a cluster, from the other broker groups'
-        queues this node hands out too: Membership.shared_owned); returns (took anything, window closed)."""
+        """Send what the session's shared subscriptions let it take (on a cluster, from the partitions this node
+        hands out, on every group: Membership.shared_partitions); returns (took anything, window closed)."""
         session = link.session
         assert session is not None
         shared = self.shared
@@ -175,34 +175,35 @@ class Delivery:
             group = shared.groups.get(sub.queue) if sub.share_group is not None else None
             if group is None:
                 continue
-            took_here, stopped = await self._take(link, sub, group, None)
+            took_here, stopped = await self._take(link, sub, group)
             took = took or took_here
             if stopped:
                 return took, True
             if remote is None:
                 continue
-            owned = self.membership.shared_owned(sub.queue)
-            for key in [key for key in shared.remote_groups if split_key(key)[0] == sub.queue]:
-                if split_key(key)[1] not in owned:
-                    shared.drop_remote(key)
-            for where in owned:
-                other = await shared.remote_group(sub.queue, where)
+            wanted = self.membership.shared_partitions(sub.queue)
+            keys = {partition if where is None else remote_key(partition, where) for partition, where in wanted}
+            for key in shared.partitions_of(sub.queue):
+                if key not in keys:
+                    shared.drop_partition(key)
+            for partition, where in wanted:
+                other = await shared.partition_group(sub.queue, partition, where)
                 if other is None:
                     continue
-                took_here, stopped = await self._take(link, sub, other, where)
+                took_here, stopped = await self._take(link, sub, other)
                 took = took or took_here
                 if stopped:
                     return took, True
         return took, False
 
-    async def _take(self, link: Link, sub: Subscription, group: SharedGroup, where: str | None) -> tuple[bool, bool]:
-        """Take and send what `group` hands this member (its queue on broker group `where`, None: this one);
-        returns (took anything, window closed)."""
+    async def _take(self, link: Link, sub: Subscription, group: SharedGroup) -> tuple[bool, bool]:
+        """Take and send what `group` hands this member (its queue, on broker group `where` when it is another's
+        than this one: QUEUE@GROUP); returns (took anything, window closed)."""
         session = link.session
         assert session is not None
         conn = link.conn
         shared = self.shared
-        queue = sub.queue
+        queue, where = split_key(group.queue)
         if where is None:
             high = self.broker.max_offset(queue, 0)
             low = self.broker.min_offset(queue, 0)

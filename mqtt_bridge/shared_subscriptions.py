@@ -1,17 +1,25 @@
 """The shared subscriptions' groups (shared_group.py plans each), by light queue, and what they are in the core: a
 consumer group per shared subscription, whose connected members are live members and whose committed offset is
 the group's position. Wakes the connected members when their queue gets messages, a different one first each time.
+
+On a cluster a shared subscription's messages wait in its partitions (cluster/share_partitions.py): this node hands
+out those of its own (and of nodes without members that fall to it) on every group, each a group of its own in
+`partitions`, keyed by its queue (this group's) or QUEUE@GROUP, with the same members as the subscription's group.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from core import Broker
+from core import LIGHT_QUEUE_PREFIX, Broker
 from mqtt_bridge.cluster.membership import Membership
+from mqtt_bridge.cluster.share_partitions import partition_base
 from mqtt_bridge.link import Link
 from mqtt_bridge.sessions.session import Session, Subscription, remote_key, split_key
 from mqtt_bridge.shared_group import SharedGroup, shared_group_name
+
+# A shared subscription's light queue starts so (sessions.session.light_queue_name).
+SHARED_PREFIX = f"{LIGHT_QUEUE_PREFIX}S%"
 
 
 class SharedSubscriptions:
@@ -20,9 +28,9 @@ class SharedSubscriptions:
         self._links = links  # the connected clients (SessionTable's), read only
         self.membership = membership
         self.groups: dict[str, SharedGroup] = {}
-        # On a cluster, the groups handed out here for other broker groups' queues (Membership.shared_owned), by
-        # QUEUE@GROUP: same members as the local group of the queue, positions committed on that broker group.
-        self.remote_groups: dict[str, SharedGroup] = {}
+        # On a cluster, the partitions handed out here (Membership.shared_partitions), by their queue in this group
+        # or QUEUE@GROUP: same members as the subscription's group, positions committed on the partition's group.
+        self.partitions: dict[str, SharedGroup] = {}
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -78,8 +86,8 @@ class SharedSubscriptions:
             self.wake_members(group)
         if last_user:
             del self.groups[queue]
-            for key in [key for key in self.remote_groups if split_key(key)[0] == queue]:
-                self.drop_remote(key)
+            for key in self.partitions_of(queue):
+                self.drop_partition(key)
             self.broker.delete_group_offsets(group.consumer_group)
 
     def commit(self, group: SharedGroup) -> None:
@@ -90,39 +98,57 @@ class SharedSubscriptions:
             self.membership.commit(where, group.consumer_group, queue, group.committed())
 
     def commit_all(self) -> None:
-        for group in [*self.groups.values(), *self.remote_groups.values()]:
+        for group in [*self.groups.values(), *self.partitions.values()]:
             self.commit(group)
 
-    async def remote_group(self, queue: str, where: str) -> SharedGroup | None:
-        """The group this node hands out for `queue` on broker group `where`, made on first use at the position
-        committed there (else that queue's end); None while `where` does not answer."""
-        key = remote_key(queue, where)
-        found = self.remote_groups.get(key)
+    def partitions_of(self, queue: str) -> list[str]:
+        """The keys of the partitions of shared queue `queue` handed out here."""
+        return [key for key in self.partitions if partition_base(split_key(key)[0], SHARED_PREFIX) == queue]
+
+    async def partition_group(self, queue: str, partition: str, where: str | None) -> SharedGroup | None:
+        """The group this node hands out for `partition` (of shared queue `queue`) on broker group `where` (None:
+        this one), made on first use at the position committed there (else the partition's first message: it
+        holds only what was meant for its node); None while `where` does not answer."""
+        key = partition if where is None else remote_key(partition, where)
+        found = self.partitions.get(key)
         local = self.groups.get(queue)
         if found is not None or local is None or self.membership is None or self.membership.peers is None:
             return found
-        peers = self.membership.peers
-        try:
-            start = await peers.committed(where, shared_group_name(queue), queue)
+        name = shared_group_name(partition)
+        if where is None:
+            start = self.broker.query_offset(name, partition, 0)
             if start < 0:
-                start = await peers.max_offset(where, queue)
-        except Exception:  # a group that is down: asked again next round
-            return None
-        found = self.remote_groups.get(key)
+                start = self.broker.min_offset(partition, 0)
+        else:
+            try:
+                start = max(0, await self.membership.peers.committed(where, name, partition))
+            except Exception:  # a group that is down: asked again next round
+                return None
+        found = self.partitions.get(key)
         if found is None and queue in self.groups:
-            found = self.remote_groups[key] = SharedGroup(key, local.share_name, local.topic_filter, start)
+            found = self.partitions[key] = SharedGroup(key, local.share_name, local.topic_filter, start)
             found.members = local.members  # one set: the members are the node's, whichever queue they take from
+            if where is not None:
+                self.membership.watch(partition)
         return found
 
-    def drop_remote(self, key: str) -> None:
-        """This node no longer hands out that queue (its group's node has members now): what it took goes back
-        through the committed position, which the node that hands it out next resumes from."""
-        group = self.remote_groups.pop(key, None)
+    def drop_partition(self, key: str) -> None:
+        """This node no longer hands out that partition (its node has members again, or this one has none): what
+        it took goes back through the committed position, which the node that hands it out next resumes from."""
+        group = self.partitions.pop(key, None)
         if group is not None:
             self.commit(group)
+            partition = split_key(key)[0]
+            if self.membership is not None and not any(split_key(k)[0] == partition for k in self.partitions):
+                self.membership.not_reading(partition)
 
     def _group(self, queue: str) -> SharedGroup | None:
-        return self.groups.get(queue) or self.remote_groups.get(queue)
+        return self.groups.get(queue) or self.partitions.get(queue)
+
+    def of_partition(self, queue: str) -> SharedGroup | None:
+        """The subscription's group of a partition's queue (its members), None for a queue that is not one."""
+        base = partition_base(queue, SHARED_PREFIX)
+        return self.groups.get(base) if base is not None else None
 
     def settle(self, positions: Iterable[tuple[str, int]]) -> None:
         """Acknowledged: the group positions a publish stood for are settled and committed."""
@@ -168,7 +194,7 @@ class SharedSubscriptions:
             group = self.of(sub)
             if group is None:
                 continue
-            held = [group, *(g for key, g in self.remote_groups.items() if split_key(key)[0] == sub.queue)]
+            held = [group, *(self.partitions[key] for key in self.partitions_of(sub.queue))]
             for one in held:
                 if one.give_back_member(session.client_id):
                     self.commit(one)

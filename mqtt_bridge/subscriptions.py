@@ -6,6 +6,7 @@ subscriptions (retain handling), never for shared ones."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import mqtt5
 
@@ -18,7 +19,7 @@ from mqtt_bridge.link import Link
 from mqtt_bridge.retained import RetainedMessages
 from mqtt_bridge.sessions.session import Session, Subscription, remote_key, session_group
 from mqtt_bridge.sessions.session_table import SessionTable
-from mqtt_bridge.shared_subscriptions import SharedSubscriptions
+from mqtt_bridge.shared_subscriptions import SHARED_PREFIX, SharedSubscriptions
 
 log = logging.getLogger("mqtt_bridge.gateway")
 
@@ -48,7 +49,10 @@ class Subscriptions:
         self.readers: dict[str, set[str]] = {}  # light queue -> connected client ids reading it
         # The light queues of the filters that match a topic (a new list, the caller's to extend): the send hook's
         # question, for every message stored, answered by the trie itself.
-        self.queues_for = self.registry.queues_for
+        self.queues_for: Callable[[str], list[str]] = self.registry.queues_for
+        if membership.clustered:
+            # A shared subscription's messages go to one of its partitions, one node's each (share_partitions.py).
+            self.queues_for = self.registry.partitioned_queues_for
 
     def restore(self, session: Session) -> None:
         """A persistent session read back at start: its filters' light queues, and where it reads them."""
@@ -113,6 +117,8 @@ class Subscriptions:
         shared = self.shared.groups
         for queue, _ in queues:
             group = shared.get(queue)
+            if group is None and queue.startswith(SHARED_PREFIX):
+                group = self.shared.of_partition(queue)  # on a cluster, a partition of a shared subscription
             if group is not None:
                 self.shared.wake_members(group)
                 continue

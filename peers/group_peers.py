@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 BROADCAST_TIMEOUT_MS = 12_000
 # After a failed write, the next one (with the routes asked again) waits this long.
 RETRY_S = 0.5
+# A group gone from the NameServers' routes (its master's connection closed) is waited for this long, for the master
+# elected after it (automatic failover: the lease, 5 s, and the election); then it is passed over until it is back,
+# so that a node that died without a successor holds up no record (an MQTT CONNECT, a rule written) after that.
+ELECTION_GRACE_S = 8.0
 # Positions committed on other groups are written this often (and when a session's connection goes).
 COMMIT_INTERVAL_S = 1.0
 
@@ -43,6 +47,7 @@ class ClusterPeers:
         self._groups: list[str] = []  # every group known: grows only (a group down is still read when it is back)
         self._others: list[str] = []  # the same without this one
         self._route_seen: object = None
+        self._absent_since: dict[str, float] = {}  # groups known and missing from the last route asked, since when
 
     async def start(self) -> None:
         await self.cluster.start()
@@ -66,7 +71,7 @@ class ClusterPeers:
         """The broker groups that hold the records topic (every group whose node runs the door), asked again."""
         with contextlib.suppress(CoreError):
             route = await self.cluster.route(self.topic, refresh=True)
-            self._learn({queue.broker_name for queue in route.read_queues()})
+            self._seen({queue.broker_name for queue in route.read_queues()})
         return self._groups
 
     def other_groups(self) -> list[str]:
@@ -86,12 +91,27 @@ class ClusterPeers:
         (what was known stays the best guess)."""
         route = await self.cluster.route(self.topic, refresh=True)
         live = {queue.broker_name for queue in route.read_queues()} | {self.own_group}
-        self._learn(live)
+        self._seen(live)
         return sorted(live)
 
     def heard(self, group: str) -> None:
         """A group's node wrote to this one (it started): it is one of the others from now on."""
         self._learn({group})
+
+    def _seen(self, in_route: set[str]) -> None:
+        """The groups the NameServers route to now: known from now on; the others known are absent."""
+        self._learn(in_route)
+        now = time.monotonic()
+        for group in self._others:
+            if group in in_route:
+                self._absent_since.pop(group, None)
+            else:
+                self._absent_since.setdefault(group, now)
+
+    def gone(self, group: str) -> bool:
+        """Missing from the routes for ELECTION_GRACE_S or more: down, with no master elected after it."""
+        since = self._absent_since.get(group)
+        return since is not None and time.monotonic() - since >= ELECTION_GRACE_S
 
     def _learn(self, groups: set[str]) -> None:
         if not groups <= set(self._groups):
@@ -112,6 +132,10 @@ class ClusterPeers:
         async def send(group: str) -> str | None:
             copy = self.producer.message(message.topic, bytes(message.body), properties=dict(message.properties))
             while True:
+                if self.gone(group):
+                    # Down with no successor: its node hears from every group when it starts (its hello).
+                    log.debug("record (%s) not written to broker group %s: it is down", message.topic, group)
+                    return None
                 try:
                     self.cluster.master_address(group)
                 except CoreError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mqtt_bridge.cluster.share_partitions import partition_queue
 from mqtt_bridge.topics.topic_trie import SubscriptionTrie
 
 
@@ -20,14 +21,40 @@ class Use:
     topic_filter: str
     share_group: str | None
     groups: set[str] = field(default_factory=set)
+    # A shared queue's partitions by node (share_partitions.py), the groups with members in order, and whose turn
+    # the next message is.
+    partitions: tuple[str, ...] = ()
+    turn: int = 0
+
+    def spread(self, queue: str, live: frozenset[str] | None) -> None:
+        """The partitions new messages go to: the live nodes' with members (all of them when none is live: the
+        messages wait for one)."""
+        if self.share_group is not None:
+            nodes = sorted(self.groups if live is None else (self.groups & live) or self.groups)
+            self.partitions = tuple(partition_queue(queue, group) for group in nodes)
 
 
 class FilterRegistry:
     def __init__(self) -> None:
         self.trie: SubscriptionTrie[str, None] = SubscriptionTrie()
         self.uses: dict[str, Use] = {}
+        # The live groups (on a cluster, as the NameServers list them); None: every group counts as live.
+        self.live: frozenset[str] | None = None
         # The light queues of the filters a topic name matches (a new list, the caller's to extend).
         self.queues_for = self.trie.match_keys
+
+    def partitioned_queues_for(self, topic: str) -> list[str]:
+        """On a cluster: as `queues_for`, but a shared subscription's queue is one of its partitions, the nodes
+        with members taken in turn (share_partitions.py)."""
+        queues = self.trie.match_keys(topic)
+        uses = self.uses
+        for index, queue in enumerate(queues):
+            use = uses[queue]
+            partitions = use.partitions
+            if partitions:
+                use.turn += 1
+                queues[index] = partitions[use.turn % len(partitions)]
+        return queues
 
     def __len__(self) -> int:
         return len(self.uses)
@@ -48,6 +75,7 @@ class FilterRegistry:
         if group in use.groups:
             return False
         use.groups.add(group)
+        use.spread(queue, self.live)
         return True
 
     def remove(self, group: str, queue: str) -> bool:
@@ -56,10 +84,25 @@ class FilterRegistry:
         if use is None or group not in use.groups:
             return False
         use.groups.discard(group)
+        use.spread(queue, self.live)
         if not use.groups:
             del self.uses[queue]
             self.trie.remove(use.topic_filter, queue)
         return True
+
+    def set_live(self, groups: frozenset[str]) -> None:
+        """The live groups changed: shared subscriptions' messages go to the live nodes' partitions only."""
+        self.live = groups
+        for queue, use in self.uses.items():
+            use.spread(queue, groups)
+
+    def live_users(self, queue: str) -> list[str]:
+        """The live groups with members of `queue`, in order (none live: all of them)."""
+        use = self.uses.get(queue)
+        if use is None:
+            return []
+        live = self.live
+        return sorted(use.groups if live is None else (use.groups & live) or use.groups)
 
     def of_group(self, group: str) -> dict[str, Use]:
         """The light queues `group` uses, with their filters."""

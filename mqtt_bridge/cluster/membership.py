@@ -11,7 +11,6 @@ import contextlib
 import json
 import logging
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -31,9 +30,11 @@ from mqtt_bridge.cluster.filter_records import (
 )
 from mqtt_bridge.cluster.filter_registry import FilterRegistry
 from mqtt_bridge.cluster.remote_queues import RemoteQueues
+from mqtt_bridge.cluster.share_partitions import dispatched_by, partition_queue
 from mqtt_bridge.message_mapping import PROPERTY_PACKET_ID
 from mqtt_bridge.sessions.session import Session, Subscription, remote_key, session_group
 from peers.group_peers import ClusterPeers
+from peers.live_groups import LiveGroups
 
 log = logging.getLogger("mqtt_bridge.cluster")
 
@@ -52,6 +53,7 @@ class Membership:
         self.registry = FilterRegistry()
         self.peers = peers
         self.remote: RemoteQueues | None = None
+        self.live: LiveGroups | None = None
         self._snapshot = snapshot
         self._pending_uses: Uses = {}
         self._pending_releases: dict[str, None] = {}
@@ -114,8 +116,19 @@ class Membership:
                         ", ".join(missing))  # fmt: skip
         log.info("MQTT on a cluster: broker group %s with %s; %d filters in use", self.group,
                  ", ".join(others) or "no other group yet", len(self.registry))  # fmt: skip
+        # Shared subscriptions' messages go to the live nodes' partitions: a dead node's are taken over.
+        self.live = LiveGroups(self.peers, "MQTT")
+        self.live.changed = self._live_changed
+        await self.live.start()
+        self._live_changed()
+
+    def _live_changed(self) -> None:
+        if self.live is not None:
+            self.registry.set_live(frozenset(self.live.live))
 
     async def close(self) -> None:
+        if self.live is not None:
+            await self.live.close()
         if self._sender is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._sender), 5)
@@ -232,17 +245,24 @@ class Membership:
         if self.remote is not None and queue in self.registry.uses:
             self.remote.watch(queue)
 
-    def shared_owned(self, queue: str) -> list[str]:
-        """The other groups whose `queue` (a shared subscription's) this node hands out to its members: those whose
-        nodes have no member of it, spread over the groups that do by a hash of the group's name."""
-        use = self.registry.uses.get(queue)
-        if self.peers is None or use is None or self.group not in use.groups:
+    def shared_partitions(self, queue: str) -> list[tuple[str, str | None]]:
+        """The partitions of shared queue `queue` this node hands out to its members (share_partitions.py): its
+        own, and those of nodes without members that fall to it, each on every group known, as (partition queue,
+        broker group or None for this one)."""
+        users = self.registry.live_users(queue)
+        if self.peers is None or not users:
             return []
-        users = sorted(use.groups)
+        groups = [self.group, *self.other_groups()]
         return [
-            group for group in self.other_groups()
-            if group not in use.groups and users[zlib.crc32(group.encode()) % len(users)] == self.group
-        ]  # fmt: skip
+            (partition_queue(queue, node), None if where == self.group else where)
+            for node in dispatched_by(self.group, users, groups)
+            for where in groups
+        ]
+
+    def watch(self, queue: str) -> None:
+        """Poll `queue` on every other group (a shared subscription's partition handed out here)."""
+        if self.remote is not None:
+            self.remote.watch(queue)
 
     def not_reading(self, queue: str) -> None:
         if self.remote is not None:

@@ -265,6 +265,30 @@ def test_shared_subscription_members_on_both_nodes_take_each_message_once(cluste
             member.close()
 
 
+def test_a_stream_published_on_one_node_is_split_over_shared_members_on_both(cluster: ClusterProcesses):
+    port_a, port_b = mqtt_port(cluster, "broker-a"), mqtt_port(cluster, "broker-b")
+    members = [Subscriber(port, f"split-{n}", "$share/split/sp/#") for n, port in enumerate((port_a, port_b))]
+    try:
+        payloads = [f"s-{n}".encode() for n in range(1000)]
+        publish(port_b, "split-pub", "sp/b", payloads)
+        wait_until(lambda: sum(len(member.received) for member in members) >= 1000)
+        time.sleep(1.0)
+        received = [payload for member in members for _, payload in member.received]
+        assert sorted(received) == sorted(payloads)  # each once: none twice, none lost
+        shares = [len(member.received) for member in members]
+        assert min(shares) >= 300, shares  # spread over both nodes' members (in turn: about half each)
+        # The member on broker-a goes: what broker-b stores from then on goes to the member left, on broker-b.
+        members[0].close()
+        time.sleep(1.0)
+        more = [f"t-{n}".encode() for n in range(200)]
+        publish(port_b, "split-pub", "sp/b", more)
+        wait_until(lambda: sum(1 for _, p in members[1].received if p.startswith(b"t-")) >= 200)
+        assert sorted(p for _, p in members[1].received if p.startswith(b"t-")) == sorted(more)
+    finally:
+        for member in members:
+            member.close()
+
+
 def test_a_shared_group_with_members_on_one_node_gets_what_the_other_node_stores(cluster: ClusterProcesses):
     member = Subscriber(mqtt_port(cluster, "broker-a"), "sh-only", "$share/lonely/shx/#")
     try:
@@ -274,3 +298,23 @@ def test_a_shared_group_with_members_on_one_node_gets_what_the_other_node_stores
         assert [payload for _, payload in received] == payloads
     finally:
         member.close()
+
+
+def test_when_a_node_with_shared_members_dies_the_members_left_get_the_whole_stream(tmp_path):
+    cluster = ClusterProcesses(tmp_path)
+    survivor = None
+    try:
+        port_a, port_b = mqtt_port(cluster, "broker-a"), mqtt_port(cluster, "broker-b")
+        doomed = Subscriber(port_a, "dies-a", "$share/dies/dd/#")
+        survivor = Subscriber(port_b, "dies-b", "$share/dies/dd/#")
+        cluster.brokers["broker-a"].kill()  # its member's connection dies with it; its group leaves the routes
+        doomed.client.loop_stop()
+        time.sleep(3.0)  # the live groups are asked every second
+        payloads = [f"d-{n}".encode() for n in range(300)]
+        publish(port_b, "dies-pub", "dd/b", payloads)
+        received = survivor.wait_for(300)
+        assert sorted(payload for _, payload in received) == sorted(payloads)
+    finally:
+        if survivor is not None:
+            survivor.close()
+        cluster.stop()
