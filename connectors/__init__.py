@@ -23,4 +23,6 @@ Design (the parts and why they lose nothing):
   Spark sink), so a third party adds one with `pip install`.
 - Other groups' queues: a sink runner may read queues of other broker groups of a cluster (remote_reader.py, over
   remoting, its offsets committed on each queue's group); EventBridge's targets read their queue on every group so.
+  Queues are named with their group (api.QueueRef.broker) in what a sink stores.
+- On a cluster (cluster.py): configs shared by every node, each task on one node, moving when nodes come and go.
 """

@@ -223,10 +223,17 @@ PROPERTY_ERROR_ORIGIN = "CONNECT_ERROR_ORIGIN"  # "<topic>/<queue id>/<queue off
 
 @dataclass(slots=True, frozen=True)
 class QueueRef:
-    """A core queue a sink task reads."""
+    """A core queue a sink task reads: its topic, queue id and broker group. The runtime always names the group (on a
+    cluster a task reads queues of every group, and moves between nodes); "" is a ref stored before groups were
+    named (a sink's old offsets), which stands for the group of the node that wrote it: `in_group` names it."""
 
     topic: str
     queue_id: int
+    broker: str = ""
+
+    def in_group(self, group: str) -> QueueRef:
+        """This ref, its group `group` when it names none."""
+        return self if self.broker or not group else QueueRef(self.topic, self.queue_id, group)
 
 
 @dataclass(slots=True)
@@ -241,10 +248,11 @@ class SinkRecord:
     born_timestamp_ms: int
     store_timestamp_ms: int
     msg_id: str
+    broker: str = ""  # the broker group whose queue holds it
 
     @property
     def queue(self) -> QueueRef:
-        return QueueRef(self.topic, self.queue_id)
+        return QueueRef(self.topic, self.queue_id, self.broker)
 
 
 @dataclass(slots=True)
@@ -280,10 +288,22 @@ class RecordsFailed(Exception):
 class TaskContext:
     """What the runtime gives a task at start."""
 
-    def __init__(self, connector: str, task: int, positions: Mapping[str, dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        connector: str,
+        task: int,
+        positions: Mapping[str, dict[str, Any]] | None = None,
+        group: str = "",
+        cluster: bool = False,
+    ) -> None:
+        """`group`: the broker group of the node running the task (what an offset stored without one stands for,
+        QueueRef.in_group); `cluster`: the task runs on a cluster and may move between nodes (a sink holding a lock
+        on its output waits for the previous node's to go)."""
         self.connector = connector
         self.task = task
         self._positions = dict(positions or {})
+        self.group = group
+        self.cluster = cluster
 
     def position(self, partition: dict[str, Any]) -> dict[str, Any] | None:
         """A source task's committed position of `partition` (None: read it from the start)."""

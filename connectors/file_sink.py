@@ -2,13 +2,18 @@
 of a file, exactly once.
 
 The sink keeps a sidecar `<file>.offsets` (JSON: `{"length": <bytes of the file that are committed>, "offsets":
-[[topic, queue id, next offset], ...]}`). `flush` appends the buffered lines, fsyncs the file, then replaces the
+[[topic, queue id, next offset, broker group], ...]}`; an entry without the group, written before groups were
+named, is the group of the node that opens it, TaskContext.group). `flush` appends the buffered lines, fsyncs the
+file, then replaces the
 sidecar atomically (tmp, fsync, rename, fsync of the directory). At start the file is cut to the recorded length
 (lines written after the last sidecar are written again) and the recorded offsets are where the runtime resumes,
 so a crash at any moment leaves each message in the file once.
 
 A body holding a newline cannot be one line: `put` refuses such records (api.RecordsFailed), and the runtime
 fails the task or dead-letters them, per errors.tolerance.
+
+One file has one writer: the connector has one task, unless `file` holds `{task}`, which each of `tasks.max` tasks
+replaces with its number (`/out/lines-{task}.txt`), each task then writing its own file (and sidecar).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from connectors.api import (
 )
 
 SIDECAR_SUFFIX = ".offsets"
+# In `file`, replaced by the task's number: the connector then runs tasks.max tasks, each with its own file.
+TASK_PLACEHOLDER = "{task}"
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -53,11 +60,11 @@ class FileSinkTask(SinkTask):
         self._buffer = bytearray()
 
     async def start(self, config: dict[str, Any], context: TaskContext) -> None:
-        self.path = Path(config["file"])
+        self.path = Path(str(config["file"]).replace(TASK_PLACEHOLDER, str(context.task)))
         self.sidecar = self.path.with_name(self.path.name + SIDECAR_SUFFIX)
-        await asyncio.to_thread(self._recover)
+        await asyncio.to_thread(self._recover, context.group)
 
-    def _recover(self) -> None:
+    def _recover(self, group: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             recorded = json.loads(self.sidecar.read_text())
@@ -77,7 +84,11 @@ class FileSinkTask(SinkTask):
                     f"{self.path}: {size} bytes, but {self.sidecar} records {self.length} written; the file was cut"
                     " by someone else; move both away to start over"
                 )
-        self.offsets = {QueueRef(topic, int(queue)): int(offset) for topic, queue, offset in recorded["offsets"]}
+        self.offsets = {}
+        for entry in recorded["offsets"]:
+            topic, queue, offset = entry[:3]
+            broker = str(entry[3]) if len(entry) > 3 else ""
+            self.offsets[QueueRef(topic, int(queue), broker).in_group(group)] = int(offset)
 
     async def stored_offsets(self, queues: Sequence[QueueRef]) -> dict[QueueRef, int]:
         return {queue: self.offsets[queue] for queue in queues if queue in self.offsets}
@@ -106,7 +117,8 @@ class FileSinkTask(SinkTask):
             os.fsync(file.fileno())
         length = self.length + len(data)
         tmp = self.sidecar.with_name(self.sidecar.name + ".tmp")
-        content = {"length": length, "offsets": [[q.topic, q.queue_id, o] for q, o in sorted(offsets.items(), key=str)]}
+        entries = [[q.topic, q.queue_id, o, q.broker] for q, o in sorted(offsets.items(), key=str)]
+        content = {"length": length, "offsets": entries}
         with open(tmp, "w") as file:
             json.dump(content, file)
             file.flush()
@@ -121,9 +133,21 @@ class FileSinkConnector(Connector):
     version: ClassVar[str] = "1.0"
     config_def: ClassVar[ConfigDef] = (
         ConfigDef()
-        .define(ConfigKey("file", ConfigType.STRING, "the file lines are appended to", importance=Importance.HIGH))
+        .define(
+            ConfigKey(
+                "file",
+                ConfigType.STRING,
+                "the file lines are appended to; {task} in it: tasks.max tasks, each its own file",
+                importance=Importance.HIGH,
+            )
+        )
         .define(ConfigKey("topics", ConfigType.LIST, "the topics to read", importance=Importance.HIGH))
     )
+
+    def task_configs(self, values: dict[str, Any], max_tasks: int) -> list[dict[str, Any]]:
+        if TASK_PLACEHOLDER not in str(values["file"]):
+            return [dict(values)]  # one file, one writer
+        return [dict(values) for _ in range(max_tasks)]
 
     def task(self) -> FileSinkTask:
         return FileSinkTask()

@@ -6,6 +6,10 @@ partition at or past `offset` in that queue is newer than `position`. A partitio
 offset the queue's end) before its first record is sent, so after a crash every partition that has records in
 the core has an entry to start the scan of its queue from. A change is one message in queue 0 with property
 `CONNECT_OFFSET_KEY` and the value as JSON in the body.
+
+On a cluster the value also names the broker `group` whose queue it is (absent: the node's own), and every commit is
+also written to the cluster's shared table of positions (peers/shared_table.py), which is what the node a task moves
+to reads: the latest commit of each partition, wherever it was made.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core import Broker, Message, StateTable, StoredMessage
+from peers.shared_table import SharedTable
 
 TOPIC = "connect-offsets"
 PROPERTY_KEY = "CONNECT_OFFSET_KEY"
@@ -27,9 +32,15 @@ class CommittedPosition:
     topic: str
     queue_id: int
     offset: int
+    group: str = ""  # the broker group of the queue ("": the node's own, as before groups were named)
 
     def to_json(self) -> dict[str, object]:
-        return {"position": self.position, "topic": self.topic, "queue_id": self.queue_id, "offset": self.offset}
+        value: dict[str, object] = {
+            "position": self.position, "topic": self.topic, "queue_id": self.queue_id, "offset": self.offset,
+        }  # fmt: skip
+        if self.group:
+            value["group"] = self.group
+        return value
 
     @classmethod
     def from_json(cls, value: object) -> CommittedPosition:
@@ -38,7 +49,8 @@ class CommittedPosition:
         position = value.get("position")
         if position is not None and not isinstance(position, dict):
             raise ValueError("position must be an object or null")
-        return cls(position, str(value["topic"]), int(value["queue_id"]), int(value["offset"]))
+        group = str(value.get("group") or "")
+        return cls(position, str(value["topic"]), int(value["queue_id"]), int(value["offset"]), group)
 
 
 def table_key(connector: str, partition_key: str) -> str:
@@ -53,8 +65,10 @@ def _decode(message: StoredMessage) -> tuple[str, CommittedPosition | None] | No
 
 
 class PositionTable:
-    def __init__(self, broker: Broker, snapshot: Path) -> None:
+    def __init__(self, broker: Broker, snapshot: Path, shared: SharedTable | None = None) -> None:
+        """`shared`: the cluster's table of positions (on a cluster)."""
         self.broker = broker
+        self.shared = shared
         self.table: StateTable[CommittedPosition] = StateTable(
             broker, TOPIC, snapshot, _decode, CommittedPosition.to_json, CommittedPosition.from_json
         )
@@ -69,12 +83,16 @@ class PositionTable:
         await self.table.close()
 
     def of_connector(self, connector: str) -> dict[str, CommittedPosition]:
-        """The committed positions of a connector's partitions, by partition key."""
+        """The committed positions of a connector's partitions, by partition key (on a cluster, the latest of every
+        node's)."""
         found = {}
-        for key, value in self.table.entries.items():
+        entries: dict[str, object] = dict(self.table.entries)
+        if self.shared is not None:
+            entries = self.shared.entries()
+        for key, value in entries.items():
             name, partition = json.loads(key)
             if name == connector:
-                found[partition] = value
+                found[partition] = value if isinstance(value, CommittedPosition) else CommittedPosition.from_json(value)
         return found
 
     async def commit(self, connector: str, partition_key: str, committed: CommittedPosition) -> None:
@@ -82,3 +100,5 @@ class PositionTable:
         body = json.dumps(committed.to_json(), sort_keys=True).encode()
         await self.broker.send(Message(TOPIC, body, 0, {PROPERTY_KEY: key}))
         self.table.changed(key, committed)
+        if self.shared is not None:
+            await self.shared.put(key, committed.to_json())

@@ -63,7 +63,7 @@ def sink_group(connector: str) -> str:
     return f"connect-{connector}"
 
 
-def sink_record(message: StoredMessage) -> SinkRecord:
+def sink_record(message: StoredMessage, broker: str = "") -> SinkRecord:
     return SinkRecord(
         topic=message.topic,
         queue_id=message.queue_id,
@@ -75,7 +75,16 @@ def sink_record(message: StoredMessage) -> SinkRecord:
         born_timestamp_ms=message.born_timestamp,
         store_timestamp_ms=message.store_timestamp,
         msg_id=message.unique_id or message.offset_msg_id,
+        broker=broker,
     )
+
+
+def _ref(queue: MessageQueue) -> QueueRef:
+    return QueueRef(queue.topic, queue.queue_id, queue.broker_name)
+
+
+def queue_key(queue: MessageQueue) -> str:
+    return f"{queue.broker_name}/{queue.topic}/{queue.queue_id}"
 
 
 def error_text(exc: BaseException) -> str:
@@ -99,9 +108,11 @@ class SinkRunner(TaskRunner):
         paused: bool = False,
         idle_wait_s: float = IDLE_WAIT_S,
         remote: RemoteReader | None = None,
+        clustered: bool = False,
     ) -> None:
         """`queues` may name other broker groups' queues when `remote` reads them (remote_reader.py); the task's
-        `stored_offsets` is asked for this group's only."""
+        `stored_offsets` is asked for every queue, each named with its group. `clustered`: the task runs on a
+        cluster (TaskContext.cluster)."""
         super().__init__(connector, task_id, task, config, paused)
         # With nothing to read, how long to wait for an arrival before reading again anyway: arrivals wake the
         # runner at once, this only bounds a wake-up that was missed.
@@ -117,7 +128,8 @@ class SinkRunner(TaskRunner):
         self.consumer = PullConsumer(broker, sink_group(connector), client_id=f"connector {connector} task {task_id}")
         self.producer = Producer(broker, sink_group(connector))
         self.remote = remote
-        own = broker.config.broker_name
+        self.clustered = clustered
+        own = self.group = broker.config.broker_name
         self._remote_queues = {queue for queue in queues if queue.broker_name != own} if remote is not None else set()
         # Next offset to read per queue, as committed (after flush); another group's queue is missing until that
         # group answered where to start.
@@ -126,17 +138,23 @@ class SinkRunner(TaskRunner):
         self.dead_lettered = 0
 
     async def _run(self) -> None:
-        await self.task.start(self.config, TaskContext(self.connector, self.task_id))
+        context = TaskContext(self.connector, self.task_id, group=self.group, cluster=self.clustered)
+        await self.task.start(self.config, context)
         self._task_started = True
-        refs = {
-            QueueRef(queue.topic, queue.queue_id): queue for queue in self.queues if queue not in self._remote_queues
-        }
+        refs = {_ref(queue): queue for queue in self.queues}
         stored = await self.task.stored_offsets(list(refs))
         if self.remote is not None:
             await self.remote.start()
-        for queue in self._remote_queues:
-            await self._start_remote(queue)
         for ref, queue in refs.items():
+            if queue not in self._remote_queues:
+                continue
+            if ref in stored:  # an exactly-once sink's: wherever the group's committed offset is
+                self.offsets[queue] = stored[ref]
+            else:
+                await self._start_remote(queue)
+        for ref, queue in refs.items():
+            if queue in self._remote_queues:
+                continue
             if ref in stored:
                 offset = stored[ref]
             else:
@@ -145,7 +163,7 @@ class SinkRunner(TaskRunner):
                     offset = self.broker.min_offset(queue.topic, queue.queue_id)
             self.offsets[queue] = offset
             self.consumer.commit(queue, offset)
-        log.info("%s reads %s", self.label, {f"{q.topic}/{q.queue_id}": o for q, o in self.offsets.items()})
+        log.info("%s reads %s", self.label, {queue_key(q): o for q, o in self.offsets.items()})
         # Set by every arrival in the queues; cleared before each read, so after a read that reached the end of
         # every queue the runner waits only if nothing arrived since (one read per batch, not one more to find
         # the queues empty: with thousands of EventBridge targets of an event or two each, that read doubled
@@ -170,11 +188,7 @@ class SinkRunner(TaskRunner):
                     if records:
                         await self._deliver(records)
                         if flushes:
-                            flushed = {
-                                QueueRef(q.topic, q.queue_id): o
-                                for q, o in next_offsets.items()
-                                if q not in self._remote_queues
-                            }
+                            flushed = {_ref(q): o for q, o in next_offsets.items()}
                             await self.policy.retry(f"{self.label}: flush", functools.partial(self.task.flush, flushed))
                         for queue, offset in next_offsets.items():
                             if offset != self.offsets.get(queue):
@@ -249,7 +263,7 @@ class SinkRunner(TaskRunner):
             if got is None:
                 continue
             if got.status is PullStatus.FOUND:
-                records.extend(sink_record(message) for message in got.messages)
+                records.extend(sink_record(message, queue.broker_name) for message in got.messages)
                 offsets[queue] = got.next_begin_offset
                 more = more or got.next_begin_offset < got.max_offset
             elif got.status is PullStatus.OFFSET_ILLEGAL and got.next_begin_offset != offsets[queue]:

@@ -10,6 +10,10 @@ designs it.
 - At start, each partition's queue is read from the committed offset to its end, and the last position the
   connector's records of that partition carry is the one the task resumes from: nothing lost, nothing repeated.
 - A failing `poll` fails the task; a failing append is retried with backoff for `errors.retry.timeout` ms first.
+- On a cluster the task runs on its owner's node and appends to that node's group. A partition whose last commit
+  was made on another node (the task moved) resumes from that committed position, without a scan (the other group
+  may be down): what that node appended after its last commit, up to COMMIT_INTERVAL_S of records, is read from the
+  source and appended again (at least once across a node's death; exactly once across a restart of one node).
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class SourceRunner(TaskRunner):
         self.positions = positions
         self.policy = ErrorPolicy.of(config)
         self.task_property = f"{connector}/{task_id}"
+        self.group = broker.config.broker_name
         # Where each partition's records go and the position committed; `_pending` holds what is sent, not committed.
         self._entries: dict[str, CommittedPosition] = {}
         self._pending: dict[str, CommittedPosition] = {}
@@ -105,6 +110,9 @@ class SourceRunner(TaskRunner):
         prefix = f"{self.connector}/"
         self.broker.create_groups([RECOVERY_GROUP])  # ours, whatever auto_create_group says
         for key, entry in self.positions.of_connector(self.connector).items():
+            if entry.group not in ("", self.group):  # committed on another node: resumed as committed
+                recovered[key] = entry
+                continue
             position, offset = entry.position, entry.offset
             read = max(offset, self.broker.min_offset(entry.topic, entry.queue_id))
             while True:
@@ -133,11 +141,11 @@ class SourceRunner(TaskRunner):
     async def _entry(self, key: str, topic: str) -> CommittedPosition:
         """Where the partition's records go; a new partition's entry is committed before its first record."""
         entry = self._pending.get(key) or self._entries.get(key)
-        if entry is not None and entry.topic == topic:
+        if entry is not None and entry.topic == topic and entry.group in ("", self.group):
             return entry
         queue_id = queue_of(key, len(self.broker.write_queues(topic)))
         entry = CommittedPosition(
-            entry.position if entry else None, topic, queue_id, self.broker.max_offset(topic, queue_id)
+            entry.position if entry else None, topic, queue_id, self.broker.max_offset(topic, queue_id), self.group
         )
         await self.positions.commit(self.connector, key, entry)
         self._entries[key] = entry
@@ -182,7 +190,7 @@ class SourceRunner(TaskRunner):
             )
             for (key, position, message), result in zip(run, results, strict=True):
                 self._pending[key] = CommittedPosition(
-                    position, message.topic, message.queue_id, result.queue_offset + 1
+                    position, message.topic, message.queue_id, result.queue_offset + 1, self.group
                 )
 
     async def _commit(self) -> None:

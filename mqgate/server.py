@@ -28,6 +28,7 @@ from acl.access_control import AccessControl
 from acl.acl_file import load_acl_file
 from acl.errors import AclFileError
 from broker_remoting.door import BrokerRemoting
+from connectors.cluster import ConnectCluster
 from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
@@ -241,6 +242,13 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                             cluster, settings.broker.broker_name, settings.data_dir / RULES_SUBDIR, settings.data_dir
                         )
                         eventbridge_cluster.open(broker)
+                    # The connectors' too (configs shared, tasks placed: connectors/cluster.py).
+                    connect_cluster = None
+                    if cluster and not slave:
+                        connect_cluster = ConnectCluster(
+                            cluster, settings.broker.broker_name, settings.data_dir / CONNECT_SUBDIR
+                        )
+                        connect_cluster.open(broker)
                     endpoint = None
                     if settings.grpc.enabled and not slave:
                         grpc_part, endpoint = await _start_grpc(settings, broker, parts_stack)
@@ -266,7 +274,10 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     parts[2:2] = mqtt_parts
                     parts += [ha_part] if ha_part else []
                     parts += [namesrv_part] if namesrv_part else []
-                    worker = None if slave else await _start_connectors(settings, broker, parts_stack)
+                    if connect_cluster is not None:
+                        await connect_cluster.join()
+                        parts_stack.push_async_callback(connect_cluster.close)
+                    worker = None if slave else await _start_connectors(settings, broker, parts_stack, connect_cluster)
                     eventbridge = None
                     if not slave:
                         eventbridge = await _start_eventbridge(
@@ -483,10 +494,12 @@ def loopback_to(host: str) -> str:
     return str(address)
 
 
-async def _start_connectors(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> Worker:
+async def _start_connectors(
+    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, cluster: ConnectCluster | None = None
+) -> Worker:
     """Start the connector runtime (data in DATA_DIR/connect, connector files in DATA_DIR/connectors). Closed by
-    `stack`."""
-    worker = Worker(broker, settings.data_dir / CONNECT_SUBDIR, PluginRegistry.load())
+    `stack`. On a cluster (`cluster` joined), the configs are the cluster's and each task runs on one node."""
+    worker = Worker(broker, settings.data_dir / CONNECT_SUBDIR, PluginRegistry.load(), cluster=cluster)
     await worker.start()
     stack.push_async_callback(worker.close)
     return worker

@@ -8,4 +8,6 @@ client: what lets a door of one node use the whole cluster (docs/cluster.md).
     file_versions.py     the versions of a shared directory's files and which of two wins (pure)
     shared_directory.py  a directory whose files are the same on every node (EventBridge's rules): a file written
                          or deleted on one node is written or deleted on the others
+    entry_versions.py    the versions of a shared table's entries, which write wins, their records (pure)
+    shared_table.py      a keyed table of JSON entries the same on every node (the connectors' configs)
 """

@@ -7,6 +7,7 @@ already in the table are skipped, bad JSON is reported per record) and the Spark
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -29,10 +30,10 @@ from connectors.api import (
 )
 from spark_sink import spark_session
 from spark_sink.batch_writer import BatchWriter
-from spark_sink.errors import BadRecordError, SchemaError, TableStateError
+from spark_sink.errors import BadRecordError, SchemaError, TableLockedError, TableStateError
 from spark_sink.json_fields import converter, parse_ddl
 from spark_sink.local_frame import data_frame
-from spark_sink.table_commit import TableCommitter
+from spark_sink.table_commit import Manifest, TableCommitter
 from spark_sink.table_schema import RowBuilder, TableLayout
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,34 @@ DEFAULT_BATCH_INTERVAL_MS = 5_000
 PENDING_BATCHES = 2
 DEFAULT_PARTITION_COLUMNS = ["topic", "dt"]
 SPARK_PREFIX = "spark."
+# On a cluster a task moving to this node may find the table still locked by the node it left, which is finishing its
+# last batch (a stop flushes it: a Spark job, seconds). A killed node's lock is released by the kernel at once.
+CLUSTER_LOCK_WAIT_S = 60.0
+LOCK_POLL_S = 0.5
+
+
+def _close_if_opened(table: TableCommitter, opening: asyncio.Future[Manifest]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        table.close()
+
+
+async def _open_table(table: TableCommitter, group: str, lock_wait_s: float) -> Manifest:
+    """`table.open` in a thread, tried again while another sink holds the lock, for at most `lock_wait_s`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + lock_wait_s
+    while True:
+        opening = asyncio.ensure_future(asyncio.to_thread(table.open, group))
+        try:
+            return await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            # The thread goes on: a table it opens after the stop must not stay locked by nobody.
+            opening.add_done_callback(functools.partial(_close_if_opened, table))
+            raise
+        except TableLockedError:
+            if loop.time() >= deadline:
+                raise
+            log.info("table %s: locked by another sink (the node this task left?); trying again", table.root)
+            await asyncio.sleep(LOCK_POLL_S)
 
 
 def _absolute_path(value: Any) -> None:
@@ -159,7 +188,7 @@ class SparkSinkTask(SinkTask):
         self._accepted: dict[QueueRef, int] = {}
         # Records put and refused (bad JSON), until the runtime's flush offsets pass them: they may come again.
         self._refused: set[tuple[QueueRef, int]] = set()
-        self._queue_refs: dict[tuple[str, int], QueueRef] = {}
+        self._queue_refs: dict[tuple[str, int, str], QueueRef] = {}
 
     async def start(self, config: dict[str, Any], context: TaskContext) -> None:
         values = task_values(config)
@@ -172,7 +201,7 @@ class SparkSinkTask(SinkTask):
             if key.startswith(SPARK_PREFIX) and key != "spark.master" and key not in values
         }
         table = TableCommitter(Path(values["path"]))
-        manifest = await asyncio.to_thread(table.open)
+        manifest = await _open_table(table, context.group, CLUSTER_LOCK_WAIT_S if context.cluster else 0.0)
         self._table = table
         self._schema_json = self._layout.table_schema().jsonValue()
         if manifest.schema is not None and (
@@ -238,9 +267,9 @@ class SparkSinkTask(SinkTask):
         refs = self._queue_refs
         for record in records:
             # One QueueRef per queue, not per record (a frozen dataclass costs a microsecond to build).
-            queue = refs.get((record.topic, record.queue_id))
+            queue = refs.get((record.topic, record.queue_id, record.broker))
             if queue is None:
-                queue = refs[(record.topic, record.queue_id)] = record.queue
+                queue = refs[(record.topic, record.queue_id, record.broker)] = record.queue
             offset = record.queue_offset
             if offset < accepted.get(queue, 0) and (queue, offset) not in self._refused:
                 continue  # already in the table, or on its way there

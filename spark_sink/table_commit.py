@@ -12,12 +12,16 @@ Spark and Hive readers skip names starting with "_" or ".", so `_mqgate/` is inv
 
 manifest.json (UTF-8 JSON, written as tmp + fsync + rename + fsync of the directory, so it is always whole):
 
-    {"format": 1,
+    {"format": 2,
      "batch": 42,                           last committed batch (0: none yet)
-     "offsets": {"<topic>/<queue id>": 1234, ...},   next queue offset to write, per queue
+     "offsets": {"<broker group>/<topic>/<queue id>": 1234, ...},   next queue offset to write, per queue
      "staged": "batch-0000000042-1a2b3c4d",            batch 42's staging directory
      "moving": ["topic=a/dt=2026-11-22/part-00000-....parquet", ...],   its files, relative to that directory
      "schema": {...}, "partition_columns": [...]}    the table's Spark schema, for readers
+
+Format 1 (before broker groups were named) keyed offsets "<topic>/<queue id>": such a key is read as the queue of
+the group of the node that opens the table (`open(group)`), and written back with it at once. Open a
+table written by a standalone mqgate on that node first, before its connector runs on a cluster.
 
 Committing batch n (`commit`): the staged Parquet files are fsync'ed; the manifest naming batch n, its files and
 the queues' new next offsets replaces the old one in one rename (the commit point); then each staged file is
@@ -40,6 +44,7 @@ opens the table again, sees part of the newest batch; never a row twice, never a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import logging
@@ -58,18 +63,41 @@ log = logging.getLogger(__name__)
 
 META_DIR = "_mqgate"
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+# Manifests of these formats are read (1: offsets keyed without the broker group).
+READABLE_FORMATS = (1, 2)
 DATA_SUFFIX = ".parquet"
 
 
 def queue_key(queue: QueueRef) -> str:
-    # Topic names cannot contain "/", so the last "/" separates the queue id.
-    return f"{queue.topic}/{queue.queue_id}"
+    if not queue.broker:
+        return f"{queue.topic}/{queue.queue_id}"
+    return f"{queue.broker}/{queue.topic}/{queue.queue_id}"
 
 
 def parse_queue_key(key: str) -> QueueRef:
-    topic, _, queue_id = key.rpartition("/")
-    return QueueRef(topic, int(queue_id))
+    # Topic names cannot contain "/", so the last two "/" separate the topic and the queue id; what is before them
+    # is the broker group (none in a format 1 key).
+    parts = key.rsplit("/", 2)
+    if len(parts) == 2:
+        return QueueRef(parts[0], int(parts[1]))
+    return QueueRef(parts[1], int(parts[2]), parts[0])
+
+
+def named_offsets(offsets: Mapping[str, int], group: str) -> dict[str, int]:
+    """Manifest offsets with every key naming its group: a key without one (format 1) is `group`'s queue, unless
+    the same queue is also keyed with the group (that one is newer)."""
+    named: dict[str, int] = {}
+    for key, offset in offsets.items():
+        ref = parse_queue_key(key)
+        if not ref.broker:
+            continue
+        named[key] = offset
+    for key, offset in offsets.items():
+        ref = parse_queue_key(key)
+        if not ref.broker:
+            named.setdefault(queue_key(ref.in_group(group)), offset)
+    return named
 
 
 @dataclass(slots=True, frozen=True)
@@ -97,8 +125,8 @@ class Manifest:
     def from_json(cls, data: bytes, where: Path) -> Manifest:
         try:
             document = json.loads(data)
-            if document.get("format") != MANIFEST_FORMAT:
-                raise ValueError(f"format {document.get('format')!r}, expected {MANIFEST_FORMAT}")
+            if document.get("format") not in READABLE_FORMATS:
+                raise ValueError(f"format {document.get('format')!r}, expected one of {READABLE_FORMATS}")
             return cls(
                 int(document["batch"]),
                 {str(key): int(value) for key, value in document["offsets"].items()},
@@ -154,10 +182,14 @@ class TableCommitter:
 
     # -- open / close -----------------------------------------------------------------------------------------
 
-    def open(self) -> Manifest:
+    def open(self, group: str = "") -> Manifest:
+        """Lock and recover the table (blocking); TableLockedError when another sink holds it. `group`: the broker
+        group format 1 offsets stand for (none: they are kept as they are)."""
         self.staging.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.meta / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            # flock: the kernel releases it when its process dies, however (SIGKILL included), and the fd is not
+            # inherited by Spark's JVM (Python's fds are not inheritable), so a dead node never holds it.
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
@@ -168,6 +200,10 @@ class TableCommitter:
         try:
             self.manifest = read_manifest(self.root)
             self._recover()
+            named = named_offsets(self.manifest.offsets, group) if group else self.manifest.offsets
+            if named != self.manifest.offsets:
+                # Named at once, not at the next commit: the task may move to another node before it commits.
+                self._write_manifest(dataclasses.replace(self.manifest, offsets=named))
         except BaseException:
             self.close()
             raise

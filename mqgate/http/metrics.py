@@ -337,6 +337,13 @@ class MqgateCollector(Collector):
             "1 for the task's current state, 0 for the others",
             labels=["connector", "task", "state"],
         )
+        # On a cluster every node shows every task (one running elsewhere in its owner's state); which node runs it
+        # is this gauge's label, and what runs here the next one.
+        workers = GaugeMetricFamily(
+            "mqgate_connector_task_worker",
+            "1 for the worker (on a cluster: the broker group) that runs the task",
+            labels=["connector", "task", "worker"],
+        )
         for name in sorted(worker.connectors()):
             with contextlib.suppress(LookupError):  # deleted meanwhile
                 status = worker.status(name)
@@ -345,8 +352,15 @@ class MqgateCollector(Collector):
                 for task in status.tasks:
                     for state in CONNECTOR_STATES:
                         tasks.add_metric([name, str(task.id), state], float(task.state == state))
+                    workers.add_metric([name, str(task.id), task.worker_id], 1.0)
         yield connectors
         yield tasks
+        yield workers
+        yield GaugeMetricFamily(
+            "mqgate_connect_tasks_running",
+            "connector tasks running (or paused) in this process, not failed",
+            value=worker.running_tasks(),
+        )
 
 
 class Metrics:

@@ -188,7 +188,7 @@ async function rules() {
 async function connectors() {
   const answer = await api("/connectors?expand=status&expand=info");
   const rows = Object.entries(answer).sort().map(([name, c]) => [name, c.info.config["connector.class"] || "",
-    c.status.connector.state, c.status.tasks.map((t) => `${t.id}: ${t.state}`).join(", ")]);
+    c.status.connector.state, c.status.tasks.map((t) => `${t.id}: ${t.state} on ${t.worker_id}`).join(", ")]);
   show("connectors-table", table(["connector", "plugin", "state", "tasks"], rows));
 }
 
