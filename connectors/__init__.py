@@ -1,5 +1,6 @@
 """The connector runtime (after RocketMQ Connect and Kafka Connect): source and sink connectors, split into tasks,
-run inside `mqgate serve` as a standalone worker.
+run inside `mqgate serve` as a worker: alone, or on a cluster one of every node's (cluster.py, as Kafka Connect's
+distributed mode).
 
 Design (the parts and why they lose nothing):
 

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from connectors.remote_reader import RemoteReader
-from core import Broker, CoreError, Message, MessageQueue, SendResult
+from core import Broker, CoreError, Message, MessageQueue
 from peers.group_peers import ClusterPeers
 from peers.live_groups import LiveGroups
+from peers.record_listeners import RecordListeners
 from peers.shared_table import SharedTable
 
 log = logging.getLogger(__name__)
@@ -53,13 +54,15 @@ class ConnectCluster:
         self.positions = SharedTable(self.peers, POSITIONS_TABLE, Path(data_dir) / POSITIONS_STATE_FILE)
         # Its `changed` callback is the worker's, which moves tasks.
         self.live = LiveGroups(self.peers, "connectors")
+        self._records: RecordListeners | None = None
 
     def open(self, broker: Broker) -> None:
         """Before the broker registers: the records topic on this group (in its first registration), and its records
         applied as they are stored."""
         if not broker.has_topic(RECORDS_TOPIC):
             broker.create_topic(RECORDS_TOPIC, 1)
-        broker.add_stored_listener(self._on_stored)
+        self._records = RecordListeners.of(broker)
+        self._records.set(RECORDS_TOPIC, self._on_record)
 
     async def join(self) -> None:
         """Once registered: the others' configs taken, this node's given, the live groups known."""
@@ -70,6 +73,8 @@ class ConnectCluster:
         log.info("connectors on a cluster: broker group %s; live groups %s", self.group, ", ".join(self.live.live))
 
     async def close(self) -> None:
+        if self._records is not None:
+            self._records.clear(RECORDS_TOPIC, self._on_record)
         await self.live.close()
         await self.positions.close()
         await self.configs.close()
@@ -93,7 +98,6 @@ class ConnectCluster:
     def reader(self, consumer_group: str) -> RemoteReader:
         return RemoteReader(self.peers.cluster, consumer_group)
 
-    def _on_stored(self, message: Message, result: SendResult) -> None:
-        if message.topic == RECORDS_TOPIC:
-            self.configs.record_stored(message)
-            self.positions.record_stored(message)
+    def _on_record(self, message: Message) -> None:
+        self.configs.record_stored(message)
+        self.positions.record_stored(message)

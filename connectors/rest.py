@@ -37,7 +37,17 @@ from connectors.worker import ConnectorInfo, ConnectorStatus, Worker
 
 log = logging.getLogger(__name__)
 
-WORKER_KEY = web.AppKey("connect_worker", Worker)
+
+class WorkerSlot:
+    """The worker the API serves: under automatic failover, the one of the broker's term as master (None while it
+    is a slave: the API answers 503, naming its group's master)."""
+
+    def __init__(self, worker: Worker | None, group: str) -> None:
+        self.worker = worker
+        self.group = group
+
+
+WORKER_KEY = web.AppKey("connect_worker", WorkerSlot)
 EXPANDS = ("status", "info")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -146,7 +156,13 @@ def status_json(status: ConnectorStatus) -> dict[str, Any]:
 
 
 def _worker(request: web.Request) -> Worker:
-    return request.app[WORKER_KEY]
+    slot = request.app[WORKER_KEY]
+    if slot.worker is None:
+        raise web.HTTPServiceUnavailable(
+            text=f"the connectors run on the master of broker group {slot.group}, and this broker is not it now: ask"
+            " the master (the NameServers' routes name it)"
+        )
+    return slot.worker
 
 
 @_answers_errors
@@ -295,9 +311,10 @@ async def validate(request: web.Request) -> web.Response:
     return web.json_response(validation_response(plugin, config, name))
 
 
-def add_routes(app: web.Application, worker: Worker) -> None:
-    """Serve the connector API of `worker` from `app` (before the app starts)."""
-    app[WORKER_KEY] = worker
+def add_routes(app: web.Application, worker: Worker | WorkerSlot) -> None:
+    """Serve the connector API of `worker` (or of the one a slot holds at each request) from `app` (before the app
+    starts)."""
+    app[WORKER_KEY] = worker if isinstance(worker, WorkerSlot) else WorkerSlot(worker, worker.broker.config.broker_name)
     app.router.add_routes(
         [
             web.get("/connectors", list_connectors),

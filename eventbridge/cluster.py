@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from connectors.remote_reader import RemoteReader
-from core import Broker, CoreError, Message, MessageQueue, SendResult
+from core import Broker, CoreError, Message, MessageQueue
 from eventbridge.rules.directory import RULE_FILE_SUFFIXES
 from peers.group_peers import ClusterPeers
 from peers.live_groups import LiveGroups
+from peers.record_listeners import RecordListeners
 from peers.shared_directory import SharedDirectory
 
 log = logging.getLogger(__name__)
@@ -51,18 +52,6 @@ def is_rule_file(name: str) -> bool:
     return Path(name).suffix in RULE_FILE_SUFFIXES and not name.startswith(".")
 
 
-class _ClusterRecords:
-    """The broker's one stored listener for EB_CLUSTER (a listener cannot be taken back): it hands each record to
-    the cluster part in force, one per term as master under automatic failover."""
-
-    def __init__(self) -> None:
-        self.part: EventBridgeCluster | None = None
-
-    def __call__(self, message: Message, result: SendResult) -> None:
-        if message.topic == RECORDS_TOPIC and self.part is not None:
-            self.part.record_stored(message)
-
-
 class EventBridgeCluster:
     def __init__(self, namesrv_addresses: Sequence[str], group: str, rules_dir: Path, data_dir: Path) -> None:
         self.group = group
@@ -70,7 +59,7 @@ class EventBridgeCluster:
         self.rules = SharedDirectory(rules_dir, is_rule_file, data_dir / STATE_FILE, self.peers)
         # Its `changed` callback is the runtime's, which moves targets.
         self.live = LiveGroups(self.peers, "EventBridge")
-        self._records: _ClusterRecords | None = None
+        self._records: RecordListeners | None = None
         # A replay another node asked for (the runtime runs this group's part).
         self.replay_requested: Callable[[dict[str, Any]], None] = lambda request: None
 
@@ -79,14 +68,8 @@ class EventBridgeCluster:
         applied as they are stored."""
         if not broker.has_topic(RECORDS_TOPIC):
             broker.create_topic(RECORDS_TOPIC, 1)
-
-        def make() -> _ClusterRecords:
-            records = _ClusterRecords()
-            broker.add_stored_listener(records)
-            return records
-
-        self._records = broker.shared(_ClusterRecords, make)
-        self._records.part = self
+        self._records = RecordListeners.of(broker)
+        self._records.set(RECORDS_TOPIC, self.record_stored)
 
     async def join(self) -> None:
         """Once registered: the others' rule files taken, this node's given, the live groups known."""
@@ -96,8 +79,8 @@ class EventBridgeCluster:
         log.info("EventBridge on a cluster: broker group %s; live groups %s", self.group, ", ".join(self.live.live))
 
     async def close(self) -> None:
-        if self._records is not None and self._records.part is self:
-            self._records.part = None
+        if self._records is not None:
+            self._records.clear(RECORDS_TOPIC, self.record_stored)
         await self.live.close()
         await self.rules.close()
         await self.peers.close()

@@ -60,8 +60,6 @@ class FailoverWiring:
 
     async def start(self) -> list[str]:
         """Start the agent and wait for its first word: the ready line's parts (the role, a master's doors)."""
-        log.warning("automatic failover: the connectors do not run on a broker whose role etcd decides"
-                    " (they are not moved with the master yet)")  # fmt: skip
         await self.agent.start()
         while not self.agent.decided.is_set():
             log.info("waiting for the controller (etcd %s) to name this broker's role",

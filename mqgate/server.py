@@ -30,6 +30,7 @@ from acl.errors import AclFileError
 from broker_remoting.door import BrokerRemoting
 from connectors.cluster import ConnectCluster
 from connectors.plugins import PluginRegistry
+from connectors.rest import WorkerSlot
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
 from core import (
@@ -278,6 +279,9 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         await connect_cluster.join()
                         parts_stack.push_async_callback(connect_cluster.close)
                     worker = None if slave else await _start_connectors(settings, broker, parts_stack, connect_cluster)
+                    # Under a controller, the connectors run for each term as master (_master_doors); their API
+                    # answers 503 meanwhile.
+                    worker_slot = WorkerSlot(None, settings.broker.broker_name) if slave and controlled else None
                     eventbridge = None
                     if not slave:
                         eventbridge = await _start_eventbridge(
@@ -292,10 +296,13 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         metrics.start()
                         parts_stack.push_async_callback(metrics.close)
                         admin = AdminContext(broker, store, report, gateway)
-                        parts += await _start_http(settings, parts_stack, worker, eventbridge, admin, metrics)
+                        served = worker_slot if worker_slot is not None else worker
+                        parts += await _start_http(settings, parts_stack, served, eventbridge, admin, metrics)
                         views = [metrics.collector.parts, admin]
                     if controlled and door is not None:
-                        doors = _master_doors(settings, broker, tls, door, embedded_namesrv, views, eventbridge)
+                        doors = _master_doors(
+                            settings, broker, tls, door, embedded_namesrv, views, eventbridge, worker_slot
+                        )
                         failover = FailoverWiring(
                             settings.controller, settings.broker, broker, door.address, doors, ready,
                             door.registration.register_now if door.registration is not None else lambda: None,
@@ -328,9 +335,10 @@ def _master_doors(
     embedded_namesrv: str | None,
     views: list[Parts | AdminContext],
     eventbridge: EventBridgeRuntime | None,
+    worker_slot: WorkerSlot | None,
 ) -> StartDoors:
-    """Under a controller: what starts the doors that write (MQTT, the gRPC endpoint, EventBridge) for a term as
-    master, on the ports the first term got when they were configured 0."""
+    """Under a controller: what starts the doors that write (MQTT, the gRPC endpoint, EventBridge, the connectors)
+    for a term as master, on the ports the first term got when they were configured 0."""
     ports: dict[str, int] = {}
 
     async def start(stack: contextlib.AsyncExitStack) -> list[str]:
@@ -355,6 +363,8 @@ def _master_doors(
         stack.callback(_show_gateway, views, None)
         if eventbridge is not None:
             await _eventbridge_term(term, broker, door, eventbridge, gateway, stack)
+        if worker_slot is not None:
+            await _connectors_term(term, broker, door, worker_slot, views, stack)
         return parts
 
     return start
@@ -531,6 +541,38 @@ async def _eventbridge_term(
     stack.push_async_callback(runtime.close)
 
 
+async def _connectors_term(
+    settings: Settings,
+    broker: Broker,
+    door: BrokerRemoting,
+    slot: WorkerSlot,
+    views: list[Parts | AdminContext],
+    stack: contextlib.AsyncExitStack,
+) -> None:
+    """The connectors for a term as master under a controller: a worker on the cluster (its records topic
+    registered, the others' configs taken), served by the API and read by the metrics until `stack` closes."""
+    cluster = None
+    namesrv = list(settings.broker.namesrv_addr)
+    if namesrv:
+        cluster = ConnectCluster(namesrv, settings.broker.broker_name, settings.data_dir / CONNECT_SUBDIR)
+        cluster.open(broker)
+        if door.registration is not None:
+            door.registration.register_now()  # its records topic in the routes the others read
+        await cluster.join()
+        stack.push_async_callback(cluster.close)
+    worker = await _start_connectors(settings, broker, stack, cluster)
+    slot.worker = worker
+    _show_worker(views, worker)
+    stack.callback(_show_worker, views, None)
+    stack.callback(setattr, slot, "worker", None)
+
+
+def _show_worker(views: list[Parts | AdminContext], worker: Worker | None) -> None:
+    for view in views:
+        if isinstance(view, Parts):
+            view.worker = worker
+
+
 def _eventbridge_runtime(
     settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, gateway: MqttGateway | None
 ) -> EventBridgeRuntime:
@@ -568,7 +610,7 @@ async def _start_eventbridge(
 async def _start_http(
     settings: Settings,
     stack: contextlib.AsyncExitStack,
-    worker: Worker | None,
+    worker: Worker | WorkerSlot | None,
     eventbridge: EventBridgeRuntime | None,
     admin: AdminContext,
     metrics: Metrics,
