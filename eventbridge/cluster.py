@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors.remote_reader import RemoteReader
-from core import Broker, CoreError, Message, MessageQueue
+from core import Broker, Message, MessageQueue
 from eventbridge.rules.directory import RULE_FILE_SUFFIXES
 from peers.group_peers import ClusterPeers
 from peers.live_groups import LiveGroups
@@ -119,11 +119,7 @@ class EventBridgeCluster:
 
     async def replay_elsewhere(self, request: dict[str, Any]) -> list[str]:
         """Ask every other live group's node to replay its part of `request`; the groups told."""
-        try:
-            live = await self.peers.live_groups()
-        except CoreError:
-            live = self.live.live
-        others = [group for group in live if group != self.group]
+        others = await self.peers.other_live_groups()
         message = Message(RECORDS_TOPIC, json.dumps(request).encode(), properties={PROPERTY_REPLAY: self.group})
         failed = await self.peers.broadcast(message, others)
         return [group for group in others if group not in failed]

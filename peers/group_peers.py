@@ -98,6 +98,14 @@ class ClusterPeers:
         """A group's node wrote to this one (it started): it is one of the others from now on."""
         self._learn({group})
 
+    async def other_live_groups(self) -> list[str]:
+        """The other live groups; when no NameServer answers, the others known and not gone (the best guess)."""
+        try:
+            live = await self.live_groups()
+        except CoreError:
+            return [group for group in self.other_groups() if not self.gone(group)]
+        return [group for group in live if group != self.own_group]
+
     def _seen(self, in_route: set[str]) -> None:
         """The groups the NameServers route to now: known from now on; the others known are absent."""
         self._learn(in_route)

@@ -89,7 +89,7 @@ class SharedDirectory:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.load()
         self.scan()
-        others = await self._other_live_groups()
+        others = await self.peers.other_live_groups()
         failed = await self._send(HELLO, self._whole_state(), others)
         waiting = set(others) - set(failed)
         deadline = time.monotonic() + JOIN_TIMEOUT_S
@@ -136,7 +136,7 @@ class SharedDirectory:
         RETRY_INTERVAL_S)."""
         if not writes:
             return []
-        others = await self._other_live_groups()
+        others = await self.peers.other_live_groups()
         failed = await self._send(WRITES, writes, others)
         for group in failed:
             pending = self._pending.setdefault(group, {})
@@ -240,9 +240,6 @@ class SharedDirectory:
         await self.publish(writes)
 
     # --- records ---
-
-    async def _other_live_groups(self) -> list[str]:
-        return [group for group in await self.peers.live_groups() if group != self.group]
 
     async def _send(self, kind: str, writes: Iterable[FileWrite], groups: list[str]) -> list[str]:
         """Write `writes` as records of `kind` to `groups`; the groups that could not be told."""

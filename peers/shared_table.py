@@ -82,7 +82,7 @@ class SharedTable:
         """Tell the other nodes this one's whole table and take theirs (at most JOIN_TIMEOUT_S: a node that does not
         answer is down, and it hears this one's table when it starts)."""
         self.load()
-        others = await self._other_live_groups()
+        others = await self.peers.other_live_groups()
         failed = await self._send(HELLO, self._known.values(), others)
         waiting = set(others) - set(failed)
         deadline = time.monotonic() + JOIN_TIMEOUT_S
@@ -128,7 +128,7 @@ class SharedTable:
         write = EntryWrite(key, next_version(self.clock(), self.group, known.version if known else None), value)
         apply(self._known, [write])
         self._save()
-        others = await self._other_live_groups()
+        others = await self.peers.other_live_groups()
         failed = await self._send(WRITES, [write], others)
         for group in failed:
             self._pending.setdefault(group, {})[key] = write
@@ -172,13 +172,6 @@ class SharedTable:
         await self._send(STATE, list(self._known.values()), [group])
 
     # --- records ---
-
-    async def _other_live_groups(self) -> list[str]:
-        try:
-            live_groups = await self.peers.live_groups()
-        except Exception:  # no NameServer answers: the groups known stay the best guess
-            return self.peers.other_groups()
-        return [group for group in live_groups if group != self.group]
 
     async def _send(self, kind: str, writes: Iterable[EntryWrite], groups: list[str]) -> list[str]:
         """Write `writes` as records of `kind` to `groups`; the groups that could not be told."""

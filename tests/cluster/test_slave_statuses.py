@@ -29,10 +29,13 @@ pytestmark = [
 ]
 
 SEND_OK = 0  # the C++ client's
+# Heartbeats every second each way: a quiet link stays up (a link is dropped after 4 s of silence, the default
+# heartbeat is 5 s: a slow start of the clients would drop it before the first send), a cut one goes in 4 s.
 MASTER = """
 [ha]
 slave_timeout_ms = 1000
 housekeeping_interval_ms = 4000
+send_heartbeat_interval_ms = 1000
 """
 
 
@@ -47,6 +50,7 @@ def linked(tmp_path) -> Iterator[tuple[ClusterProcesses, NetworkNamespace]]:
         (tmp_path / "slave").mkdir()
         (tmp_path / "slave" / "mqgate.toml").write_text(
             f'[ha]\nmaster_address = "{namespace.host_ip}:{ha_port}"\nhousekeeping_interval_ms = 4000\n'
+            "send_heartbeat_interval_ms = 1000\n"
         )
         # Inside the namespace: no NameServer reachable (it runs its own); its master is the fixed address.
         cluster.brokers["slave"] = ServeProcess(
@@ -90,7 +94,8 @@ def remote_send(cluster: ClusterProcesses, body: str) -> tuple[SendStatus, float
 def test_flush_slave_timeout_then_slave_not_available(linked):
     cluster, namespace = linked
     master = cluster.brokers["broker-a"]
-    assert cpp_send(cluster, "linked")["status"] == SEND_OK
+    sent = cpp_send(cluster, "linked")
+    assert sent.get("status") == SEND_OK, sent
     assert remote_send(cluster, "linked")[0] is SendStatus.SEND_OK
 
     namespace.cut()  # the slave's packets stop; its connection stays open on the master
