@@ -89,8 +89,8 @@ def test_a_master_cut_off_stops_writing_within_its_lease_and_rejoins_with_its_ta
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         time.sleep(1.0)
-        cut_at = time.time()
         namespace.cut()
+        cut_at = time.time()  # once `ip link set down` has returned: a send made before may still be acknowledged
         elected = wait_until(lambda: (r := record(etcd.address)) and r.master_id != 1 and r, 30, "a new master")
         after = send(cluster.namesrv_addr, "after", 20)
         out, _ = inside_sender.communicate(timeout=INSIDE_SECONDS + 30)
