@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 RECORDS_TOPIC = "CONNECT_CLUSTER"
 CONFIGS_TABLE = "configs"
 POSITIONS_TABLE = "positions"
-# A node starts a task it gained this long after it saw the change: the previous owner sees the change within
-# peers.live_groups.LIVE_INTERVAL_S and stops its task (its batch in flight flushed, its offsets written) before the
-# new owner reads. EventBridge's targets wait as long (eventbridge/cluster.py).
-HANDOVER_S = 3.0
 # Where the shared configs and their versions are kept, under the worker's data dir (DATA_DIR/connect).
 CONFIGS_STATE_FILE = "shared-configs.json"
 POSITIONS_STATE_FILE = "shared-positions.json"

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors import api
-from connectors.cluster import HANDOVER_S, ConnectCluster, task_work
+from connectors.cluster import ConnectCluster, task_work
 from connectors.config_file import CONFIG_FILE_SUFFIXES, read_config_file, render_value
 from connectors.config_table import ConfigTable, StoredConfig
 from connectors.errors import AlreadyExists, InvalidConfig, NotFound
@@ -40,6 +40,7 @@ from connectors.source_runner import SourceRunner
 from connectors.task_runner import Arrivals, State, TaskRunner
 from connectors.validation import validate_config
 from core import Broker, MessageQueue
+from peers.owners import HANDOVER_S
 
 log = logging.getLogger(__name__)
 

@@ -40,10 +40,6 @@ log = logging.getLogger(__name__)
 RECORDS_TOPIC = "EB_CLUSTER"
 # A replay record: the group asking; body {"bus", "from", "to", "rule", "name", "archive"} (times in ms).
 PROPERTY_REPLAY = "EB_REPLAY"
-# A node starts a target it gained this long after it saw the change: the previous owner sees it within
-# peers.live_groups.LIVE_INTERVAL_S and stops, its batch in flight delivered and its offsets written, before the new
-# one reads.
-HANDOVER_S = 3.0
 # Where the shared directory's versions are kept, under DATA_DIR.
 STATE_FILE = Path("eventbridge") / "shared-rules.json"
 

@@ -13,9 +13,10 @@ rule target delivering the bus's matching events.
 - Each enabled (rule, target) runs a `SinkRunner` with a `TargetTask` on the connector runtime's machinery,
   reading its delivery queue as the consumer group `connect-eb|<bus>|<rule>|<target>`. A reload restarts only the
   targets whose settings changed, from their committed offset. A new target starts at the end of its queue
-  (events from its creation on, as a new AWS rule); a target that existed before a restart goes on from its
-  committed offset. A deleted or disabled target's queue and offsets are deleted, so when it comes back it starts
-  at the end too (a disabled AWS rule sees nothing).
+  (events from its creation on, as a new AWS rule; its queue is empty then, so it starts at the queue's first
+  entry, which also delivers what was routed to it on a master that died before its slaves copied its offset);
+  a target that existed before a restart goes on from its committed offset. A deleted or disabled target's queue
+  and offsets are deleted, so when it comes back it starts at the end too (a disabled AWS rule sees nothing).
 - On a cluster (cluster.py): the rules directory is every node's, each target runs on its owner's node only,
   reading its delivery queue on every group, and a scheduled rule fires on its owner's node only; targets move
   when the live groups change (`_moved`).
@@ -47,7 +48,7 @@ from connectors.task_runner import Arrivals
 from core import Broker, CoreError, MessageQueue, PullConsumer, PullStatus
 from eventbridge.archives.filler import ArchiveFiller
 from eventbridge.bus import BusError, EventBuses, OnlyFor, bus_topic, decode_event, default_dead_letter_topic
-from eventbridge.cluster import HANDOVER_S, EventBridgeCluster
+from eventbridge.cluster import EventBridgeCluster
 from eventbridge.errors import RuleFileError
 from eventbridge.event_schema import SchemaRegistry
 from eventbridge.patterns.compiler import compile_pattern
@@ -60,6 +61,7 @@ from eventbridge.source_task import EventSourceTask
 from eventbridge.targets.clock import Clock, SystemClock
 from eventbridge.targets.local_targets import Deliverers, HttpDeliverer, LocalTargets, MqttPublisher
 from eventbridge.targets.target_task import TargetTask
+from peers.owners import HANDOVER_S
 
 log = logging.getLogger(__name__)
 
@@ -291,15 +293,19 @@ class EventBridgeRuntime:
         # it routes there, whichever node runs the target).
         new = [key for key in wanted if key not in self._targets]
         if new:
-            # A new target starts at the end of its queue, set before routing to it begins; every entry appended
-            # so far must be visible for that end to be right.
+            # A new target starts at the start of its queue, set before routing to it begins. Its queue is empty
+            # then, so it starts at the end: a deleted target's queue was deleted with it. Entries with no offset
+            # are ones routed to it before this node had its offset: a slave elected master copies the offsets
+            # every 10 s, so a target made just before the old master died has none here yet, and starting at the
+            # end would skip what was routed to it and never delivered. Every entry appended so far must be
+            # visible for the start to be right.
             await self.broker.wait_visible(VISIBLE_TIMEOUT_S)
             self.broker.create_groups(sink_group(key.connector) for key in new)  # one write for them all
             for key in new:
                 self.buses.create(key.bus)
                 group = sink_group(key.connector)
                 if self.broker.query_offset(group, key.queue, 0) < 0:
-                    self.broker.commit_offset(group, key.queue, 0, self.broker.max_offset(key.queue, 0))
+                    self.broker.commit_offset(group, key.queue, 0, self.broker.min_offset(key.queue, 0))
             # On disk before the first event is routed to them: a target whose start offset a crash forgot would
             # start again at the end of its queue after the restart, skipping events acknowledged to their
             # senders and routed to it before the crash.

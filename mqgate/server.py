@@ -13,29 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import gc
 import ipaddress
 import logging
 import resource
 import signal
-import ssl
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
-from acl.access_control import AccessControl
-from acl.acl_file import load_acl_file
-from acl.errors import AclFileError
-from broker_remoting.door import BrokerRemoting
 from connectors.cluster import ConnectCluster
-from connectors.plugins import PluginRegistry
 from connectors.rest import WorkerSlot
 from connectors.rest import add_routes as add_connector_routes
 from connectors.worker import Worker
 from core import (
     Broker,
-    BrokerConfig,
     BrokerRole,
     HAPortUnavailableError,
     MessageStore,
@@ -47,8 +39,8 @@ from eventbridge.replay_rest import add_routes as add_replay_routes
 from eventbridge.rest import add_routes as add_eventbridge_routes
 from eventbridge.runtime import ARCHIVES_SUBDIR, EventBridgeRuntime
 from eventbridge.targets.http_target import HttpTargetClient
-from mqgate.config.settings import ConfigError, Settings
-from mqgate.failover import FailoverWiring, StartDoors
+from mqgate.config.settings import Settings
+from mqgate.failover import FailoverWiring
 from mqgate.http.admin_api import AdminContext
 from mqgate.http.admin_api import add_routes as add_admin_routes
 from mqgate.http.admin_messages_api import add_routes as add_admin_message_routes
@@ -58,21 +50,22 @@ from mqgate.http.metrics import Metrics, Parts
 from mqgate.http.metrics import add_routes as add_metrics_routes
 from mqgate.listen_errors import cannot_listen, listen_reason
 from mqgate.mqtt_door import open_gateway, open_listeners, start_mqtt, tls_context
+from mqgate.rocketmq_doors import (
+    join_grpc_to_cluster,
+    registered,
+    runs_embedded_namesrv,
+    start_grpc,
+    start_namesrv,
+    start_remoting,
+)
+from mqgate.terms import CONNECT_SUBDIR, RULES_SUBDIR, master_doors, start_connectors
 from mqtt_bridge.access.password_file import PasswordFile
 from mqtt_bridge.gateway import MqttGateway
-from namesrv.server import NameServer
-from proxy.cluster_view import ClusterView
-from proxy.server import EndpointError, GrpcEndpoint, PortUnavailableError
-from remote_client import Cluster
 
 log = logging.getLogger(__name__)
 
 # Topic, group and offset files (topics.json, subscriptionGroup.json, consumerOffset.json) live in DATA_DIR/config.
 CONFIG_SUBDIR = "config"
-# The connector runtime's tables' snapshots; connector config files are read from DATA_DIR/connectors.
-CONNECT_SUBDIR = "connect"
-# EventBridge rule files (YAML), watched for changes.
-RULES_SUBDIR = "rules"
 
 T = TypeVar("T")
 
@@ -252,20 +245,20 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         connect_cluster.open(broker)
                     endpoint = None
                     if settings.grpc.enabled and not slave:
-                        grpc_part, endpoint = await _start_grpc(settings, broker, parts_stack)
+                        grpc_part, endpoint = await start_grpc(settings, broker, parts_stack)
                         parts.append(grpc_part)
                     # The NameServer first, so the broker registers at once; the ready line names it second.
                     namesrv_part, embedded_namesrv = "", None
                     if runs_embedded_namesrv(settings):
-                        namesrv_part, embedded_namesrv = await _start_namesrv(settings, parts_stack)
+                        namesrv_part, embedded_namesrv = await start_namesrv(settings, parts_stack)
                     door = None
                     if settings.remoting.enabled:
-                        remoting_part, door = await _start_remoting(settings, broker, parts_stack, embedded_namesrv)
+                        remoting_part, door = await start_remoting(settings, broker, parts_stack, embedded_namesrv)
                         parts.append(remoting_part)
                         if endpoint is not None:
-                            await _join_grpc_to_cluster(settings, door, endpoint, embedded_namesrv, parts_stack)
+                            await join_grpc_to_cluster(settings, door, endpoint, embedded_namesrv, parts_stack)
                     if cluster and door is not None:
-                        await _registered(door)
+                        await registered(door)
                     if eventbridge_cluster is not None:
                         await eventbridge_cluster.join()
                         parts_stack.push_async_callback(eventbridge_cluster.close)
@@ -278,8 +271,8 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                     if connect_cluster is not None:
                         await connect_cluster.join()
                         parts_stack.push_async_callback(connect_cluster.close)
-                    worker = None if slave else await _start_connectors(settings, broker, parts_stack, connect_cluster)
-                    # Under a controller, the connectors run for each term as master (_master_doors); their API
+                    worker = None if slave else await start_connectors(settings, broker, parts_stack, connect_cluster)
+                    # Under a controller, the connectors run for each term as master (master_doors); their API
                     # answers 503 meanwhile.
                     worker_slot = WorkerSlot(None, settings.broker.broker_name) if slave and controlled else None
                     eventbridge = None
@@ -288,7 +281,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                             settings, broker, parts_stack, gateway, eventbridge_cluster
                         )
                     elif controlled:
-                        # Started for each term as master (_master_doors); its HTTP API refuses meanwhile.
+                        # Started for each term as master (master_doors); its HTTP API refuses meanwhile.
                         eventbridge = _eventbridge_runtime(settings, broker, parts_stack, None)
                     views: list[Parts | AdminContext] = []
                     if settings.http.enabled:
@@ -300,7 +293,7 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
                         parts += await _start_http(settings, parts_stack, served, eventbridge, admin, metrics)
                         views = [metrics.collector.parts, admin]
                     if controlled and door is not None:
-                        doors = _master_doors(
+                        doors = master_doors(
                             settings, broker, tls, door, embedded_namesrv, views, eventbridge, worker_slot
                         )
                         failover = FailoverWiring(
@@ -318,259 +311,6 @@ async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
             log.info("closing store %s", settings.store.store_dir)
             await asyncio.to_thread(store.close)
             log.info("store closed")
-
-
-async def _registered(door: BrokerRemoting, timeout_s: float = 10.0) -> None:
-    """Until the broker is registered with every NameServer (a NameServer down: at most `timeout_s`)."""
-    if door.registration is not None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(door.registration.registered.wait(), timeout_s)
-
-
-def _master_doors(
-    settings: Settings,
-    broker: Broker,
-    tls: ssl.SSLContext | None,
-    door: BrokerRemoting,
-    embedded_namesrv: str | None,
-    views: list[Parts | AdminContext],
-    eventbridge: EventBridgeRuntime | None,
-    worker_slot: WorkerSlot | None,
-) -> StartDoors:
-    """Under a controller: what starts the doors that write (MQTT, the gRPC endpoint, EventBridge, the connectors)
-    for a term as master, on the ports the first term got when they were configured 0."""
-    ports: dict[str, int] = {}
-
-    async def start(stack: contextlib.AsyncExitStack) -> list[str]:
-        term = dataclasses.replace(
-            settings,
-            mqtt=dataclasses.replace(settings.mqtt, port=ports.get("mqtt", settings.mqtt.port)),
-            grpc=dataclasses.replace(settings.grpc, port=ports.get("grpc", settings.grpc.port)),
-        )
-        parts: list[str] = []
-        gateway = None
-        if term.mqtt.enabled:
-            mqtt_parts, gateway = await start_mqtt(term, broker, stack, tls, list(term.broker.namesrv_addr))
-            parts += mqtt_parts
-        if term.grpc.enabled:
-            grpc_part, endpoint = await _start_grpc(term, broker, stack)
-            await _join_grpc_to_cluster(term, door, endpoint, embedded_namesrv, stack)
-            parts.append(grpc_part)
-        for part in parts:
-            name, _, address = part.partition("=")
-            ports.setdefault(name, int(address.rpartition(":")[2]))
-        _show_gateway(views, gateway)
-        stack.callback(_show_gateway, views, None)
-        if eventbridge is not None:
-            await _eventbridge_term(term, broker, door, eventbridge, gateway, stack)
-        if worker_slot is not None:
-            await _connectors_term(term, broker, door, worker_slot, views, stack)
-        return parts
-
-    return start
-
-
-def _show_gateway(views: list[Parts | AdminContext], gateway: MqttGateway | None) -> None:
-    """The metrics and the admin API read the gateway of the current term (None while the broker is a slave)."""
-    for view in views:
-        view.gateway = gateway
-
-
-def _acl(section: str, acl_file: str | None) -> AccessControl | None:
-    """The access control of a door's acl_file, None without one; ConfigError naming the section when unusable."""
-    if not acl_file:
-        return None
-    try:
-        return load_acl_file(acl_file)
-    except OSError as exc:
-        raise ConfigError(f"[{section}] acl_file {acl_file}: cannot be read ({exc.strerror or exc})") from None
-    except AclFileError as exc:
-        raise ConfigError(f"[{section}] acl_file: {exc}") from None
-
-
-async def _start_grpc(settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack) -> tuple[str, GrpcEndpoint]:
-    """Start the RocketMQ 5 gRPC endpoint; return its ready-line part and itself. Closed by `stack`."""
-    config = settings.grpc
-    access = _acl("grpc", config.acl_file)
-    endpoint = GrpcEndpoint(broker, config, max_body_bytes=settings.store.max_message_size, access=access)
-    try:
-        address = await endpoint.start()
-    except PortUnavailableError as exc:
-        raise cannot_listen("grpc", "port", "--grpc-port", config.host, config.port, exc.reason) from None
-    except EndpointError as exc:  # a certificate or key that cannot be read: the message names the key
-        raise ConfigError(str(exc)) from None
-    stack.push_async_callback(endpoint.close)
-    return f"grpc={address}", endpoint
-
-
-async def _join_grpc_to_cluster(
-    settings: Settings,
-    door: BrokerRemoting,
-    endpoint: GrpcEndpoint,
-    embedded_namesrv: str | None,
-    stack: contextlib.AsyncExitStack,
-) -> None:
-    """Make the gRPC endpoint one of its cluster's (RocketMQ 5's proxy in local mode): the broker's remoting port
-    tells other groups where it is, and its routes name every group of the NameServers the broker registers
-    with, each at its own endpoint (proxy/cluster_view.py)."""
-    bound = settings.grpc.host
-    host = door.store_host[0] if bound in ("", "0.0.0.0", "::") else bound
-    door.grpc_endpoint = f"{host}:{endpoint.port}"
-    addresses = registration_addresses(settings.broker, embedded_namesrv)
-    if not addresses:
-        return
-    cluster = Cluster(addresses, instance_name=f"grpc-{settings.broker.broker_name}")
-    await cluster.start()
-    stack.push_async_callback(cluster.close)
-    endpoint.service.cluster_view = ClusterView(cluster, settings.broker.broker_name, lambda: endpoint.port)
-
-
-# Added to a remoting or NameServer port's "in use" error: on a developer's machine a RocketMQ may run beside mqgate.
-ROCKETMQ_BUSY_HINT = "a RocketMQ broker or NameServer (mqbroker, mqnamesrv) may hold it"
-
-
-async def _start_namesrv(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[str, str]:
-    """Start the embedded NameServer; return its ready-line part and the address the broker reaches it at. Closed
-    by `stack`."""
-    config = settings.namesrv
-    namesrv = NameServer()
-    try:
-        port = await namesrv.start(config.host, config.port)
-    except OSError as exc:
-        await namesrv.close()
-        reason = listen_reason(exc)
-        raise cannot_listen(
-            "namesrv", "port", "--namesrv-port", config.host, config.port, reason, ROCKETMQ_BUSY_HINT
-        ) from None
-    stack.push_async_callback(namesrv.close)
-    log.info("NameServer on %s:%d", config.host, port)
-    return f"namesrv={config.host}:{port}", f"{loopback_to(config.host)}:{port}"
-
-
-async def _start_remoting(
-    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, embedded_namesrv: str | None
-) -> tuple[str, BrokerRemoting]:
-    """Start the broker's remoting port, registering with [broker] namesrv_addr, or else with the embedded
-    NameServer at `embedded_namesrv`; return its ready-line part. Closed by `stack`."""
-    config = settings.remoting
-    addresses = registration_addresses(settings.broker, embedded_namesrv)
-    if not addresses:
-        log.warning(
-            "the broker's remoting port registers with no NameServer, so RocketMQ 4 clients will not find its topics:"
-            " set [broker] namesrv_addr (--namesrv-addr), or [namesrv] embedded = true"
-        )
-    access = _acl("remoting", config.acl_file)
-    door = BrokerRemoting(broker, config, max_body_bytes=settings.store.max_message_size, access=access)
-    try:
-        address = await door.start(addresses)
-    except OSError as exc:
-        await door.close()
-        reason = listen_reason(exc)
-        raise cannot_listen(
-            "remoting", "port", "--remoting-port", config.host, config.port, reason, ROCKETMQ_BUSY_HINT
-        ) from None
-    stack.push_async_callback(door.close)
-    log.info(
-        "remoting port on %s, known to clients as %s, registering with %s",
-        address,
-        door.address,
-        ", ".join(addresses) or "no NameServer",
-    )
-    return f"remoting={address}", door
-
-
-def runs_embedded_namesrv(settings: Settings) -> bool:
-    """Whether `mqgate serve` runs a NameServer in its process: [namesrv] embedded when set, else when the broker
-    is given no NameServer ([broker] namesrv_addr): a broker joining a cluster uses the cluster's."""
-    embedded = settings.namesrv.embedded
-    return embedded if embedded is not None else not settings.broker.namesrv_addr
-
-
-def registration_addresses(config: BrokerConfig, embedded_namesrv: str | None) -> list[str]:
-    """The NameServers the broker registers with: [broker] namesrv_addr when given (an embedded one is then only
-    for clients that ask it), else the embedded NameServer's address, else none."""
-    return list(config.namesrv_addr) or ([embedded_namesrv] if embedded_namesrv else [])
-
-
-def loopback_to(host: str) -> str:
-    """Where this process reaches a server bound to `host`: loopback for a wildcard address, else `host` itself."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return host or "127.0.0.1"  # a host name; "" binds every address, as the wildcard does
-    if address.is_unspecified:
-        # asyncio binds an IPv6 wildcard IPv6 only (IPV6_V6ONLY): reach it over IPv6.
-        return "::1" if address.version == 6 else "127.0.0.1"
-    return str(address)
-
-
-async def _start_connectors(
-    settings: Settings, broker: Broker, stack: contextlib.AsyncExitStack, cluster: ConnectCluster | None = None
-) -> Worker:
-    """Start the connector runtime (data in DATA_DIR/connect, connector files in DATA_DIR/connectors). Closed by
-    `stack`. On a cluster (`cluster` joined), the configs are the cluster's and each task runs on one node."""
-    worker = Worker(broker, settings.data_dir / CONNECT_SUBDIR, PluginRegistry.load(), cluster=cluster)
-    await worker.start()
-    stack.push_async_callback(worker.close)
-    return worker
-
-
-async def _eventbridge_term(
-    settings: Settings,
-    broker: Broker,
-    door: BrokerRemoting,
-    runtime: EventBridgeRuntime,
-    gateway: MqttGateway | None,
-    stack: contextlib.AsyncExitStack,
-) -> None:
-    """EventBridge for a term as master under a controller: on the cluster (its records topic registered, the
-    others' rules taken), its targets and schedules started; stopped by `stack` when the term ends."""
-    cluster = None
-    namesrv = list(settings.broker.namesrv_addr)
-    if namesrv:
-        cluster = EventBridgeCluster(
-            namesrv, settings.broker.broker_name, settings.data_dir / RULES_SUBDIR, settings.data_dir
-        )
-        cluster.open(broker)
-        if door.registration is not None:
-            door.registration.register_now()  # its records topic in the routes the others read
-        await cluster.join()
-        stack.push_async_callback(cluster.close)
-    runtime.deliverer.local.mqtt = gateway
-    await runtime.start(cluster)
-    stack.push_async_callback(runtime.close)
-
-
-async def _connectors_term(
-    settings: Settings,
-    broker: Broker,
-    door: BrokerRemoting,
-    slot: WorkerSlot,
-    views: list[Parts | AdminContext],
-    stack: contextlib.AsyncExitStack,
-) -> None:
-    """The connectors for a term as master under a controller: a worker on the cluster (its records topic
-    registered, the others' configs taken), served by the API and read by the metrics until `stack` closes."""
-    cluster = None
-    namesrv = list(settings.broker.namesrv_addr)
-    if namesrv:
-        cluster = ConnectCluster(namesrv, settings.broker.broker_name, settings.data_dir / CONNECT_SUBDIR)
-        cluster.open(broker)
-        if door.registration is not None:
-            door.registration.register_now()  # its records topic in the routes the others read
-        await cluster.join()
-        stack.push_async_callback(cluster.close)
-    worker = await _start_connectors(settings, broker, stack, cluster)
-    slot.worker = worker
-    _show_worker(views, worker)
-    stack.callback(_show_worker, views, None)
-    stack.callback(setattr, slot, "worker", None)
-
-
-def _show_worker(views: list[Parts | AdminContext], worker: Worker | None) -> None:
-    for view in views:
-        if isinstance(view, Parts):
-            view.worker = worker
 
 
 def _eventbridge_runtime(

@@ -1,7 +1,7 @@
 """The versions of a shared table's entries (shared_table.py), free of I/O: which of two writes of one key wins, what
 a node holds after hearing any writes in any order, and the records that carry them.
 
-A version is file_versions.Version, (time, group): the wall-clock nanoseconds at which a node wrote the entry and
+A version is versions.Version, (time, group): the wall-clock nanoseconds at which a node wrote the entry and
 its broker group. The later version wins on every node (last writer wins); a deletion is a version too (a
 tombstone, kept), so a node that was down while a key was deleted elsewhere deletes it when it hears of it rather
 than write it back. Applying writes is commutative and idempotent: every node that heard the same writes, in any
@@ -12,15 +12,11 @@ Record body (JSON): {"entries": [{"key", "time", "group", "value": any JSON | nu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from peers.file_versions import Version
-
-# A record's body stays under this (the core takes 4 MiB): a table's whole state is sent in as many as it takes.
-MAX_RECORD_BYTES = 1024 * 1024
+from peers.versions import Version, decode_batch, encode_batches, later
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +48,7 @@ class EntryWrite:
 
 def wins(write: Version, known: EntryWrite | None) -> bool:
     """Whether a write at `write` replaces what is known (later wins; equal is the same write, heard again)."""
-    return known is None or write > known.version
+    return later(write, known.version if known is not None else None)
 
 
 def apply(known: dict[str, EntryWrite], writes: Iterable[EntryWrite]) -> list[EntryWrite]:
@@ -71,27 +67,10 @@ def live(known: Mapping[str, EntryWrite]) -> dict[str, Any]:
 
 
 def encode_entries(writes: Iterable[EntryWrite]) -> Iterator[bytes]:
-    """The bodies of the records carrying `writes`, each under MAX_RECORD_BYTES (an entry alone larger goes alone)."""
-    batch: list[dict[str, Any]] = []
-    size = 0
-    for write in writes:
-        entry = write.to_json()
-        length = len(json.dumps(entry))
-        if batch and size + length > MAX_RECORD_BYTES:
-            yield json.dumps({"entries": batch}).encode()
-            batch, size = [], 0
-        batch.append(entry)
-        size += length
-    if batch:
-        yield json.dumps({"entries": batch}).encode()
+    """The bodies of the records carrying `writes`, each under versions.MAX_RECORD_BYTES."""
+    return encode_batches("entries", (write.to_json() for write in writes))
 
 
 def decode_entries(body: bytes) -> list[EntryWrite]:
     """The writes of a record; ValueError naming what is wrong."""
-    try:
-        value = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict) or not isinstance(value.get("entries"), list):
-        raise ValueError('expected {"entries": [...]}')
-    return [EntryWrite.of_json(entry) for entry in value["entries"]]
+    return [EntryWrite.of_json(entry) for entry in decode_batch("entries", body)]

@@ -1,11 +1,10 @@
 """The versions of a shared directory's files (shared_directory.py), free of I/O: what each node knows of each file,
 which of two writes of one file wins, and the records that carry them.
 
-A version is (time, group): the wall-clock nanoseconds at which a node saw the file written (or deleted) there, and
-its broker group, which orders two writes of the same nanosecond. The later version wins everywhere: last writer
-wins, as a replicated key-value store without coordination settles it. A deletion is a version too (a tombstone,
-kept): a node that was down while a file was deleted elsewhere deletes its copy when it hears of it, rather than
-write it back.
+A version is versions.Version (time, group): the wall-clock nanoseconds at which a node saw the file written (or
+deleted) there, and its broker group. The later version wins everywhere (last writer wins). A deletion is a version
+too (a tombstone, kept): a node that was down while a file was deleted elsewhere deletes its copy when it hears of
+it, rather than write it back.
 
 Record body (JSON): {"files": [{"name", "time", "group", "content": base64 | null}]}; null content is a deletion.
 """
@@ -15,19 +14,11 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-# A record's body stays under this (the core takes 4 MiB): a directory's whole state is sent in as many as it takes.
-MAX_RECORD_BYTES = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Version:
-    time_ns: int
-    group: str
+from peers.versions import Version, decode_batch, encode_batches, later
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,38 +85,14 @@ def valid_name(name: str) -> bool:
 
 def wins(write: Version, known: Known | None) -> bool:
     """Whether a write at `write` replaces what is known (later wins; equal is the same write, heard again)."""
-    return known is None or write > known.version
-
-
-def next_version(now_ns: int, group: str, latest: Version | None) -> Version:
-    """A new local write's version: now, or just past the latest version known (a clock that stepped back, or
-    another node's clock ahead, must not make a new write lose to an older one)."""
-    time_ns = now_ns if latest is None else max(now_ns, latest.time_ns + 1)
-    return Version(time_ns, group)
+    return later(write, known.version if known is not None else None)
 
 
 def encode_writes(writes: Iterable[FileWrite]) -> Iterator[bytes]:
-    """The bodies of the records carrying `writes`, each under MAX_RECORD_BYTES (a file alone larger goes alone)."""
-    batch: list[dict[str, Any]] = []
-    size = 0
-    for write in writes:
-        entry = write.to_json()
-        length = len(json.dumps(entry))
-        if batch and size + length > MAX_RECORD_BYTES:
-            yield json.dumps({"files": batch}).encode()
-            batch, size = [], 0
-        batch.append(entry)
-        size += length
-    if batch:
-        yield json.dumps({"files": batch}).encode()
+    """The bodies of the records carrying `writes`, each under versions.MAX_RECORD_BYTES."""
+    return encode_batches("files", (write.to_json() for write in writes))
 
 
 def decode_writes(body: bytes) -> list[FileWrite]:
     """The writes of a record; ValueError naming what is wrong."""
-    try:
-        value = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict) or not isinstance(value.get("files"), list):
-        raise ValueError('expected {"files": [...]}')
-    return [FileWrite.of_json(entry) for entry in value["files"]]
+    return [FileWrite.of_json(entry) for entry in decode_batch("files", body)]

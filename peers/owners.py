@@ -9,6 +9,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 
+# A node starts work it gained this long after it saw the live groups change: the previous owner sees the change
+# within peers.live_groups.LIVE_INTERVAL_S and stops (an EventBridge target's batch in flight delivered, a connector
+# task's flushed, their offsets written) before the new owner reads.
+HANDOVER_S = 3.0
+
 
 def weight(work: str, group: str) -> int:
     # blake2b, not hash(): the same on every node and every run (str hashes are salted per process).

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from core import Message
-from peers.file_versions import FileWrite, Known, decode_writes, digest, encode_writes, next_version, valid_name, wins
+from peers.file_versions import FileWrite, Known, decode_writes, digest, encode_writes, valid_name, wins
 from peers.group_peers import ClusterPeers
+from peers.versions import next_version
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A keyed table of JSON entries that is the same on every node of a cluster (the connectors' configs): an entry
 written or deleted on one node is written or deleted on every other.
 
-- A local write gets a new version (entry_versions.py, after file_versions.next_version) and is applied here, then
+- A local write gets a new version (entry_versions.py, after versions.next_version) and is applied here, then
   written to every other live group as a record of the door's records topic (queue 0 of each group), applied by
   that group's node as its store receives it: before the writer's SEND_OK, the entry is in the other node's table.
   A group that could not be told is told again every RETRY_INTERVAL_S until it is.
@@ -33,8 +33,8 @@ from typing import Any
 
 from core import Message
 from peers.entry_versions import EntryWrite, apply, decode_entries, encode_entries, live
-from peers.file_versions import next_version
 from peers.group_peers import ClusterPeers
+from peers.versions import next_version
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core import BrokerConfig
-from mqgate.server import loopback_to, registration_addresses
+from mqgate.rocketmq_doors import loopback_to, registration_addresses
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand

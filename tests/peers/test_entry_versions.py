@@ -9,16 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from peers.entry_versions import (
-    MAX_RECORD_BYTES,
-    EntryWrite,
-    apply,
-    decode_entries,
-    encode_entries,
-    live,
-    wins,
-)
-from peers.file_versions import Version
+from peers.entry_versions import EntryWrite, apply, decode_entries, encode_entries, live, wins
+from peers.versions import MAX_RECORD_BYTES, Version
 
 keys = st.sampled_from(["orders", "lake", "a/b", "ü"])
 versions = st.builds(Version, st.integers(0, 2**63), st.sampled_from(["broker-a", "broker-b", "broker-c"]))
