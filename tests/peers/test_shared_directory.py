@@ -13,7 +13,8 @@ import pytest
 from core import Message
 from peers.file_versions import FileWrite, Version, encode_writes
 from peers.group_peers import ClusterPeers
-from peers.shared_directory import HELLO, PROPERTY_GROUP, PROPERTY_KIND, WRITES, SharedDirectory
+from peers.shared_directory import PROPERTY_KIND, SharedDirectory
+from peers.shared_records import HELLO, PROPERTY_GROUP, WRITES
 
 TOPIC = "TEST_SHARED"
 
