@@ -35,8 +35,8 @@ from core.store.config import StoreConfig
 from core.store.message import Message
 from core.store.message_id import UniqueIdGenerator
 from core.store.message_store import MessageStore
+from mqgate.process import run as run_on_event_loop
 from mqgate.server import apply_interpreter_settings
-from mqgate.server import run as run_on_event_loop
 
 BODY = os.urandom(128)
 

@@ -64,8 +64,8 @@ from eventbridge.patterns.matcher import Matcher
 from eventbridge.rules.rule_file import parse_rule_file
 from eventbridge.runtime import EventBridgeRuntime, TargetKey
 from eventbridge.targets.http_target import HttpTargetClient, outgoing_request
+from mqgate.process import run as run_on_event_loop
 from mqgate.server import apply_interpreter_settings
-from mqgate.server import run as run_on_event_loop
 
 RULE_COUNTS = (10, 1_000, 10_000)
 EVENT_RULE_SPACE = 10_000

@@ -64,7 +64,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Before bench/ (the script's directory), where eventbridge.py would shadow the package.
 sys.path.insert(0, str(ROOT))
 
-from mqgate.server import run as run_on_event_loop  # noqa: E402
+from mqgate.process import run as run_on_event_loop  # noqa: E402
 from tests.serve_process import ServeProcess  # noqa: E402
 
 RATE_PER_S = 1_000

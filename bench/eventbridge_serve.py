@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.eventbridge import TargetCounter, emit, serve_target  # noqa: E402
 from bench.serve_child import START_TIMEOUT_S, ServeChild  # noqa: E402
-from mqgate.server import run as run_on_event_loop  # noqa: E402
+from mqgate.process import run as run_on_event_loop  # noqa: E402
 
 RULE_COUNTS = (10, 10_000)
 PUT_BATCH = 100

@@ -157,7 +157,7 @@ class EchoService(MessagingServiceServicer):
 
 def echo_server(control: Any) -> None:
     """Child process: serve EchoService on 127.0.0.1, send the port, stop when `control` says so."""
-    from mqgate.server import run
+    from mqgate.process import run
 
     run(_serve_echo(control))
 

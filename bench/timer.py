@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core import Broker, MessageStore, Producer, StoreConfig
-from mqgate.server import run as run_on_event_loop
+from mqgate.process import run as run_on_event_loop
 
 BODY = os.urandom(128)
 QUEUES = 4

@@ -40,7 +40,7 @@ from mqgate.config.settings import (
     load_settings,
     render_toml,
 )
-from mqgate.server import configure_logging, run, serve
+from mqgate.process import configure_logging, run
 from mqtt_bridge.access.password_file import DEFAULT_ITERATIONS, delete_user, hash_plain_passwords, set_password
 from mqtt_bridge.errors import ConfigError as MqttConfigError
 
@@ -446,6 +446,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def ready(line: str) -> None:
         print(line, flush=True)
+
+    from mqgate.server import serve  # the doors and everything they need: only for the command that serves them
 
     run(serve(settings, ready))
     return EXIT_OK

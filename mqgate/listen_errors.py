@@ -8,6 +8,9 @@ import os
 
 from mqgate.config.settings import ConfigError
 
+# Added to a remoting or NameServer port's "in use" error: on a developer's machine a RocketMQ may run beside mqgate.
+ROCKETMQ_BUSY_HINT = "a RocketMQ broker or NameServer (mqbroker, mqnamesrv) may hold it"
+
 
 def server_address(server: asyncio.Server | object) -> str:
     sockets = getattr(server, "sockets", None) or []

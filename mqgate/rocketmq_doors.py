@@ -15,7 +15,7 @@ from acl.errors import AclFileError
 from broker_remoting.door import BrokerRemoting
 from core import Broker, BrokerConfig
 from mqgate.config.settings import ConfigError, Settings
-from mqgate.listen_errors import cannot_listen, listen_reason
+from mqgate.listen_errors import ROCKETMQ_BUSY_HINT, cannot_listen, listen_reason
 from namesrv.server import NameServer
 from proxy.cluster_view import ClusterView
 from proxy.server import EndpointError, GrpcEndpoint, PortUnavailableError
@@ -71,10 +71,6 @@ async def join_grpc_to_cluster(
     await cluster.start()
     stack.push_async_callback(cluster.close)
     endpoint.service.cluster_view = ClusterView(cluster, settings.broker.broker_name, lambda: endpoint.port)
-
-
-# Added to a remoting or NameServer port's "in use" error: on a developer's machine a RocketMQ may run beside mqgate.
-ROCKETMQ_BUSY_HINT = "a RocketMQ broker or NameServer (mqbroker, mqnamesrv) may hold it"
 
 
 def _port_refused(section: str, host: str, port: int, exc: OSError) -> Exception:

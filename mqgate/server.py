@@ -1,12 +1,8 @@
 """`mqgate serve`: open the parts on one event loop, announce them in one `ready` line, run until SIGTERM/SIGINT,
 then close them in reverse order.
 
-The ready line is `ready ` followed by `key=value` parts, one per part that serves, e.g.
-
-    ready store=/srv/mqgate/data/store recovery=clean
-
-Each part that starts appends its own `key=value` to the list in `serve` (a listener adds `mqtt=HOST:PORT`), so
-scripts and tests wait for one line and read every address from it.
+Each part that starts appends its own `key=value` to the list of the ready line (mqgate.process) in `serve` (a
+listener adds `mqtt=HOST:PORT`), so scripts and tests wait for one line and read every address from it.
 """
 
 from __future__ import annotations
@@ -17,10 +13,8 @@ import gc
 import ipaddress
 import logging
 import resource
-import signal
 import sys
-from collections.abc import Callable, Coroutine, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
 
 from connectors.cluster import ConnectCluster
 from connectors.rest import WorkerSlot
@@ -50,6 +44,7 @@ from mqgate.http.metrics import Metrics, Parts
 from mqgate.http.metrics import add_routes as add_metrics_routes
 from mqgate.listen_errors import cannot_listen, listen_reason
 from mqgate.mqtt_door import open_gateway, open_listeners, start_mqtt, tls_context
+from mqgate.process import format_ready, stop_on_signals
 from mqgate.rocketmq_doors import (
     join_grpc_to_cluster,
     registered,
@@ -67,9 +62,6 @@ log = logging.getLogger(__name__)
 # Topic, group and offset files (topics.json, subscriptionGroup.json, consumerOffset.json) live in DATA_DIR/config.
 CONFIG_SUBDIR = "config"
 
-T = TypeVar("T")
-
-READY_PREFIX = "ready"
 # Tracked objects allocated (net of those freed) between young-generation collections; CPython's default is 700.
 # The server keeps hundreds of thousands of objects alive (the MQTT gateway's message cache alone holds 100,000
 # messages of two objects each), and with the default every 7,000 surviving objects promote into a full
@@ -85,20 +77,10 @@ GC_YOUNG_THRESHOLD = 50_000
 # 40,000 -> 55,000 messages/s; the MQTT fan-in and fan-out through mqgate serve, the store's appends (SYNC_FLUSH
 # groups included) and EventBridge delivery did not move beyond their run-to-run spread.
 SWITCH_INTERVAL_S = 0.001
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 SLAVE_DOORS = (
     "this broker is a SLAVE: it copies its master's log and serves RocketMQ 4 reads over remoting (and the HTTP"
     " admin API and metrics); MQTT, the gRPC endpoint, EventBridge and connectors run on its master"
 )
-
-
-def format_ready(parts: Sequence[str]) -> str:
-    """One line: `ready` and the `key=value` parts, separated by single spaces."""
-    for part in parts:
-        key, sep, value = part.partition("=")
-        if not sep or not key or not value or any(char.isspace() for char in part):
-            raise ValueError(f"ready line part {part!r}: expected key=value without spaces")
-    return " ".join([READY_PREFIX, *parts])
 
 
 def recovery_part(report: RecoveryReport) -> str:
@@ -151,38 +133,6 @@ def apply_interpreter_settings() -> None:
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-
-
-def configure_logging(level: str) -> None:
-    """Logs on stderr, one line each, for a command that runs a server (`serve`, `namesrv`) or opens the store."""
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-    )
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[asyncio.Event]:
-    """An event set by the first SIGTERM or SIGINT; a later one is logged and ignored, so that a second Ctrl-C
-    cannot interrupt a close halfway. The handlers are the running loop's until the block ends."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-
-    def on_signal(signum: signal.Signals) -> None:
-        if stop.is_set():
-            log.info("%s: already stopping", signum.name)
-            return
-        log.info("%s: stopping", signum.name)
-        stop.set()
-
-    for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, on_signal, signum)
-    try:
-        yield stop
-    finally:
-        for signum in STOP_SIGNALS:
-            loop.remove_signal_handler(signum)
 
 
 async def serve(settings: Settings, ready: Callable[[str], None]) -> None:
@@ -393,17 +343,3 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return host == "localhost"
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-def run(main: Coroutine[Any, Any, T]) -> T:
-    """Run `main` on uvloop when it is installed, else on the default asyncio loop."""
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(main)

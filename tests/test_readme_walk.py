@@ -214,6 +214,8 @@ def test_the_readme_walk_runs_as_written(tmp_path: Path):
     walk = Walk(tmp_path)
     try:
         for number, step in enumerate(walk_steps((ROOT / "README.md").read_text()), 1):
+            started = time.monotonic()
             walk.run(step, number)
+            print(f"walk step {number}: {time.monotonic() - started:.1f} s")  # shown with -s, or on a failure
     finally:
         walk.close()

@@ -30,7 +30,7 @@ from rich.table import Table
 
 from connectors.config_file import ConfigFileError, parse_config_document
 from mqgate.commands.terminal import stdout_console
-from mqgate.http.app import DEFAULT_PORT
+from mqgate.http.config import DEFAULT_PORT
 
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 URL_ENV = "MQGATE_URL"

@@ -13,9 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mqgate.config.values import LOG_LEVELS
-from mqgate.listen_errors import cannot_listen, listen_reason
-from mqgate.rocketmq_doors import ROCKETMQ_BUSY_HINT
-from mqgate.server import configure_logging, format_ready, run, stop_on_signals
+from mqgate.listen_errors import ROCKETMQ_BUSY_HINT, cannot_listen, listen_reason
+from mqgate.process import configure_logging, format_ready, run, stop_on_signals
 from namesrv.config import NamesrvConfig
 from namesrv.server import NameServer
 

@@ -100,7 +100,7 @@ from mqgate.config.values import (
     parse_string_list,
     parse_uint16,
 )
-from mqgate.http.app import HttpConfig
+from mqgate.http.config import HttpConfig
 from mqtt_bridge.config import MqttConfig
 from namesrv.config import NamesrvConfig
 from proxy.config import GrpcConfig

@@ -1,6 +1,7 @@
 """mqgate's HTTP port: one aiohttp application serving every HTTP API, the dashboard and /metrics.
 
     app.py                 the application and its server: JSON errors, the access rule, the request log
+    config.py              its settings ([http])
     access.py              who may use the port (token, admin users) and the audit log of changes
     admin_api.py, admin_messages_api.py, admin_json.py   the admin API (topics, groups, clients, messages, the
                            store), as RocketMQ's admin tools see a broker

@@ -111,10 +111,15 @@ class ClusterProcesses:
     ) -> ServeProcess:
         """A broker of group `group` under automatic failover (`GROUP-nID` its name and data directory): etcd names
         its role. Its MQTT and gRPC ports are fixed (`mqtt_port`, `grpc_port` of the process), as they open and
-        close with its terms as master."""
+        close with its terms as master; a member started again keeps them, as a configured broker would, so that
+        clients that know a group's ports find it again."""
         name = f"{group}-n{broker_id}"
         self._write_config(name, config)
-        mqtt_port, grpc_port = free_port(), free_port()
+        before = self.brokers.get(name)
+        if before is not None:
+            mqtt_port, grpc_port = before.mqtt_port, before.grpc_port  # type: ignore[attr-defined]
+        else:
+            mqtt_port, grpc_port = free_port(), free_port()
         serve = ServeProcess(
             self.root / name, "--namesrv-addr", self.namesrv_addr, "--cluster-name", CLUSTER, "--broker-name", group,
             "--broker-id", str(broker_id), "--role", role, "--etcd", etcd, "--mqtt-port", str(mqtt_port),

@@ -17,7 +17,8 @@ from connectors.plugins import PluginRegistry
 from connectors.rest import add_routes
 from connectors.worker import Worker
 from core import Producer
-from mqgate.http.app import HttpConfig, build_app
+from mqgate.http.app import build_app
+from mqgate.http.config import HttpConfig
 from tests.core.conftest import make_broker  # noqa: F401  (the in-process broker fixture)
 from tests.serve_process import ServeProcess
 

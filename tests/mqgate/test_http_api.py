@@ -16,7 +16,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from multidict import CIMultiDict
 
 from mqgate.config.settings import HTTP_KEY_HELP, ConfigError, Override, load_settings, render_toml
-from mqgate.http.app import DEFAULT_HOST, DEFAULT_PORT, HttpConfig, build_app
+from mqgate.http.app import build_app
+from mqgate.http.config import DEFAULT_HOST, DEFAULT_PORT, HttpConfig
 from tests.serve_process import ROOT, ServeProcess, serve_command
 
 TOKEN = "t0ken-for-tests"

@@ -26,7 +26,7 @@ import core.store.message_store as compiled_store
 from core.errors import ServiceNotAvailableError
 from core.store.config import StoreConfig
 from core.store.message import PROPERTY_TAGS, PROPERTY_UNIQ_KEY, StoredMessage
-from mqgate.server import run
+from mqgate.process import run
 from tests.compiled_modules import is_compiled, pure_twin
 
 from ..conftest import SMALL_STORE
