@@ -71,7 +71,9 @@ def walk_steps(readme: str) -> list[Step]:
 
 def line_pattern(expected: str) -> re.Pattern[str]:
     """`...` is anything; a run of spaces is any run of spaces."""
-    parts = [re.sub(r"\\ +", r"\\s+", re.escape(part.strip())) for part in expected.split("...")]
+    # re.escape writes a space as "\ ": a run of them is one \s+ (one \s+ per space would backtrack through every
+    # split of a long run of spaces between them, minutes for a line of the Spark query's table).
+    parts = [re.sub(r"(?:\\ )+", r"\\s+", re.escape(part.strip())) for part in expected.split("...")]
     return re.compile(".*".join(parts))
 
 
