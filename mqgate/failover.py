@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 WAITING_LOG_S = 10.0
 # The agent's look at etcd.
 TICK_S = 0.5
+# How long an elected broker whose doors could not start waits before it tries again.
+DOORS_RETRY_S = 5.0
 
 StartDoors = Callable[[contextlib.AsyncExitStack], Awaitable[list[str]]]
 
@@ -79,7 +81,17 @@ class FailoverWiring:
     async def _watch(self) -> None:
         while True:
             await self._changed.wait()
-            if await self._apply():
+            try:
+                changed = await self._apply()
+            except Exception as exc:
+                # A door of the term that cannot start (its port taken meanwhile, say): the broker stays master, its
+                # writing doors closed, and tries again, rather than serve on with no watcher of its role.
+                log.error("the doors of this term as master could not start (%s); trying again in %.0f s",
+                          exc, DOORS_RETRY_S)  # fmt: skip
+                await asyncio.sleep(DOORS_RETRY_S)
+                self._changed.set()
+                continue
+            if changed:
                 self.announce(" ".join(self._role_parts()))
 
     async def _apply(self) -> bool:

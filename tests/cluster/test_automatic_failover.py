@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -273,3 +274,53 @@ def has_topics(serve: ServeProcess) -> bool:
     from tests.cluster.brokers import has_topic
 
     return has_topic(remoting_address(serve), "af10")
+
+
+def test_an_elected_broker_whose_mqtt_port_is_taken_opens_it_once_it_is_free(group):
+    """A door of a term that cannot start (its port taken by another process while the broker was a slave) is
+    logged and tried again every 5 s, and opens once the port is free; the broker does not stop watching its role."""
+    cluster, etcd = group
+    holders = []
+    try:
+        for name in (f"{GROUP}-n2", f"{GROUP}-n3"):
+            holder = socket.socket()
+            holder.bind(("0.0.0.0", cluster.brokers[name].mqtt_port))  # type: ignore[attr-defined]
+            holder.listen()
+            holders.append(holder)
+        epoch = record(etcd.address).master_epoch
+        cluster.brokers[f"{GROUP}-n1"].kill()
+        elected = wait_until(lambda: (r := record(etcd.address)) and r.master_epoch > epoch and r, ELECTED_WITHIN_S,
+                             "a new master")  # fmt: skip
+        master = cluster.brokers[f"{GROUP}-n{elected.master_id}"]
+        wait_until(lambda: "could not start" in master.stderr(), 30, "the elected broker says its doors did not start")
+    finally:
+        for holder in holders:
+            holder.close()
+    wait_until(lambda: publishes(master.mqtt_port), 30, "MQTT opens once its port is free")  # type: ignore[attr-defined]
+    # It still follows its role: killed in turn, the other member is elected and opens its doors.
+    epoch = elected.master_epoch
+    cluster.start_member(GROUP, 1, etcd.address)
+    wait_until(lambda: (r := record(etcd.address)) and r.sync_state_set == {1, 2, 3}, 90, "the set of three")
+    master.kill()
+    after = wait_until(lambda: (r := record(etcd.address)) and r.master_epoch > epoch and r, ELECTED_WITHIN_S,
+                       "a newer master")  # fmt: skip
+    wait_until(lambda: publishes(cluster.brokers[f"{GROUP}-n{after.master_id}"].mqtt_port), 30, "its MQTT")  # type: ignore[attr-defined]
+
+
+def publishes(port: int) -> bool:
+    """Whether a QoS 1 publish to the MQTT listener on `port` is acknowledged."""
+    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"probe-{port}")
+    try:
+        client.connect("127.0.0.1", port, keepalive=10)
+    except OSError:
+        return False
+    client.loop_start()
+    try:
+        info = client.publish("af/probe", b"x", qos=1)
+        info.wait_for_publish(5)
+        return info.is_published()
+    except (RuntimeError, ValueError):
+        return False
+    finally:
+        client.loop_stop()
+        client.disconnect()
