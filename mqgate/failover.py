@@ -1,6 +1,7 @@
 """Automatic failover in `mqgate serve` ([controller] etcd_endpoints, docs/cluster.md): the controller's agent
-(controller.agent) runs beside the remoting port, and the doors that write (MQTT and the gRPC endpoint) run while
-this broker is its group's master: started when it is elected, stopped before it follows another.
+(controller.agent) runs beside the remoting port, and the doors that write (MQTT, the gRPC endpoint, EventBridge and
+the connectors: mqgate.terms) run while this broker is its group's master: started when it is elected, stopped
+before it follows another; a door that cannot start then is tried again every DOORS_RETRY_S.
 
 The ready line comes once the controller has named the broker's role, with `role=master` or `role=slave`; each
 later change is a line of its own on standard output, `role=master epoch=N mqtt=HOST:PORT grpc=HOST:PORT` or
