@@ -191,6 +191,7 @@ def transaction(args: argparse.Namespace) -> None:
             time.sleep(1.0)  # the answer to the check-back (END_TRANSACTION) leaves after the callback returns
         elif args.state != "unknown":
             time.sleep(args.seconds)
+        emit(done=True)  # cpp_clients.finish: all that was asked is done, whatever shutdown() does
     finally:
         producer.shutdown()
 
