@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -41,7 +42,7 @@ RETRY_INTERVAL_S = 5.0
 W = TypeVar("W")
 
 
-class SharedRecords(Generic[W]):
+class SharedRecords(ABC, Generic[W]):
     """The records of one shared state; a subclass says how writes are encoded, keyed and applied."""
 
     def __init__(
@@ -67,21 +68,21 @@ class SharedRecords(Generic[W]):
 
     # --- what a subclass says ---
 
-    def encode(self, writes: Iterable[W]) -> Iterator[bytes]:
-        raise NotImplementedError
+    @abstractmethod
+    def encode(self, writes: Iterable[W]) -> Iterator[bytes]: ...
 
-    def decode(self, body: bytes) -> list[W]:
-        raise NotImplementedError
+    @abstractmethod
+    def decode(self, body: bytes) -> list[W]: ...
 
-    def key_of(self, write: W) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def key_of(self, write: W) -> str: ...
 
-    def whole_state(self) -> list[W]:
-        raise NotImplementedError
+    @abstractmethod
+    def whole_state(self) -> list[W]: ...
 
+    @abstractmethod
     def receive(self, writes: list[W], group: str) -> None:
         """Apply the writes another node made (its record was just stored here)."""
-        raise NotImplementedError
 
     # --- life cycle ---
 
