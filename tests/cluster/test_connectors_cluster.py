@@ -254,6 +254,14 @@ async def test_the_spark_sink_writes_every_message_of_both_groups_once_through_a
     finally:
         cluster.stop()  # a clean stop: the last batch's files are moved into place
 
+    bodies = table_bodies(table)
+    expected = [body for bodies_of in first.values() for body in bodies_of] + later
+    assert sorted(bodies) == sorted(expected)
+    assert [body for body, count in bodies.items() if count > 1] == [], "each message once"
+
+
+def table_bodies(table: Path) -> Counter[bytes]:
+    """How many times each message body is in the Spark sink's table, read with Spark (started here, once needed)."""
     from spark_sink import spark_session
     from spark_sink.table_reader import read_table
 
@@ -262,7 +270,4 @@ async def test_the_spark_sink_writes_every_message_of_both_groups_once_through_a
         rows = read_table(spark, table).select("body").collect()
     finally:
         spark_session.release()
-    bodies = Counter(bytes(row.body) for row in rows)
-    expected = [body for bodies_of in first.values() for body in bodies_of] + later
-    assert sorted(bodies) == sorted(expected)
-    assert [body for body, count in bodies.items() if count > 1] == [], "each message once"
+    return Counter(bytes(row.body) for row in rows)

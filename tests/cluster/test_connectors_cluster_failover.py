@@ -7,7 +7,6 @@ task over from the offsets the table's manifest holds, and every acknowledged me
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from pathlib import Path
 
 import aiohttp
@@ -28,6 +27,7 @@ from tests.cluster.test_connectors_cluster import (
     eventually,
     request,
     status_of,
+    table_bodies,
 )
 from tests.cluster.test_mqtt_cluster_failover import sync_state_set
 from tests.etcd_process import EtcdProcess
@@ -132,14 +132,6 @@ async def test_the_spark_sink_s_task_moves_to_the_elected_master_and_writes_each
         await asyncio.to_thread(cluster.stop)  # a clean stop: the last batch's files are moved into place
         await asyncio.to_thread(etcd.stop)
 
-    from spark_sink import spark_session
-    from spark_sink.table_reader import read_table
-
-    spark = spark_session.acquire("local[1]")
-    try:
-        rows = read_table(spark, table).select("body").collect()
-    finally:
-        spark_session.release()
-    bodies = Counter(bytes(row.body) for row in rows)
+    bodies = table_bodies(table)
     assert not set(acked) - set(bodies), "acknowledged and not in the table"
     assert [body for body, count in bodies.items() if count > 1] == [], "each message once"
