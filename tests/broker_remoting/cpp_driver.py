@@ -70,9 +70,10 @@ def message(args: argparse.Namespace, n: int) -> Message:
 # for a route with a 5 s timeout after waiting up to 3 s each for its NameServer lock and connection; on a loaded
 # machine its first send has failed so for a topic the NameServer held. Once (a CI run on a slow machine) a broker
 # closed the client's connection after a frame length of 0x10140004 in the client's stream (RocketMQ's NettyDecoder
-# closes such a connection too), and the client's tries of the send then under way failed. Nothing was stored either
-# way, so a send failing so is tried again, as an application would (not with --keep-going, whose tests count what
-# fails while brokers are down).
+# closes such a connection too), and the client's tries of the send then under way failed. Nothing was stored in
+# either case, so a send failing so is tried again, as an application would. Not with --keep-going: its tests count
+# what fails while brokers are down, and a send whose tries were all answered with a slave status (stored on the
+# master: tests/cluster/test_slave_statuses.py) also ends "No route info".
 NO_ROUTE_TRIES = 3
 
 
